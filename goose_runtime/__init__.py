@@ -1,0 +1,1 @@
+"""goose_runtime: lossless Goose decoding with HF transformers, recording per-node traces."""

@@ -1,0 +1,265 @@
+"""Speculation-tree topologies and the ``goose-topology/1`` JSON contract.
+
+A tree is a list of nodes; node 0 is the root (the anchor token). Every other node has a
+``parent`` (an index smaller than its own, so cycles cannot be written down), a ``source``
+(``"spine"`` or ``"transition"``) and a ``rank`` (0-based rank among the siblings of the same
+source under the same parent; spine rank is 0). Spine nodes form one chain that starts at the
+root. Budget = number of non-root nodes. Depth: root 0. ``max_depth`` bounds every transition
+node; the spine is bounded by ``max_spine`` instead (paper: 6 and 20).
+
+Children are visited in *priority order*: the spine child first, then transition children by
+rank. That is the order of UnifiedGreedyWalk and of the independent acceptance model.
+
+Example:
+    >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    >>> t.budget, t.depth.tolist(), t.spine_length
+    (2, [0, 1, 1], 1)
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+SCHEMA = "goose-topology/1"
+ROOT, SPINE, TRANSITION = 0, 1, 2
+SOURCE_NAMES = ("root", "spine", "transition")
+_SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
+
+
+class TopologyError(ValueError):
+    """An invalid topology; the message is one line that names the problem."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """An immutable speculation tree; build it with :meth:`from_nodes` or :func:`load_topology`."""
+
+    parent: tuple[int, ...]
+    source: tuple[int, ...]  # ROOT, SPINE or TRANSITION
+    rank: tuple[int, ...]
+    max_depth: int = 6
+    max_spine: int = 20
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        _validate(self.parent, self.source, self.rank, self.max_depth, self.max_spine)
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[tuple[int, str | int, int]], *, max_depth: int = 6,
+                   max_spine: int = 20, meta: Mapping[str, Any] | None = None) -> "Topology":
+        """Build from ``(parent, source, rank)`` triples; node 0 must be the root."""
+        parents, sources, ranks = [], [], []
+        for i, (p, s, r) in enumerate(nodes):
+            code = _SOURCE_CODES.get(s, None) if isinstance(s, str) else s
+            if code not in (ROOT, SPINE, TRANSITION):
+                raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
+            parents.append(int(p)); sources.append(int(code)); ranks.append(int(r))
+        return cls(tuple(parents), tuple(sources), tuple(ranks), max_depth, max_spine, dict(meta or {}))
+
+    @classmethod
+    def root_only(cls, **kwargs: Any) -> "Topology":
+        """The empty tree: plain autoregressive decoding (tau = 1)."""
+        return cls.from_nodes([(-1, "root", 0)], **kwargs)
+
+    # ---- derived arrays (computed once; the dataclass is frozen) -------------------------
+    @property
+    def n_nodes(self) -> int:
+        return len(self.parent)
+
+    @property
+    def budget(self) -> int:
+        return len(self.parent) - 1
+
+    @cached_property
+    def parent_array(self) -> np.ndarray:
+        return np.asarray(self.parent, dtype=np.int64)
+
+    @cached_property
+    def source_array(self) -> np.ndarray:
+        return np.asarray(self.source, dtype=np.int64)
+
+    @cached_property
+    def rank_array(self) -> np.ndarray:
+        return np.asarray(self.rank, dtype=np.int64)
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        depth = np.zeros(self.n_nodes, dtype=np.int64)
+        for i in range(1, self.n_nodes):  # parents come first, so one pass suffices
+            depth[i] = depth[self.parent[i]] + 1
+        return depth
+
+    @cached_property
+    def spine_length(self) -> int:
+        return int(sum(1 for s in self.source if s == SPINE))
+
+    @cached_property
+    def children(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR children in priority order: ``(start, index)``; node v's children are
+        ``index[start[v]:start[v+1]]``, spine child first, then transition by rank."""
+        n = self.n_nodes
+        order = sorted(range(1, n), key=lambda i: (self.parent[i], self.source[i] != SPINE, self.rank[i]))
+        counts = np.bincount(self.parent_array[1:], minlength=n) if n > 1 else np.zeros(n, np.int64)
+        start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=start[1:])
+        return start, np.asarray(order, dtype=np.int64)
+
+    @cached_property
+    def first_level_widths(self) -> np.ndarray:
+        """w_i: transition children of the root (i = 0) and of spine node i (i = 1..m)."""
+        spine_chain = self.spine_chain
+        widths = np.zeros(len(spine_chain), dtype=np.int64)
+        pos = {node: i for i, node in enumerate(spine_chain)}
+        for i in range(1, self.n_nodes):
+            if self.source[i] == TRANSITION and self.parent[i] in pos:
+                widths[pos[self.parent[i]]] += 1
+        return widths
+
+    @cached_property
+    def spine_chain(self) -> tuple[int, ...]:
+        """Node indices of the root followed by the spine nodes in depth order."""
+        chain = [0]
+        spine_child = {self.parent[i]: i for i in range(1, self.n_nodes) if self.source[i] == SPINE}
+        while chain[-1] in spine_child:
+            chain.append(spine_child[chain[-1]])
+        return tuple(chain)
+
+    # ---- JSON ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        nodes = [{"parent": p, "source": SOURCE_NAMES[s], "rank": r}
+                 for p, s, r in zip(self.parent, self.source, self.rank)]
+        out: dict[str, Any] = {"schema": SCHEMA, "budget": self.budget, "max_depth": self.max_depth,
+                               "max_spine": self.max_spine}
+        out.update({k: v for k, v in self.meta.items() if k not in out})
+        out["nodes"] = nodes
+        return out
+
+    def with_meta(self, **meta: Any) -> "Topology":
+        merged = dict(self.meta); merged.update(meta)
+        return Topology(self.parent, self.source, self.rank, self.max_depth, self.max_spine, merged)
+
+
+def _validate(parent, source, rank, max_depth, max_spine) -> None:
+    n = len(parent)
+    if not (len(source) == len(rank) == n):
+        raise TopologyError("parent, source and rank must have the same length")
+    if n == 0:
+        raise TopologyError("a topology needs at least the root node")
+    if parent[0] != -1 or source[0] != ROOT:
+        raise TopologyError("node 0 must be the root (parent -1, source 'root')")
+    for name, value in (("max_depth", max_depth), ("max_spine", max_spine)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TopologyError(f"{name} must be a non-negative integer, got {value!r}")
+    depth = [0] * n
+    spine_child_of: set[int] = set()
+    ranks_seen: set[tuple[int, int]] = set()
+    for i in range(1, n):
+        p, s, r = parent[i], source[i], rank[i]
+        if not 0 <= p < i:
+            raise TopologyError(f"node {i}: parent {p} is not an earlier node (parents must precede "
+                                f"children, so cycles and dangling parents are rejected)")
+        if s == ROOT:
+            raise TopologyError(f"node {i}: only node 0 may be the root")
+        if r < 0:
+            raise TopologyError(f"node {i}: rank {r} is negative")
+        depth[i] = depth[p] + 1
+        if s == SPINE:
+            if p != 0 and source[p] != SPINE:
+                raise TopologyError(f"node {i}: a spine node must hang on the root or a spine node, "
+                                    f"not on {SOURCE_NAMES[source[p]]} node {p}")
+            if p in spine_child_of:
+                raise TopologyError(f"node {i}: node {p} already has a spine child (the spine must not fork)")
+            if r != 0:
+                raise TopologyError(f"node {i}: spine rank must be 0, got {r}")
+            spine_child_of.add(p)
+            if depth[i] > max_spine:
+                raise TopologyError(f"node {i}: spine depth {depth[i]} exceeds max_spine {max_spine}")
+        else:
+            if (p, r) in ranks_seen:
+                raise TopologyError(f"node {i}: node {p} already has a transition child of rank {r}")
+            ranks_seen.add((p, r))
+            if depth[i] > max_depth:
+                raise TopologyError(f"node {i}: transition depth {depth[i]} exceeds max_depth {max_depth}")
+
+
+def topology_from_dict(data: Any) -> Topology:
+    """Parse the ``goose-topology/1`` JSON object; raises :class:`TopologyError`."""
+    if not isinstance(data, dict):
+        raise TopologyError("a topology file must hold a JSON object")
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        raise TopologyError(f"unknown schema {schema!r} (expected {SCHEMA!r})")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        raise TopologyError("'nodes' must be a non-empty list")
+    triples = []
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            raise TopologyError(f"node {i}: must be an object with parent, source and rank")
+        default_parent = -1 if i == 0 else None
+        p, s, r = node.get("parent", default_parent), node.get("source"), node.get("rank", 0)
+        if p is None and i == 0:
+            p = -1
+        for key, value in (("parent", p), ("rank", r)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")
+        if s not in _SOURCE_CODES:
+            raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
+        triples.append((p, s, r))
+    meta = {k: v for k, v in data.items() if k not in ("schema", "nodes", "max_depth", "max_spine", "budget")}
+    topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
+                               max_spine=data.get("max_spine", 20), meta=meta)
+    if "budget" in data and data["budget"] != topo.budget:
+        raise TopologyError(f"'budget' is {data['budget']!r} but the file has {topo.budget} non-root nodes")
+    return topo
+
+
+def load_topology(path: str | os.PathLike) -> Topology:
+    """Read and validate a topology JSON file; every failure is a one-line TopologyError."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise TopologyError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: malformed JSON ({exc})") from None
+    try:
+        return topology_from_dict(data)
+    except TopologyError as exc:
+        raise TopologyError(f"{path}: {exc}") from None
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    """Write JSON to a temp file beside ``path`` and rename it over: never a half file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, default=_json_default, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_topology(topology: Topology, path: str | os.PathLike) -> None:
+    """Write ``topology`` as ``goose-topology/1`` JSON, atomically."""
+    write_json_atomic(path, topology.to_dict())
+

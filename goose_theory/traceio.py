@@ -1,0 +1,136 @@
+"""The per-node acceptance trace format (parquet, ``goose_trace_version=1``): schema, atomic
+writer and validating reader. The runtime writes it; ``fit-acceptance`` and the app read it.
+
+One row per tree node per verification cycle, root included. Key-value metadata carries
+``goose_trace_version`` (checked by the reader), model, device, dtype, library versions and the
+run's full config (JSON).
+
+Required columns (the contract) and the extra columns the runtime adds for fitting:
+
+=============  ========  ==============================================================
+column         type      meaning
+=============  ========  ==============================================================
+run_id         string    one id per ``goose decode`` run
+model          string    model id or path
+benchmark      string    prompt set (humaneval, mtbench, stdlib, a file name, prompt)
+prompt_id      string    id of the prompt inside the set
+method         string    ar, pld, tr, iso:K, mixed-iso:K, goose, topology:NAME
+cycle          int32     verification cycle index within the prompt (0-based)
+node           int32     node index in the cycle's tree (0 = root)
+parent         int32     parent node index (-1 for the root)
+depth          int16     0 for the root
+source         string    root / spine / transition
+rank           int16     spine 0; transition: rank of the candidate in the adjacency list
+token          int32     drafted token id (root: the anchor token)
+match          bool      token == target argmax at its parent (true for the root)
+accepted       bool      on the accepted path (true for the root)
+reached        bool      parent accepted (true for the root) [extra; derivable]
+score          float32   adjacency score of a transition candidate (NaN otherwise) [extra]
+spine_pos      int16     1-based position on the spine, 0 otherwise [extra]
+ngram          int8      n-gram length of the context match that produced the spine [extra]
+consensus      int16     earlier occurrences agreeing on the first spine token [extra]
+tau            int16     accepted tokens of the cycle, bonus included [extra]
+budget         int16     non-root nodes of the cycle's tree [extra]
+verify_s       float32   seconds in the verification forward pass of the cycle [extra]
+draft_s        float32   seconds outside the forward pass (match, build, walk, ...) [extra]
+ema            float32   EMA of spine acceptance after the cycle (NaN if unused) [extra]
+bypass         bool      consensus bypass fired (linear chain verified) [extra]
+=============  ========  ==============================================================
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TRACE_VERSION = "1"
+VERSION_KEY = b"goose_trace_version"
+
+REQUIRED_COLUMNS: dict[str, pa.DataType] = {
+    "run_id": pa.string(), "model": pa.string(), "benchmark": pa.string(), "prompt_id": pa.string(),
+    "method": pa.string(), "cycle": pa.int32(), "node": pa.int32(), "parent": pa.int32(),
+    "depth": pa.int16(), "source": pa.string(), "rank": pa.int16(), "token": pa.int32(),
+    "match": pa.bool_(), "accepted": pa.bool_(),
+}
+EXTRA_COLUMNS: dict[str, pa.DataType] = {
+    "reached": pa.bool_(), "score": pa.float32(), "spine_pos": pa.int16(), "ngram": pa.int8(),
+    "consensus": pa.int16(), "tau": pa.int16(), "budget": pa.int16(), "verify_s": pa.float32(),
+    "draft_s": pa.float32(), "ema": pa.float32(), "bypass": pa.bool_(),
+}
+SOURCES = ("root", "spine", "transition")
+
+
+class TraceFileError(ValueError):
+    """A trace file that cannot be used; the message names the file and the problem."""
+
+
+def trace_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
+    """The full v1 schema, with ``goose_trace_version`` and ``metadata`` (values JSON-encoded
+    unless they are strings) as key-value metadata."""
+    fields = [pa.field(k, t) for k, t in {**REQUIRED_COLUMNS, **EXTRA_COLUMNS}.items()]
+    kv = {VERSION_KEY: TRACE_VERSION.encode()}
+    for key, value in (metadata or {}).items():
+        kv[key.encode()] = (value if isinstance(value, str) else json.dumps(value, default=str)).encode()
+    return pa.schema(fields, metadata=kv)
+
+
+def write_trace(path: str | os.PathLike, columns: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
+    """Write one trace file atomically (temp file beside it, then rename).
+
+    ``columns`` maps every column of :func:`trace_schema` to a sequence or array.
+    """
+    schema = trace_schema(metadata)
+    missing = [f.name for f in schema if f.name not in columns]
+    if missing:
+        raise ValueError(f"write_trace: missing columns {', '.join(missing)}")
+    table = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".parquet")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def open_trace(path: str | os.PathLike) -> pq.ParquetFile:
+    """Open and validate a trace file: readable parquet, v1, required columns, not empty."""
+    name = os.fspath(path)
+    try:
+        pf = pq.ParquetFile(name)
+    except FileNotFoundError:
+        raise TraceFileError(f"{name}: no such file") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceFileError(f"{name}: not a readable parquet file ({str(exc).splitlines()[0]})") from None
+    meta = pf.schema_arrow.metadata or {}
+    version = meta.get(VERSION_KEY)
+    if version is None:
+        raise TraceFileError(f"{name}: no goose_trace_version in the parquet metadata (not a goose trace)")
+    if version.decode() != TRACE_VERSION:
+        raise TraceFileError(f"{name}: goose_trace_version {version.decode()!r} is not supported (expected {TRACE_VERSION})")
+    missing = [c for c in REQUIRED_COLUMNS if c not in pf.schema_arrow.names]
+    if missing:
+        raise TraceFileError(f"{name}: missing required column(s) {', '.join(missing)}")
+    if pf.metadata.num_rows == 0:
+        raise TraceFileError(f"{name}: the trace is empty (no rows)")
+    return pf
+
+
+def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:
+    """Decoded key-value metadata (JSON values parsed where they parse)."""
+    out: dict[str, Any] = {}
+    for key, value in (pf.schema_arrow.metadata or {}).items():
+        text = value.decode(errors="replace")
+        try:
+            out[key.decode()] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key.decode()] = text
+    return out

@@ -1,0 +1,151 @@
+"""Exact yield of a speculation tree: E[tau], Var[tau] and the whole pmf of tau.
+
+tau = tokens accepted per verification call, bonus token included, so tau = 1 + depth of the
+last accepted node. Both acceptance models reduce to the same computation:
+
+    qeff(c)  = q(c)                                    (exclusive)
+             = q(c) * prod_{siblings s before c} (1 - q(s))   (independent, priority order)
+    reach(v) = prod of qeff along the path root -> v   (probability that v is accepted)
+    stop(v)  = reach(v) * (1 - sum_{children c} qeff(c))  (the walk ends at v)
+
+    E[tau]   = 1 + sum_{v != root} reach(v)
+    P(tau=k) = sum_{v: depth(v) = k-1} stop(v)
+
+No Monte Carlo: one O(n) numba pass. The exclusive model requires sum_c q(c) <= 1 at every
+node; :func:`exact_yield` raises :class:`ExclusiveModelError` naming the node otherwise.
+
+Example:
+    >>> from goose_theory.topology import Topology
+    >>> from goose_theory.acceptance import Acceptance
+    >>> chain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
+    >>> round(expected_tau(chain, Acceptance.parse(0.5, 0.1)), 6)   # 1 + 0.5 + 0.25
+    1.75
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._numba import jit
+from .acceptance import EXCLUSIVE_TOLERANCE, Acceptance, AcceptanceError
+from .topology import SOURCE_NAMES, Topology
+
+
+class ExclusiveModelError(AcceptanceError):
+    """The exclusive model was asked for a node whose children's q sum above 1."""
+
+
+@jit
+def _node_q(source, rank, depth, p_s, p_t, out):
+    """q(v) of every node: p_s by spine depth, p_t by rank, last value repeated."""
+    out[0] = 1.0
+    for i in range(1, source.shape[0]):
+        if source[i] == 1:
+            out[i] = p_s[min(depth[i], p_s.shape[0]) - 1]
+        else:
+            out[i] = p_t[min(rank[i], p_t.shape[0] - 1)]
+
+
+@jit
+def _effective_q(q, child_start, child_index, independent, out):
+    """Fill qeff (see module docstring); return (node, child q sum) of the worst node."""
+    out[0] = 1.0
+    worst_node, worst_sum = 0, 0.0
+    for v in range(child_start.shape[0] - 1):
+        survive, total = 1.0, 0.0
+        for k in range(child_start[v], child_start[v + 1]):
+            c = child_index[k]
+            total += q[c]
+            if independent:
+                out[c] = q[c] * survive
+                survive *= 1.0 - q[c]
+            else:
+                out[c] = q[c]
+        if total > worst_sum:
+            worst_node, worst_sum = v, total
+    return worst_node, worst_sum
+
+
+@jit
+def _reach_and_pmf(parent, depth, qeff, child_start, child_index, reach, pmf):
+    """reach(v) by one forward pass; pmf[k] = P(tau = k). Returns E[tau]."""
+    n = parent.shape[0]
+    reach[0] = 1.0
+    for i in range(1, n):
+        reach[i] = reach[parent[i]] * qeff[i]
+    pmf[:] = 0.0
+    expected = 1.0
+    for v in range(n):
+        taken = 0.0
+        for k in range(child_start[v], child_start[v + 1]):
+            taken += qeff[child_index[k]]
+        stop = reach[v] * (1.0 - taken)
+        pmf[depth[v] + 1] += stop if stop > 0.0 else 0.0
+        if v > 0:
+            expected += reach[v]
+    return expected
+
+
+@dataclass(frozen=True)
+class YieldResult:
+    """Exact distribution of tau for one topology under one acceptance model."""
+
+    expected_tau: float
+    variance: float
+    pmf: np.ndarray  # pmf[k] = P(tau = k), k = 0 .. max_depth + 1 (pmf[0] = 0)
+    reach: np.ndarray  # per node: probability that it is accepted
+    qeff: np.ndarray  # per node: probability of being taken once its parent is reached
+    model: str
+
+    @property
+    def std(self) -> float:
+        return float(np.sqrt(max(self.variance, 0.0)))
+
+
+def _compiled(topology: Topology, acceptance: Acceptance) -> tuple[np.ndarray, np.ndarray]:
+    q = np.empty(topology.n_nodes)
+    _node_q(topology.source_array, topology.rank_array, topology.depth,
+            acceptance.p_s_array, acceptance.p_t_array, q)
+    qeff = np.empty_like(q)
+    start, index = topology.children
+    node, total = _effective_q(q, start, index, acceptance.independent, qeff)
+    if not acceptance.independent and total > 1.0 + EXCLUSIVE_TOLERANCE:
+        raise ExclusiveModelError(_exclusive_message(topology, q, int(node), float(total)))
+    return q, qeff
+
+
+def _exclusive_message(topology: Topology, q: np.ndarray, node: int, total: float) -> str:
+    start, index = topology.children
+    kids = index[start[node]:start[node + 1]]
+    parts = [f"{SOURCE_NAMES[topology.source[c]]}[rank {topology.rank[c]}]={q[c]:.4g}" for c in kids[:4]]
+    more = f" + {len(kids) - 4} more" if len(kids) > 4 else ""
+    return (f"exclusive model: the children of node {node} have match probabilities summing to "
+            f"{total:.4g} > 1 ({' + '.join(parts)}{more}); lower p_s/p_t, use fewer ranks, "
+            f"or use the independent model")
+
+
+def exact_yield(topology: Topology, acceptance: Acceptance) -> YieldResult:
+    """E[tau], Var[tau], pmf of tau and per-node reach probabilities, exactly."""
+    _, qeff = _compiled(topology, acceptance)
+    reach = np.empty(topology.n_nodes)
+    pmf = np.zeros(int(topology.depth.max()) + 2)
+    start, index = topology.children
+    expected = _reach_and_pmf(topology.parent_array, topology.depth, qeff, start, index, reach, pmf)
+    taus = np.arange(pmf.shape[0])
+    variance = float(pmf @ (taus.astype(np.float64) ** 2) - expected ** 2)
+    return YieldResult(float(expected), variance, pmf, reach, qeff, acceptance.model)
+
+
+def expected_tau(topology: Topology, acceptance: Acceptance) -> float:
+    """Just E[tau] (same computation as :func:`exact_yield`)."""
+    return exact_yield(topology, acceptance).expected_tau
+
+
+def continuation(topology: Topology, qeff: np.ndarray) -> np.ndarray:
+    """cont[v] = E[further accepted nodes below v | v accepted] = sum_c qeff(c) (1 + cont[c])."""
+    cont = np.zeros(topology.n_nodes)
+    parent = topology.parent
+    for v in range(topology.n_nodes - 1, 0, -1):  # children have larger indices than parents
+        cont[parent[v]] += qeff[v] * (1.0 + cont[v])
+    return cont
