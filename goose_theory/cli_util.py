@@ -1,0 +1,89 @@
+"""Shared CLI plumbing: one-line errors with exit code 2, JSON output, list parsing.
+
+Every command is ``main(argv) -> int``. Bad input raises :class:`UsageError` (or one of the
+library's validation errors); :func:`run_command` turns it into ``error: <one line>`` on
+stderr and exit code 2, never a traceback, and nothing is written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from .acceptance import AcceptanceError
+from .topology import TopologyError
+from .traceio import TraceFileError
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(ValueError):
+    """Bad command-line input; the message is shown as one line."""
+
+
+BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (UsageError, AcceptanceError, TopologyError, TraceFileError)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line with exit code 2 (argparse's own convention)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message}\n")
+
+
+def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    return _Parser(prog=prog, description=description)
+
+
+def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Call ``handler(args)``; map bad input to a one-line message and exit code 2."""
+    try:
+        return handler(args)
+    except BAD_INPUT_ERRORS as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())
+
+
+def to_jsonable(value: Any) -> Any:
+    """numpy scalars/arrays -> Python; NaN/inf -> None (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return to_jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(to_jsonable(obj), allow_nan=False))
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """A plain aligned text table (floats to 4 significant digits)."""
+    if not rows:
+        return "(no rows)"
+    columns = columns or list(rows[0])
+    def fmt(v: Any) -> str:
+        if isinstance(v, (float, np.floating)):
+            return f"{v:.4g}"
+        return str(v)
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
