@@ -1,0 +1,43 @@
+"""Acceptance parameters: parsing, validation with messages that name the bad value."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from goose_theory.acceptance import Acceptance, AcceptanceError
+
+
+def test_lists_and_repetition():
+    a = Acceptance.parse("0.6, 0.5,0.4", "0.05,0.03")
+    assert a.p_s == (0.6, 0.5, 0.4) and a.p_t == (0.05, 0.03)
+    assert [a.spine_q(d) for d in (1, 3, 9)] == [0.6, 0.4, 0.4]
+    assert [a.transition_q(r) for r in (0, 1, 7)] == [0.05, 0.03, 0.03]
+    assert a.to_dict() == {"p_s": [0.6, 0.5, 0.4], "p_t": [0.05, 0.03], "model": "exclusive"}
+
+
+@pytest.mark.parametrize("p_s, p_t, model, message", [
+    ("1.2", "0.1", "exclusive", r"p_s: 1\.2 is not a probability"),
+    ("nan", "0.1", "exclusive", r"p_s: nan is not a probability"),
+    ("0.5", "-0.1", "exclusive", r"p_t: -0\.1 is not a probability"),
+    ("0.5", "abc", "exclusive", r"p_t: 'abc' is not a number"),
+    ("0.5", "", "exclusive", r"p_t: '' is not a number"),
+    ("0.5", [], "exclusive", r"p_t: empty list"),
+    ("0.5", "0.1", "bursty", r"unknown acceptance model 'bursty'"),
+    (True, "0.1", "exclusive", r"p_s: True is not a probability"),
+])
+def test_bad_values_are_named(p_s, p_t, model, message):
+    with pytest.raises(AcceptanceError, match=message):
+        Acceptance.parse(p_s, p_t, model)
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=5))
+def test_parser_accepts_exactly_probabilities(values):
+    text = ",".join(repr(v) for v in values)
+    ok = all(math.isfinite(v) and 0 <= v <= 1 for v in values)
+    if ok:
+        assert Acceptance.parse(text, 0.1).p_s == tuple(values)
+    else:
+        with pytest.raises(AcceptanceError):
+            Acceptance.parse(text, 0.1)

@@ -1,0 +1,92 @@
+"""The goose-topology/1 contract: round trips, and every kind of invalid file rejected in one line."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import random_topology
+from goose_theory.topology import (SCHEMA, Topology, TopologyError, load_topology, save_topology,
+                                   topology_from_dict)
+
+SAMPLE = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1),
+          (1, "spine", 0), (1, "transition", 0), (2, "transition", 0)]
+
+
+def test_derived_arrays():
+    t = Topology.from_nodes(SAMPLE)
+    assert t.budget == 6 and t.depth.tolist() == [0, 1, 1, 1, 2, 2, 2]
+    assert t.spine_chain == (0, 1, 4) and t.spine_length == 2
+    assert t.first_level_widths.tolist() == [2, 1, 0]
+    start, index = t.children
+    assert index[start[0]:start[1]].tolist() == [1, 2, 3]  # spine first, then by rank
+    assert index[start[1]:start[2]].tolist() == [4, 5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40))
+def test_json_round_trip(tmp_path_factory, seed, n):
+    t = random_topology(np.random.default_rng(seed), n).with_meta(rule="test", predicted_tau=1.5)
+    path = tmp_path_factory.mktemp("topo") / "t.json"
+    save_topology(t, path)
+    back = load_topology(path)
+    assert back == t and back.meta["rule"] == "test" and json.loads(path.read_text())["budget"] == n - 1
+
+
+def _doc(nodes, **extra):
+    return {"schema": SCHEMA, "nodes": [{"parent": p, "source": s, "rank": r} for p, s, r in nodes], **extra}
+
+
+@pytest.mark.parametrize("doc, message", [
+    (_doc(SAMPLE[:1] + [(3, "transition", 0)]), "parent 3 is not an earlier node"),
+    (_doc(SAMPLE[:2] + [(2, "transition", 0)]), "parent 2 is not an earlier node"),  # self-loop
+    (_doc(SAMPLE[:2] + [(0, "spine", 0)]), "spine must not fork"),
+    (_doc(SAMPLE[:3] + [(2, "spine", 0)]), "spine node must hang on the root or a spine node"),
+    (_doc(SAMPLE[:2] + [(0, "transition", 0), (0, "transition", 0)]), "already has a transition child of rank 0"),
+    (_doc(SAMPLE[:1] + [(0, "leaf", 0)]), "unknown source 'leaf'"),
+    (_doc(SAMPLE[:1] + [(0, "spine", 1)]), "spine rank must be 0"),
+    (_doc(SAMPLE[:1] + [(0, "transition", -1)]), "rank -1 is negative"),
+    (_doc(SAMPLE[:1] + [(0, "transition", "a")]), "rank must be an integer"),
+    (_doc([(0, "transition", 0)]), "node 0 must be the root"),
+    (_doc(SAMPLE, budget=3), "'budget' is 3 but the file has 6"),
+    (_doc(SAMPLE[:1] + [(0, "transition", 0), (1, "transition", 0)], max_depth=1), "exceeds max_depth 1"),
+    (_doc(SAMPLE[:2] + [(1, "spine", 0)], max_spine=1), "exceeds max_spine 1"),
+    ({"schema": "goose-topology/2", "nodes": []}, "unknown schema 'goose-topology/2'"),
+    ({"nodes": [{"source": "root"}]}, "unknown schema None"),
+    ({"schema": SCHEMA, "nodes": []}, "non-empty list"),
+    ([1, 2], "JSON object"),
+])
+def test_invalid_documents(doc, message):
+    with pytest.raises(TopologyError, match=message) as info:
+        topology_from_dict(doc)
+    assert "\n" not in str(info.value)
+
+
+def test_load_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TopologyError, match=r"bad\.json: malformed JSON"):
+        load_topology(bad)
+    with pytest.raises(TopologyError, match="no such file"):
+        load_topology(tmp_path / "missing.json")
+
+
+def test_root_may_omit_parent():
+    t = topology_from_dict({"schema": SCHEMA, "nodes": [{"source": "root"}, {"parent": 0, "source": "spine", "rank": 0}]})
+    assert t.spine_length == 1
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    save_topology(Topology.from_nodes(SAMPLE), path)
+    before = path.read_text()
+    import goose_theory.topology as topology_module
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+    monkeypatch.setattr(topology_module.json, "dump", boom)
+    with pytest.raises(RuntimeError):
+        save_topology(Topology.root_only(), path)
+    assert path.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["t.json"]

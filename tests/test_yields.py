@@ -1,0 +1,119 @@
+"""Exact yield against brute-force enumeration of every outcome on tiny trees (exact)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import random_topology
+from goose_theory.acceptance import Acceptance
+from goose_theory.topology import Topology
+from goose_theory.yields import ExclusiveModelError, continuation, exact_yield, expected_tau
+
+
+def _q(topo: Topology, acc: Acceptance) -> list[float]:
+    q = [1.0]
+    for i in range(1, topo.n_nodes):
+        q.append(acc.spine_q(int(topo.depth[i])) if topo.source[i] == 1 else acc.transition_q(topo.rank[i]))
+    return q
+
+
+def _walk(topo: Topology, matched_child_of) -> int:
+    """Greedy walk: follow the matched child until none; tau = 1 + depth reached."""
+    node = 0
+    while (child := matched_child_of(node)) is not None:
+        node = child
+    return int(topo.depth[node]) + 1
+
+
+def brute_force_pmf(topo: Topology, acc: Acceptance) -> dict[int, float]:
+    """Enumerate every joint outcome: independent -> each node matches or not; exclusive ->
+    each node picks one matching child or none. Run the walk on each outcome."""
+    q = _q(topo, acc)
+    start, index = topo.children
+    kids = [list(index[start[v]:start[v + 1]]) for v in range(topo.n_nodes)]
+    pmf: dict[int, float] = {}
+    if acc.independent:
+        for bits in itertools.product((0, 1), repeat=topo.n_nodes - 1):
+            match = (1,) + bits
+            prob = np.prod([q[i] if match[i] else 1 - q[i] for i in range(1, topo.n_nodes)])
+            tau = _walk(topo, lambda v: next((c for c in kids[v] if match[c]), None))
+            pmf[tau] = pmf.get(tau, 0.0) + prob
+    else:
+        options = [[None] + kids[v] for v in range(topo.n_nodes)]
+        for choice in itertools.product(*options):
+            prob = 1.0
+            for v, c in enumerate(choice):
+                prob *= (1 - sum(q[k] for k in kids[v])) if c is None else q[c]
+            tau = _walk(topo, lambda v: choice[v])
+            pmf[tau] = pmf.get(tau, 0.0) + prob
+    return pmf
+
+
+SMALL = dict(max_examples=120, deadline=None)
+
+
+@settings(**SMALL)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 9), model=st.sampled_from(["exclusive", "independent"]),
+       p_s=st.lists(st.floats(0, 1), min_size=1, max_size=3), p_t=st.lists(st.floats(0, 0.3), min_size=1, max_size=3))
+def test_pmf_equals_brute_force(seed, n, model, p_s, p_t):
+    topo = random_topology(np.random.default_rng(seed), n, max_depth=4, max_spine=4)
+    acc = Acceptance.parse(p_s, p_t, model)
+    try:
+        result = exact_yield(topo, acc)
+    except ExclusiveModelError:
+        start, index = topo.children
+        q = _q(topo, acc)
+        assert max(sum(q[c] for c in index[start[v]:start[v + 1]]) for v in range(n)) > 1
+        return
+    truth = brute_force_pmf(topo, acc)
+    for tau, prob in truth.items():
+        assert result.pmf[tau] == pytest.approx(prob, abs=1e-12)
+    assert result.pmf.sum() == pytest.approx(1.0, abs=1e-12)
+    taus = np.arange(result.pmf.size)
+    mean = sum(t * p for t, p in truth.items())
+    assert result.expected_tau == pytest.approx(mean, abs=1e-12)
+    assert result.expected_tau == pytest.approx(float(taus @ result.pmf), abs=1e-12)
+    assert result.variance == pytest.approx(sum(t * t * p for t, p in truth.items()) - mean**2, abs=1e-10)
+
+
+def test_chain_closed_form():
+    chain = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(5)])
+    p = 0.7
+    assert expected_tau(chain, Acceptance.parse(p, 0.0)) == pytest.approx(sum(p**i for i in range(6)))
+    # depth-dependent p_s: reach probabilities are running products
+    acc = Acceptance.parse([0.9, 0.5, 0.2], 0.0)
+    reach = exact_yield(chain, acc).reach
+    np.testing.assert_allclose(reach, [1, 0.9, 0.45, 0.09, 0.018, 0.0036])
+
+
+def test_independent_priority_spine_first():
+    # root with a spine child and one transition child: the transition child is only taken when
+    # the spine child fails (UnifiedGreedyWalk), so its effective probability is (1 - p_s) p_t.
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "spine", 0)])
+    r = exact_yield(topo, Acceptance.parse(0.6, 0.5, "independent"))
+    np.testing.assert_allclose(r.qeff, [1, 0.2, 0.6])
+    assert r.expected_tau == pytest.approx(1.8)
+    assert exact_yield(topo, Acceptance.parse(0.4, 0.5, "exclusive")).expected_tau == pytest.approx(1.9)
+
+
+def test_exclusive_rejects_children_summing_above_one():
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)] + [(0, "transition", r) for r in range(10)])
+    with pytest.raises(ExclusiveModelError, match=r"children of node 0 .* summing to 1\.1 > 1"):
+        exact_yield(topo, Acceptance.parse(0.6, 0.05))
+    assert exact_yield(topo, Acceptance.parse(0.6, 0.05, "independent")).expected_tau > 1.6
+
+
+def test_root_only_is_plain_decoding():
+    r = exact_yield(Topology.root_only(), Acceptance.parse(0.5, 0.1))
+    assert r.expected_tau == 1.0 and r.variance == 0.0 and r.pmf.tolist() == [0.0, 1.0]
+
+
+def test_continuation_matches_reach_ratios():
+    topo = random_topology(np.random.default_rng(7), 30)
+    acc = Acceptance.parse(0.5, 0.03)
+    r = exact_yield(topo, acc)
+    cont = continuation(topo, r.qeff)
+    assert 1.0 + cont[0] == pytest.approx(r.expected_tau)
