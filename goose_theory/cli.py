@@ -1,0 +1,169 @@
+"""Theory subcommands of ``goose``: yield, simulate, optimize, compare.
+
+Each handler parses nothing itself: argparse gives strings, :class:`Acceptance` validates the
+probabilities (comma-separated lists allowed), the library computes, and the handler prints one
+JSON object (``--json``) or a readable table. Bad input exits 2 with one line (see cli_util).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .acceptance import Acceptance
+from .bound import paper_lower_bound
+from .cli_util import UsageError, format_table, print_json
+from .topology import load_topology, save_topology
+from .yields import exact_yield
+
+
+def _add_acceptance(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--p-s", required=True, help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
+    p.add_argument("--p-t", required=True, help="transition acceptance: a probability or a list by rank (0.05,0.03,...)")
+    p.add_argument("--model", default="exclusive", help="acceptance model: exclusive (default) or independent")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_shape(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--budget", type=int, required=True, help="non-root nodes of the tree")
+    p.add_argument("--max-depth", type=int, default=6, help="depth bound of transition nodes (paper: 6)")
+    p.add_argument("--max-spine", type=int, default=20, help="spine length bound (paper: 20)")
+    p.add_argument("--top-k", type=int, default=10, help="transition candidates per node (paper: 10)")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("yield", help="exact E[tau], Var[tau], pmf and the paper's lower bound of a topology")
+    p.add_argument("--topology", required=True, help="goose-topology/1 JSON file")
+    p.add_argument("--lbar", default="topology", help="bound's continuation term: topology (default), zero, or a number")
+    _add_acceptance(p)
+    p.set_defaults(handler=cmd_yield)
+
+    p = sub.add_parser("simulate", help="numba Monte Carlo of verification cycles of a topology")
+    p.add_argument("--topology", required=True)
+    p.add_argument("--cycles", type=int, default=1_000_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bursty", metavar="PS_REP,PS_NOVEL,TO_NOVEL,TO_REP",
+                   help="two-state Markov regime: p_s when repetitive / novel, and switching probabilities")
+    _add_acceptance(p)
+    p.set_defaults(handler=cmd_simulate)
+
+    p = sub.add_parser("optimize", help="build the tree of a rule at a budget and write it as topology JSON")
+    _add_shape(p)
+    p.add_argument("--rule", default="optimal", help="optimal, linear, harmonic, paper, source-blind, isotropic:K, mixed-isotropic:K")
+    p.add_argument("--latency", help="goose-latency/1 profile: choose the budget (<= --budget) that maximises tokens/s")
+    p.add_argument("--out", required=True, help="where to write the topology JSON")
+    _add_acceptance(p)
+    p.set_defaults(handler=cmd_optimize)
+
+    p = sub.add_parser("compare", help="every rule side by side at one budget")
+    _add_shape(p)
+    _add_acceptance(p)
+    p.set_defaults(handler=cmd_compare)
+
+
+def _acceptance(args: argparse.Namespace) -> Acceptance:
+    return Acceptance.parse(args.p_s, args.p_t, args.model)
+
+
+def _check_shape(args: argparse.Namespace) -> None:
+    for name in ("budget", "max_depth", "max_spine", "top_k"):
+        value = getattr(args, name)
+        if value < 0 or (name == "top_k" and value < 1):
+            raise UsageError(f"--{name.replace('_', '-')} must be {'>= 1' if name == 'top_k' else '>= 0'}, got {value}")
+
+
+def cmd_yield(args: argparse.Namespace) -> int:
+    topology, acceptance = load_topology(args.topology), _acceptance(args)
+    lbar: str | float = args.lbar
+    if lbar not in ("topology", "zero"):
+        try:
+            lbar = float(lbar)
+        except ValueError:
+            raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
+        if not lbar >= 0:
+            raise UsageError(f"--lbar: {args.lbar!r} must be a non-negative number")
+    result = exact_yield(topology, acceptance)
+    bound = paper_lower_bound(topology, acceptance, lbar=lbar)
+    out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
+           "lower_bound": float(bound.lower_bound), "gap": float(bound.gap), "lbar": bound.lbar,
+           "lbar_rule": bound.lbar_rule, "pmf": result.pmf.tolist(), "budget": topology.budget,
+           "model": acceptance.model}
+    if args.json:
+        print_json(out)
+    else:
+        print(f"E[tau] = {out['exact']:.6f}   Var = {out['variance']:.6f}   ({acceptance.model} model, budget {topology.budget})")
+        print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}, {bound.lbar_rule}); gap {out['gap']:.6f}")
+        print(format_table([{"tau": k, "P(tau)": p} for k, p in enumerate(out["pmf"]) if k > 0]))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    topology, acceptance = load_topology(args.topology), _acceptance(args)
+    if args.cycles < 1:
+        raise UsageError(f"--cycles must be >= 1, got {args.cycles}")
+    from .simulate import BurstyRegime, simulate, simulate_bursty
+    if args.bursty:
+        parts = Acceptance.parse(args.bursty, 0.0).p_s  # validates four probabilities, names a bad one
+        if len(parts) != 4:
+            raise UsageError(f"--bursty needs four comma-separated probabilities, got {len(parts)}")
+        regime = BurstyRegime(*parts)
+        result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
+        exact = result.iid_mixture_tau
+    else:
+        result = simulate(topology, acceptance, cycles=args.cycles, seed=args.seed)
+        exact = exact_yield(topology, acceptance).expected_tau
+    out = {"mean": result.mean, "std": result.std, "ci95": list(result.ci95), "cycles": result.cycles,
+           "seed": args.seed, "exact": exact, "histogram": result.histogram.tolist(), "model": acceptance.model}
+    if args.bursty:
+        out.update(fraction_repetitive=result.fraction_repetitive, lag1_autocorrelation=result.lag1_autocorrelation)
+    if args.json:
+        print_json(out)
+    else:
+        print(f"mean tau = {result.mean:.6f}  95% CI [{result.ci95[0]:.6f}, {result.ci95[1]:.6f}]  "
+              f"std {result.std:.4f}  ({result.cycles} cycles, seed {args.seed})")
+        label = "stationary-mixture E[tau]" if args.bursty else "exact E[tau]"
+        print(f"{label} = {exact:.6f}")
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    _check_shape(args)
+    acceptance = _acceptance(args)
+    from .optimize import build_topology
+    shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)
+    extra: dict[str, Any] = {}
+    if args.latency:
+        from .latency import cost_aware, load_latency
+        profile = load_latency(args.latency)
+        top = min(args.budget, max(profile.sizes) - 1)  # the profile bounds the trees we can price
+        choice = cost_aware(acceptance, profile, rule=args.rule, budgets=range(0, top + 1), **shape)
+        result = choice.best
+        extra = {"cost_aware": True, "latency_table": choice.table}
+    else:
+        result = build_topology(args.rule, acceptance, budget=args.budget, **shape)
+    topology = result.topology.with_meta(rule=result.rule, predicted_tau=result.predicted_tau,
+                                         acceptance=acceptance.to_dict(), **({"cost_aware": True} if extra else {}))
+    save_topology(topology, args.out)
+    out = {"predicted_tau": result.predicted_tau, "rule": result.rule, "budget": result.budget, "out": args.out, **extra}
+    if args.json:
+        print_json(out)
+    else:
+        print(f"{result.rule}: budget {result.budget}, predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
+        if extra:
+            print(format_table(extra["latency_table"]))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    _check_shape(args)
+    acceptance = _acceptance(args)
+    from .optimize import compare_rules
+    results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
+                            max_spine=args.max_spine, top_k=args.top_k)
+    rows = [{"rule": r.rule, "budget": r.budget, "predicted_tau": r.predicted_tau,
+             "spine_length": r.topology.spine_length,
+             "widths": ",".join(str(w) for w in r.topology.first_level_widths[:8])} for r in results]
+    if args.json:
+        print_json({"budget": args.budget, "acceptance": acceptance.to_dict(), "rules": rows})
+    else:
+        print(format_table(rows))
+    return 0
