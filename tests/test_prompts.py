@@ -1,0 +1,119 @@
+"""Prompt sets: fixed order, limits, reproducible splits, JSONL errors naming file and line, encoding."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from goose_runtime.model import ByteTokenizer
+from goose_runtime.prompts import (MTBENCH_FILE, Prompt, PromptError, encode_prompt, load_prompts,
+                                   split_prompts)
+
+
+def test_humaneval_full_set_in_file_order():
+    prompts = load_prompts("humaneval")
+    assert len(prompts) == 164
+    assert [p.id for p in prompts[:3]] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+    assert all(p.benchmark == "humaneval" and "def " in p.text for p in prompts)
+
+
+def test_mtbench_vendored_first_turns():
+    prompts = load_prompts("mtbench")
+    rows = [json.loads(line) for line in MTBENCH_FILE.read_text().splitlines()]
+    assert len(prompts) == 80 == len(rows)
+    assert [p.text for p in prompts] == [r["turns"][0] for r in rows]
+    assert (MTBENCH_FILE.parent / "NOTICE").is_file() and (MTBENCH_FILE.parent / "LICENSE").is_file()
+
+
+def test_stdlib_prompts_are_code_prefixes_with_module_line_ids():
+    prompts = load_prompts("stdlib")
+    assert len(prompts) >= 10
+    assert len({p.id for p in prompts}) == len(prompts)
+    for p in prompts:
+        module, line = p.id.rsplit(":", 1)
+        assert int(line) > 0 and module
+        assert p.text.count("\n") > 40  # context lines plus the def
+
+
+@pytest.mark.parametrize("bench", ["humaneval", "mtbench", "stdlib"])
+def test_limit_is_a_prefix_and_deterministic(bench):
+    full = load_prompts(bench)
+    assert load_prompts(bench, limit=5) == full[:5]
+    assert load_prompts(bench) == full
+
+
+def test_limit_below_one_rejected():
+    with pytest.raises(PromptError, match="at least 1"):
+        load_prompts("humaneval", limit=0)
+
+
+def test_unknown_bench_name():
+    with pytest.raises(PromptError, match="unknown prompt set 'nope'"):
+        load_prompts("nope")
+
+
+def test_jsonl_fields_ids_and_blank_lines(tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"prompt": "a", "id": "x"}\n\n{"text": "b"}\n{"turns": ["c", "d"]}\n')
+    prompts = load_prompts(str(path))
+    assert prompts == [Prompt("x", "a", "mine"), Prompt("3", "b", "mine"), Prompt("4", "c", "mine")]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "empty"),
+    ('{"prompt": "a"}\nnot json\n', "mine.jsonl:2: not valid JSON"),
+    ('[1, 2]\n', "mine.jsonl:1: expected a JSON object"),
+    ('{"prompt": "  "}\n', "mine.jsonl:1: needs a non-empty string"),
+    ('{"other": 1}\n', "mine.jsonl:1: needs a non-empty string"),
+    ('{"prompt": "a", "id": 1}\n{"prompt": "b", "id": 1}\n', "duplicate prompt id '1'"),
+])
+def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
+    path = tmp_path / "mine.jsonl"
+    path.write_text(content)
+    with pytest.raises(PromptError, match=message):
+        load_prompts(str(path))
+
+
+def test_missing_jsonl(tmp_path):
+    with pytest.raises(PromptError, match="no such file"):
+        load_prompts(str(tmp_path / "absent.jsonl"))
+
+
+def test_split_is_deterministic_disjoint_and_ordered():
+    prompts = load_prompts("humaneval", limit=40)
+    fit, hold = split_prompts(prompts, holdout_fraction=0.25, seed=3)
+    assert len(hold) == 10 and len(fit) == 30
+    assert set(fit).isdisjoint(hold) and set(fit) | set(hold) == set(prompts)
+    assert fit == sorted(fit, key=prompts.index) and hold == sorted(hold, key=prompts.index)
+    assert (fit, hold) == split_prompts(prompts, holdout_fraction=0.25, seed=3)
+    assert hold != split_prompts(prompts, holdout_fraction=0.25, seed=4)[1]
+
+
+def test_split_rejects_bad_fraction():
+    with pytest.raises(PromptError):
+        split_prompts([], holdout_fraction=1.0, seed=0)
+
+
+class _ChatTokenizer(ByteTokenizer):
+    chat_template = "fake"
+
+    def apply_chat_template(self, messages, tokenize, add_generation_prompt):
+        assert tokenize is False and add_generation_prompt is True
+        return "<user>" + messages[0]["content"] + "<assistant>"
+
+
+def test_encode_raw_for_base_models_and_stdlib():
+    tok = ByteTokenizer(512)
+    p = Prompt("1", "def f():", "humaneval")
+    assert encode_prompt(tok, p) == tok.encode("def f():")
+    chat = _ChatTokenizer(512)
+    code = Prompt("m:1", "x = 1\n", "stdlib")
+    assert encode_prompt(chat, code) == chat.encode("x = 1\n")
+
+
+def test_encode_chat_template_for_instruct_models():
+    chat = _ChatTokenizer(512)
+    question = encode_prompt(chat, Prompt("81", "Hello?", "mtbench"))
+    assert chat.decode(question) == "<user>Hello?<assistant>"
+    task = chat.decode(encode_prompt(chat, Prompt("HumanEval/0", "def f():\n", "humaneval")))
+    assert task.startswith("<user>Complete the following Python function") and "```python\ndef f():\n```" in task
