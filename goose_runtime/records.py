@@ -31,6 +31,7 @@ class CycleRecord:
     consensus: int = 0         # earlier occurrences agreeing on the first spine token
     ema: float = float("nan")  # EMA of spine acceptance after this cycle (goose only)
     bypass: bool = False       # consensus bypass fired
+    spine_avail: int = -1      # continuation tokens the matcher offered (0: none; -1: not recorded)
 
     @property
     def n_nodes(self) -> int:

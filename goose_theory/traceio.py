@@ -35,6 +35,8 @@ verify_s       float32   seconds in the verification forward pass of the cycle [
 draft_s        float32   seconds outside the forward pass (match, build, walk, ...) [extra]
 ema            float32   EMA of spine acceptance after the cycle (NaN if unused) [extra]
 bypass         bool      consensus bypass fired (linear chain verified) [extra]
+spine_avail    int16     continuation tokens the context matcher offered this cycle, before the
+                         tree cut them (0: no match; null: not recorded) [extra]
 =============  ========  ==============================================================
 """
 from __future__ import annotations
@@ -59,7 +61,7 @@ REQUIRED_COLUMNS: dict[str, pa.DataType] = {
 EXTRA_COLUMNS: dict[str, pa.DataType] = {
     "reached": pa.bool_(), "score": pa.float32(), "spine_pos": pa.int16(), "ngram": pa.int8(),
     "consensus": pa.int16(), "tau": pa.int16(), "budget": pa.int16(), "verify_s": pa.float32(),
-    "draft_s": pa.float32(), "ema": pa.float32(), "bypass": pa.bool_(),
+    "draft_s": pa.float32(), "ema": pa.float32(), "bypass": pa.bool_(), "spine_avail": pa.int16(),
 }
 SOURCES = ("root", "spine", "transition")
 
@@ -81,13 +83,16 @@ def trace_schema(metadata: Mapping[str, Any] | None = None) -> pa.Schema:
 def write_trace(path: str | os.PathLike, columns: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> None:
     """Write one trace file atomically (temp file beside it, then rename).
 
-    ``columns`` maps every column of :func:`trace_schema` to a sequence or array.
+    ``columns`` maps every required column to a sequence or array; an extra column that is
+    absent is written as nulls (a recorder that does not know it yet stays valid).
     """
     schema = trace_schema(metadata)
-    missing = [f.name for f in schema if f.name not in columns]
+    missing = [name for name in REQUIRED_COLUMNS if name not in columns]
     if missing:
         raise ValueError(f"write_trace: missing columns {', '.join(missing)}")
-    table = pa.table({f.name: pa.array(columns[f.name], type=f.type) for f in schema}, schema=schema)
+    n_rows = len(columns["node"])
+    table = pa.table({f.name: (pa.array(columns[f.name], type=f.type) if f.name in columns
+                               else pa.nulls(n_rows, type=f.type)) for f in schema}, schema=schema)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".parquet")
