@@ -1,0 +1,150 @@
+"""Topology optimizer: build the tree a rule gives for a budget and score it exactly.
+
+Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
+
+=====================  =====================================================================
+``optimal``            best-first on path probability in the candidate tree. Exclusive model:
+                       exact (the B candidates of highest path probability form a tree, since
+                       a child's path probability never exceeds its parent's; tests check it
+                       against exhaustive search). Independent model: best-first on the
+                       candidate tree's qeff, then leaf moves while exact E[tau] improves.
+``linear``             spine length m searched, branch widths falling linearly along the spine.
+``harmonic``           the same with weights 1/(i+1).
+``isotropic:K``        K transition children at every node, no spine (the paper's Iso(K)).
+``mixed-isotropic:K``  the same shape, rank-0 child of spine-eligible nodes = spine token.
+``paper``              BuildSpineTree at the paper's defaults (tiers, rho = 0.5, harmonic).
+``source-blind``       Sequoia: one positional acceptance vector for both sources.
+=====================  =====================================================================
+
+Plus two references (accepted by :func:`build_topology`, listed by :func:`compare_rules`):
+``spine-only`` (pure chain) and ``transition-only`` (the optimal tree with no spine). The
+candidate tree, its exclusive-model truncation and the growth rules are documented in
+:mod:`goose_theory.candidate`, :mod:`goose_theory.shapes` and :mod:`goose_theory.allocation`.
+
+Every result's ``predicted_tau`` is :func:`goose_theory.yields.exact_yield` of the returned tree
+under the given acceptance; the tree's meta carries rule, acceptance, predicted_tau, budget and
+top_k, so a saved topology says what it was optimised for.
+
+Example:
+    >>> from goose_theory.acceptance import Acceptance
+    >>> res = build_topology("optimal", Acceptance.parse(0.6, 0.05), budget=60)
+    >>> res.topology.budget, res.details["spine_length"] >= 5, res.predicted_tau > 2.3
+    (60, True, True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .acceptance import Acceptance
+from .allocation import paper_tree, weighted_tree
+from .candidate import Candidate
+from .shapes import isotropic_tree, optimal_tree, source_blind_tree, spine_chain_tree, transition_only_tree
+from .topology import Topology
+from .yields import exact_yield
+
+RULES = ("optimal", "linear", "harmonic", "isotropic:K", "mixed-isotropic:K", "paper", "source-blind")
+REFERENCE_RULES = ("spine-only", "transition-only")
+DEFAULT_COMPARE = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
+                   "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only")
+
+
+class OptimizeError(ValueError):
+    """A bad rule, budget or limit; the message is one line naming the bad value."""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """One rule's tree for one budget, with its exact expected yield."""
+
+    topology: Topology
+    rule: str
+    budget: int
+    predicted_tau: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the nodes; see ``topology.to_dict()`` for those)."""
+        return {"rule": self.rule, "budget": self.budget, "predicted_tau": self.predicted_tau,
+                "nodes": self.topology.budget, **{k: v for k, v in self.details.items()}}
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise OptimizeError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def parse_rule(rule: str, top_k: int) -> tuple[str, int | None]:
+    """Split ``"isotropic:5"`` into ``("isotropic", 5)``; validate the name and K."""
+    if not isinstance(rule, str):
+        raise OptimizeError(f"rule must be a string, got {rule!r}")
+    name, sep, arg = rule.partition(":")
+    if name in ("isotropic", "mixed-isotropic"):
+        try:
+            k = int(arg)
+        except ValueError:
+            raise OptimizeError(f"rule {rule!r}: K must be a positive integer (e.g. {name}:3)") from None
+        if not 1 <= k <= top_k:
+            raise OptimizeError(f"rule {rule!r}: K={k} must be between 1 and top_k={top_k}")
+        return name, k
+    if sep or name not in RULES + REFERENCE_RULES:
+        known = ", ".join(RULES + REFERENCE_RULES)
+        raise OptimizeError(f"unknown rule {rule!r} (expected one of {known})")
+    return name, None
+
+
+def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth: int = 6,
+                   max_spine: int = 20, top_k: int = 10) -> OptimizeResult:
+    """The tree ``rule`` gives for ``budget`` non-root nodes, scored exactly.
+
+    The tree has exactly ``budget`` non-root nodes unless the candidate tree is too small
+    (then ``details["unplaced"]`` counts the missing ones; ``spine-only`` is capped at
+    max_spine by definition). Raises :class:`OptimizeError` for a bad rule or limit.
+    """
+    _check_int("budget", budget, 0)
+    _check_int("max_depth", max_depth, 0)
+    _check_int("max_spine", max_spine, 0)
+    _check_int("top_k", top_k, 1)
+    if not isinstance(acceptance, Acceptance):
+        raise OptimizeError(f"acceptance must be an Acceptance, got {type(acceptance).__name__}")
+    name, k = parse_rule(rule, top_k)
+    cand = Candidate(acceptance, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
+    if name == "optimal":
+        builder, details = optimal_tree(cand, budget=budget)
+    elif name in ("linear", "harmonic"):
+        builder, details = weighted_tree(cand, budget=budget, weighting=name)
+    elif name in ("isotropic", "mixed-isotropic"):
+        builder, details = isotropic_tree(cand, budget=budget, k=k, mixed=name == "mixed-isotropic")
+    elif name == "paper":
+        builder, details = paper_tree(cand, budget=budget)
+    elif name == "source-blind":
+        builder, details = source_blind_tree(cand, budget=budget)
+    elif name == "spine-only":
+        builder, details = spine_chain_tree(cand, budget=budget)
+    else:
+        builder, details = transition_only_tree(cand, budget=budget)
+    return _finish(rule, builder.topology(), acceptance, budget, top_k, details)
+
+
+def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, top_k: int,
+            details: dict[str, Any]) -> OptimizeResult:
+    tau = exact_yield(topology, acceptance).expected_tau
+    details = dict(details)
+    details["spine_length"] = topology.spine_length
+    details["first_level_widths"] = topology.first_level_widths.tolist()
+    meta = {"rule": rule, "acceptance": acceptance.to_dict(), "predicted_tau": tau,
+            "requested_budget": budget, "top_k": top_k}
+    if details.get("truncated"):
+        meta["truncated"] = list(details["truncated"])
+    return OptimizeResult(topology.with_meta(**meta), rule, budget, tau, details)
+
+
+def compare_rules(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
+                  top_k: int = 10, rules: Sequence[str] | None = None) -> list[OptimizeResult]:
+    """Every rule side by side (default :data:`DEFAULT_COMPARE`, whose isotropic entries with
+    K > top_k are left out; an explicit ``rules`` list is taken as given and validated)."""
+    if rules is None:
+        rules = [r for r in DEFAULT_COMPARE if ":" not in r or int(r.split(":")[1]) <= top_k]
+    return [build_topology(r, acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine,
+                           top_k=top_k) for r in rules]

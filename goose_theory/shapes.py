@@ -1,0 +1,117 @@
+"""Rule constructors: each builds one tree shape inside the candidate tree of
+:mod:`goose_theory.candidate` and returns ``(TreeBuilder, details)``.
+
+* ``optimal``: best-first on path probability (exact under the exclusive model when p_t is
+  sorted best-first, which :meth:`Candidate.keys` does); under the independent model the keys
+  are the candidate tree's qeff (spine child present where eligible) and a local-improvement
+  stage (:mod:`goose_theory._improve`) then moves leaves while exact E[tau] improves.
+* ``spine-only``: the pure spine chain of ``min(budget, max_spine)`` nodes.
+* ``transition-only``: ``optimal`` in the candidate tree with the spine disabled.
+* ``isotropic:K`` / ``mixed-isotropic:K``: breadth-first, K children per node (mixed: the rank-0
+  child of a spine-eligible node is the spine token, then transition ranks 0..K-2).
+* ``source-blind``: Sequoia's positional vector v = (p_s(1), p_t(0), p_t(1), ...) used at every
+  node; best-first on v, then positional rank 0 -> spine token at spine-eligible nodes.
+
+The spine-allocation rules (``linear``, ``harmonic``, ``paper``) are in
+:mod:`goose_theory.allocation`.
+
+Example:
+    >>> from goose_theory.acceptance import Acceptance
+    >>> from goose_theory.candidate import Candidate
+    >>> b, details = isotropic_tree(Candidate(Acceptance.parse(0.5, 0.1)), budget=4, k=2, mixed=True)
+    >>> [(b.parent[i], b.source[i], b.rank[i]) for i in range(1, 5)]
+    [(0, 1, 0), (0, 2, 0), (1, 1, 0), (1, 2, 0)]
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ._improve import improve_tree
+from .candidate import Candidate, TreeBuilder, best_first, breadth_first
+from .topology import SPINE, TRANSITION
+
+Details = dict[str, Any]
+
+
+def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
+    details: Details = {"truncated": list(builder.notes)}
+    if placed < budget:
+        details["unplaced"] = budget - placed
+    return details
+
+
+def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
+    """Best-first; plus leaf-move local improvement under the independent model."""
+    builder = TreeBuilder(cand)
+    placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine)
+    details = _base_details(builder, budget, placed)
+    if cand.acceptance.independent and placed > 1:
+        builder, moves = improve_tree(builder, grow_spine=cand.spine)
+        details["local_moves"] = moves
+    return builder, details
+
+
+def transition_only_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
+    """The optimal tree of the candidate tree without a spine (pure transition tree)."""
+    return optimal_tree(replace(cand, spine=False, _cache={}), budget=budget)
+
+
+def spine_chain_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
+    """The pure spine chain: ``min(budget, max_spine)`` spine nodes and nothing else."""
+    builder = TreeBuilder(cand)
+    length = min(budget, cand.max_spine) if cand.spine else 0
+    for i in range(length):
+        builder.add(i, SPINE, 0)
+    return builder, _base_details(builder, budget, length)
+
+
+def isotropic_tree(cand: Candidate, *, budget: int, k: int, mixed: bool = False) -> tuple[TreeBuilder, Details]:
+    """K children per node, filled breadth-first to ``budget`` (transition depth <= max_depth).
+
+    ``mixed``: at the root and spine-eligible spine nodes the rank-0 child is the spine token
+    and the others are transition ranks 0..K-2; elsewhere K transition ranks 0..K-1.
+    """
+    builder = TreeBuilder(cand)
+
+    def children(v: int) -> list[tuple[int, int]]:
+        kind, depth = builder.source[v], builder.depth[v]
+        spine = mixed and cand.spine_eligible(kind, depth)
+        want = k - 1 if spine else k
+        cap = cand.rank_cap(kind, depth, spine)
+        if cap < want:
+            builder.note(kind, depth, spine)
+        kids = [(SPINE, 0)] if spine else []
+        return kids + [(TRANSITION, r) for r in range(min(want, cap))]
+
+    placed = breadth_first(builder, budget=budget, seeds=[0], children=children)
+    details = _base_details(builder, budget, placed)
+    details["k"] = k
+    return builder, details
+
+
+def source_blind_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
+    """Sequoia's source-blind tree: one positional vector v = (p_s(1), p_t(0), p_t(1), ...)
+    at every node. Best-first on v; at a spine-eligible node positional rank 0 is the spine
+    token and positional rank k the transition rank k-1, elsewhere positional rank k is the
+    transition rank k. The true model scores the result (in :mod:`goose_theory.optimize`)."""
+    acc = cand.acceptance
+    vector = [acc.spine_q(1)] + [acc.transition_q(r) for r in range(cand.top_k + 1)]
+
+    def keys(kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
+        offset = 1 if with_spine else 0
+        survive = 1.0 - vector[0] if (with_spine and acc.independent) else 1.0
+        ranks = []
+        for r in range(cand.rank_cap(kind, depth, with_spine)):
+            q = vector[r + offset]
+            ranks.append((r, q * survive))
+            if acc.independent:
+                survive *= 1.0 - q
+        ranks.sort(key=lambda item: -item[1])
+        return (vector[0] if with_spine else None), ranks
+
+    builder = TreeBuilder(cand)
+    placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine, keys=keys)
+    details = _base_details(builder, budget, placed)
+    details["positional_vector"] = vector[: cand.top_k + 1]
+    return builder, details
