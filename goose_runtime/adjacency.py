@@ -1,0 +1,97 @@
+"""Token Recycling's adjacency table, keyed by the last two tokens: the transition candidates.
+
+Two bounded numpy tables hold the top-K successors of a context, best first, with scores:
+
+* bigram: key ``(a, b)`` (the token before and the token itself), hashed into ``n_slots`` rows;
+  each row remembers its key, so a lookup never returns another context's successors (a hash
+  collision simply overwrites: the newest context wins, as in TR's own table);
+* unigram fallback: one row per token ``b`` (used when the bigram row is empty or belongs to another
+  key).
+
+Rows are *replaced* by each harvest (the latest logits are the best guess for the current
+text). Scores are the target's softmax probabilities of the successors at that position.
+
+Harvesting takes the top-K of the logits of every verified position in one batched ``torch.topk``
+(done by the decoder, which also needs the argmax) and writes all rows with vectorised numpy
+assignments.
+
+Example:
+    >>> import numpy as np
+    >>> t = AdjacencyTable(vocab_size=100, top_k=3, n_slots=64)
+    >>> t.update(np.array([5]), np.array([7]), np.array([[1, 2, 3]]), np.array([[.5, .2, .1]]))
+    >>> t.lookup(5, 7)[0], t.lookup(6, 7)[0], t.lookup(6, 8)[0]
+    ([1, 2, 3], [1, 2, 3], [])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_MULT = np.int64(1_000_003)  # odd multiplier for the bigram hash (vocab sizes stay far below it)
+
+
+class AdjacencyTable:
+    """Bounded bigram + unigram successor table; ``reset()`` empties it."""
+
+    def __init__(self, vocab_size: int, *, top_k: int = 10, n_slots: int = 1 << 16) -> None:
+        if vocab_size < 1 or top_k < 1 or n_slots < 1:
+            raise ValueError("vocab_size, top_k and n_slots must be positive")
+        self.vocab_size, self.top_k, self.n_slots = int(vocab_size), int(top_k), int(n_slots)
+        self.bi_key = np.full((n_slots, 2), -1, dtype=np.int64)
+        self.bi_tok = np.zeros((n_slots, top_k), dtype=np.int64)
+        self.bi_score = np.zeros((n_slots, top_k), dtype=np.float32)
+        self.uni_filled = np.zeros(vocab_size, dtype=bool)
+        self.uni_tok = np.zeros((vocab_size, top_k), dtype=np.int64)
+        self.uni_score = np.zeros((vocab_size, top_k), dtype=np.float32)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.bi_key, self.bi_tok, self.bi_score, self.uni_filled,
+                                      self.uni_tok, self.uni_score))
+
+    def reset(self) -> None:
+        self.bi_key.fill(-1)
+        self.uni_filled.fill(False)
+
+    def _slot(self, prev: np.ndarray | int, cur: np.ndarray | int):
+        return (np.asarray(prev, dtype=np.int64) * _MULT + np.asarray(cur, dtype=np.int64)) % self.n_slots
+
+    def update(self, prev: np.ndarray, cur: np.ndarray, tokens: np.ndarray, scores: np.ndarray) -> None:
+        """Write the successors of contexts ``(prev[i], cur[i])``: ``tokens[i]`` (best first), ``scores[i]``.
+
+        ``prev`` may hold -1 where there is no token before (start of the text): then only the
+        unigram row is written. Within one call a later row wins over an earlier one.
+        """
+        prev = np.asarray(prev, dtype=np.int64)
+        cur = np.asarray(cur, dtype=np.int64)
+        k = min(self.top_k, tokens.shape[1])
+        self.uni_tok[cur, :k] = tokens[:, :k]
+        self.uni_score[cur, :k] = scores[:, :k]
+        self.uni_filled[cur] = True
+        if k < self.top_k:  # fewer successors than K given: the rest of the row is unused
+            self.uni_score[cur, k:] = -1.0
+        has_prev = prev >= 0
+        if not has_prev.all():
+            prev, cur, tokens, scores = prev[has_prev], cur[has_prev], tokens[has_prev], scores[has_prev]
+        slots = self._slot(prev, cur)
+        self.bi_key[slots, 0] = prev
+        self.bi_key[slots, 1] = cur
+        self.bi_tok[slots, :k] = tokens[:, :k]
+        self.bi_score[slots, :k] = scores[:, :k]
+        if k < self.top_k:
+            self.bi_score[slots, k:] = -1.0
+
+    def lookup(self, prev: int, cur: int) -> tuple[list[int], list[float]]:
+        """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else empty."""
+        slot = int((prev * 1_000_003 + cur) % self.n_slots) if prev >= 0 else -1
+        if slot >= 0 and self.bi_key[slot, 0] == prev and self.bi_key[slot, 1] == cur:
+            toks, scores = self.bi_tok[slot], self.bi_score[slot]
+        elif 0 <= cur < self.vocab_size and self.uni_filled[cur]:
+            toks, scores = self.uni_tok[cur], self.uni_score[cur]
+        else:
+            return [], []
+        scores_l = scores.tolist()
+        toks_l = toks.tolist()
+        if scores_l[-1] < 0:  # a short row (fewer than K successors were harvested)
+            n = next(i for i, s in enumerate(scores_l) if s < 0)
+            toks_l, scores_l = toks_l[:n], scores_l[:n]
+        return toks_l, scores_l

@@ -1,0 +1,188 @@
+"""One decoding loop for every method: draft a tree, verify it in one pass, walk, compact, harvest.
+
+Invariant: the KV cache holds every token except the last one (the *anchor*). The prefill runs
+``prompt[:-1]``; each cycle verifies ``[anchor] + tree`` and emits the accepted tree tokens plus
+the bonus token (the target's argmax at the last accepted node), which becomes the next anchor.
+So every emitted token comes out of a verification cycle and ``sum(tau) == len(token_ids)``.
+``ar`` is the same loop with an empty tree. Greedy verification makes every method emit exactly
+the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py).
+
+Example:
+    >>> from goose_runtime.model import tiny_random_bundle
+    >>> from goose_runtime.methods import parse_method
+    >>> b = tiny_random_bundle()
+    >>> ar = Decoder(b, parse_method("ar"), DecodeConfig(max_new_tokens=8)).decode([5, 6, 7, 5, 6])
+    >>> gs = Decoder(b, parse_method("goose"), DecodeConfig(max_new_tokens=8)).decode([5, 6, 7, 5, 6])
+    >>> ar.token_ids == gs.token_ids, len(ar.token_ids)
+    (True, 8)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .adjacency import AdjacencyTable
+from .goose import GoosePolicy, build_goose
+from .kvcache import compact, new_cache
+from .matcher import NO_MATCH, ContextMatcher
+from .methods import MethodSpec
+from .model import ModelBundle
+from .records import CycleRecord, PromptResult
+from .trees import DraftTree, build_chain, build_from_topology, new_tree
+from .verify import MaskBuilder, forward, greedy_walk, top_candidates
+
+SOURCE_NAMES = ("root", "spine", "transition")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Decoding options (paper defaults). ``reset_adjacency``: empty the adjacency table before each
+    prompt (False carries it over, as Token Recycling's own code does)."""
+
+    max_new_tokens: int = 128
+    reset_adjacency: bool = True
+    top_k: int = 10
+    ngram_sizes: tuple[int, ...] = (5, 4, 3)
+    max_spine: int = 20
+    max_depth: int = 6
+    record: bool = True
+    adjacency_slots: int = 1 << 16
+    ema_alpha: float = 0.3
+    rho: float = 0.5
+    bypass_len: int = 8
+
+
+class Decoder:
+    """Decodes prompts with one method on one model; the adjacency table lives across prompts
+    unless ``config.reset_adjacency``."""
+
+    def __init__(self, bundle: ModelBundle, method: MethodSpec, config: DecodeConfig = DecodeConfig()) -> None:
+        if config.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {config.max_new_tokens}")
+        self.bundle, self.method, self.config = bundle, method, config
+        vocab = int(bundle.model.get_output_embeddings().weight.shape[0])
+        self.vocab_size = vocab
+        self.adjacency = (AdjacencyTable(vocab, top_k=config.top_k, n_slots=config.adjacency_slots)
+                          if method.uses_adjacency else None)
+        self.masks = MaskBuilder(bundle.dtype, bundle.device)
+        self.eos = frozenset(bundle.eos_token_ids)
+
+    # ---- one prompt ---------------------------------------------------------------------------
+    def decode(self, prompt_ids: list[int], *, prompt_id: str = "prompt", benchmark: str = "prompt") -> PromptResult:
+        """Greedy-decode up to ``max_new_tokens`` after ``prompt_ids`` (stops at the first EOS)."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("empty prompt")
+        if min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
+        cfg, bundle = self.config, self.bundle
+        if self.adjacency is not None and cfg.reset_adjacency:
+            self.adjacency.reset()
+        self.policy = GoosePolicy(alpha=cfg.ema_alpha, rho=cfg.rho, bypass_len=cfg.bypass_len)
+        matcher = ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine) \
+            if self.method.uses_matcher else None
+        cache = new_cache()
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            self._prefill(prompt, cache)
+            bundle.synchronize()
+            prefill_s = time.perf_counter() - t0
+            tokens, out, cycles = list(prompt), [], []
+            t1 = time.perf_counter()
+            while len(out) < cfg.max_new_tokens:
+                new, record, stop = self._cycle(tokens, matcher, cache, cfg.max_new_tokens - len(out))
+                tokens.extend(new); out.extend(new)
+                if matcher is not None:
+                    matcher.extend(new)
+                if record is not None:
+                    cycles.append(record)
+                if stop:
+                    break
+            decode_s = time.perf_counter() - t1
+        text = bundle.tokenizer.decode(out, skip_special_tokens=True)
+        return PromptResult(self.method.name, prompt_id, benchmark, len(prompt), out, text, cycles,
+                            prefill_s, decode_s)
+
+    def _prefill(self, prompt: list[int], cache) -> None:
+        n = len(prompt) - 1
+        if n == 0:
+            return
+        device = self.bundle.device
+        ids = torch.tensor(prompt[:-1], dtype=torch.long, device=device)
+        logits = forward(self.bundle.model, ids, torch.arange(n, device=device), self.masks.causal_mask(n), cache)
+        if self.adjacency is not None:  # harvest the prompt: position i predicts what follows prompt[i]
+            top, probs = top_candidates(logits, self.config.top_k, True)
+            prev = np.asarray([-1] + prompt[: n - 1], dtype=np.int64)
+            self.adjacency.update(prev, np.asarray(prompt[:n], dtype=np.int64), top, probs)
+
+    # ---- one cycle ----------------------------------------------------------------------------
+    def _build(self, tokens: list[int], matcher: ContextMatcher | None) -> DraftTree:
+        m, cfg = self.method, self.config
+        anchor = tokens[-1]
+        before = tokens[-2] if len(tokens) > 1 else -1
+        match = matcher.match() if matcher is not None else NO_MATCH
+        if m.kind == "ar":
+            return new_tree(anchor)
+        if m.kind == "pld":
+            return build_chain(anchor, match, m.budget)
+        if m.kind == "goose":
+            return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
+                               top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine)
+        return build_from_topology(m.topology, match, self.adjacency, before, anchor,
+                                   mixed=m.kind == "mixed-iso", budget=m.budget)
+
+    def _cycle(self, tokens: list[int], matcher, cache, remaining: int):
+        bundle, cfg = self.bundle, self.config
+        c0 = time.perf_counter()
+        tree = self._build(tokens, matcher)
+        past = len(tokens) - 1
+        device = bundle.device
+        ids = torch.tensor(tree.token, dtype=torch.long, device=device)
+        positions = torch.tensor(tree.depth, dtype=torch.long, device=device) + past
+        mask = self.masks.tree_mask(tree.parent, past)
+        bundle.synchronize()
+        v0 = time.perf_counter()
+        logits = forward(bundle.model, ids, positions, mask, cache)
+        bundle.synchronize()
+        verify_s = time.perf_counter() - v0
+        harvest = self.adjacency is not None
+        top, probs = top_candidates(logits, cfg.top_k if harvest else 1, harvest)
+        argmax = top[:, 0].tolist()
+        path = greedy_walk(tree, argmax)
+        new = [tree.token[n] for n in path[1:]] + [argmax[path[-1]]]
+        new = new[:remaining]
+        stop = len(new) == remaining
+        for i, t in enumerate(new):
+            if t in self.eos:
+                new, stop = new[: i + 1], True
+                break
+        if not stop:
+            compact(cache, past, path)
+        if harvest:
+            parent_tok = [tokens[-2] if len(tokens) > 1 else -1] + [tree.token[p] for p in tree.parent[1:]]
+            self.adjacency.update(np.asarray(parent_tok, dtype=np.int64), np.asarray(tree.token, dtype=np.int64),
+                                  top, probs)
+        n_spine = tree.n_spine
+        if self.method.kind == "goose":
+            self.policy.observe(n_spine, sum(1 for n in path[1:] if tree.source[n] == 1))
+        record = None
+        if cfg.record:
+            record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
+        return new, record, stop
+
+    def _record(self, tree: DraftTree, argmax: list[int], path: list[int], tau: int, verify_s: float,
+                draft_s: float) -> CycleRecord:
+        n = tree.n_nodes
+        accepted = [False] * n
+        for node in path:
+            accepted[node] = True
+        match = [True] + [tree.token[i] == argmax[tree.parent[i]] for i in range(1, n)]
+        goose = self.method.kind == "goose"
+        return CycleRecord(parent=list(tree.parent), source=[SOURCE_NAMES[s] for s in tree.source],
+                           rank=list(tree.rank), token=list(tree.token), match=match, accepted=accepted,
+                           score=list(tree.score), spine_pos=list(tree.spine_pos), tau=tau, verify_s=verify_s,
+                           draft_s=draft_s, ngram=tree.match.ngram, consensus=tree.match.consensus,
+                           ema=self.policy.ema if goose else float("nan"), bypass=tree.bypass)

@@ -1,0 +1,130 @@
+"""The paper's adaptive Goose tree and the static shapes of the baselines.
+
+:class:`GoosePolicy` holds the EMA (0.3) of observed spine acceptance and picks the spine ratio
+tier (EMA < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50). :func:`build_goose`:
+
+1. no match -> the whole budget grows a transition tree from the root;
+2. consensus bypass: a high-confidence match (>= 2 n-gram lengths agree) of >= 8 tokens is
+   verified alone, as a linear chain;
+3. otherwise a spine of ``round(B * ratio)`` nodes (all of a high-confidence match), then the
+   branch budget ``W = B - m``: ``(1 - rho) W`` to the root, ``rho W`` over spine nodes 1..m with
+   harmonic weights 1/i (wider near the root); every branch grows recursively
+   (:func:`grow_branches`), breadth limited to ``top_k`` and depth to ``max_depth``.
+
+Reading of the paper's rho (the review leaves it undefined): the share of the branch budget that
+goes to spine nodes rather than the root. Branch depth is absolute (as in ``goose_theory``'s
+Topology), so only spine nodes shallower than ``max_depth`` carry branches.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from goose_theory.topology import SPINE, TRANSITION, Topology
+
+from .adjacency import AdjacencyTable
+from .matcher import Match
+from .trees import DraftTree, build_chain, candidates, harmonic_split, new_tree
+
+TIERS = ((0.2, 0.15), (0.4, 0.30), (math.inf, 0.50))
+
+
+@dataclass
+class GoosePolicy:
+    """Adaptive state carried across cycles of one prompt."""
+
+    ema: float = 0.3          # start in the middle tier
+    alpha: float = 0.3        # EMA smoothing (paper)
+    rho: float = 0.5          # share of the branch budget on spine nodes
+    bypass_len: int = 8       # consensus bypass threshold (tokens)
+
+    @property
+    def spine_ratio(self) -> float:
+        return next(r for bound, r in TIERS if self.ema < bound)
+
+    def observe(self, n_spine: int, n_accepted_spine: int) -> None:
+        """Fold one cycle's spine acceptance into the EMA: accepted / reached spine nodes."""
+        if n_spine <= 0:
+            return
+        reached = n_accepted_spine + (1 if n_accepted_spine < n_spine else 0)
+        self.ema = (1 - self.alpha) * self.ema + self.alpha * (n_accepted_spine / reached)
+
+
+def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable | None, before_anchor: int,
+                  *, top_k: int, max_depth: int, exclude: set[int] | None = None, power: float = 1.0) -> int:
+    """Hang up to ``budget`` transition nodes under ``node``; returns how many were placed.
+
+    Half the budget (at most ``top_k``) becomes direct children, best rank first; the rest is
+    split over them harmonically and each grows recursively. Budget a child cannot use passes to
+    its next sibling.
+    """
+    if budget <= 0 or tree.depth[node] >= max_depth:
+        return 0
+    cands = candidates(adj, tree, node, before_anchor, exclude or set())
+    width = min(len(cands), top_k, max(1, math.ceil(budget / 2)))
+    if width == 0:
+        return 0
+    kids = [tree.add(node, TRANSITION, r, t, s) for r, t, s in cands[:width]]
+    used, carry = width, 0
+    for kid, share in zip(kids, harmonic_split(budget - width, width, power)):
+        placed = grow_branches(tree, kid, share + carry, adj, before_anchor, top_k=top_k,
+                               max_depth=max_depth, power=power)
+        carry = share + carry - placed
+        used += placed
+    return used
+
+
+def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,
+                *, budget: int, top_k: int = 10, max_depth: int = 6, max_spine: int = 20) -> DraftTree:
+    """One cycle's adaptive tree (spine nodes are tree nodes 1..m, so a spine-only path needs no
+    KV-cache copy)."""
+    chain = match.tokens[:min(max_spine, budget)]
+    if chain and match.high_confidence and len(chain) >= policy.bypass_len:
+        tree = build_chain(anchor, match, len(chain))
+        tree.bypass = True
+        return tree
+    if not chain:
+        tree = new_tree(anchor, match)
+        grow_branches(tree, 0, budget, adj, before_anchor, top_k=top_k, max_depth=max_depth)
+        return tree
+    m = len(chain) if match.high_confidence else min(len(chain), max(1, round(budget * policy.spine_ratio)))
+    tree = build_chain(anchor, match, m)
+    spine_nodes = [0] + [i for i in range(1, m + 1) if tree.depth[i] < max_depth]
+    branch = budget - m
+    to_spine = round(branch * policy.rho) if len(spine_nodes) > 1 else 0
+    shares = [branch - to_spine] + harmonic_split(to_spine, len(spine_nodes) - 1)
+    carry = 0
+    for node, share in zip(spine_nodes, shares):
+        next_spine = chain[node] if node < m else None  # the spine child's token: not a branch
+        placed = grow_branches(tree, node, share + carry, adj, before_anchor, top_k=top_k, max_depth=max_depth,
+                               exclude={next_spine} if next_spine is not None else None)
+        carry = share + carry - placed
+    return tree
+
+
+def iso_topology(k: int, budget: int, max_depth: int = 6) -> Topology:
+    """The K-ary adjacency-only tree, filled breadth-first up to ``budget`` nodes (``iso:K``)."""
+    nodes, depth, head = [(-1, "root", 0)], [0], 0
+    while len(nodes) - 1 < budget and head < len(nodes):
+        if depth[head] < max_depth:
+            for r in range(k):
+                if len(nodes) - 1 >= budget:
+                    break
+                nodes.append((head, "transition", r)); depth.append(depth[head] + 1)
+        head += 1
+    return Topology.from_nodes(nodes, max_depth=max_depth, meta={"name": f"iso:{k}"})
+
+
+def tr_topology(budget: int = 80, max_depth: int = 6, top_k: int = 10) -> Topology:
+    """Token Recycling's kind of static tree: wide at the top, narrow deep (about 80 nodes, depth 6).
+
+    Built by :func:`grow_branches`' rule on a dummy table whose every row is ranks 0..K-1, with
+    weights 1/(i+1)**2 so the rank-0 line runs deep.
+    """
+    class _Full:
+        def lookup(self, prev: int, cur: int):
+            return list(range(top_k)), [1.0] * top_k
+    tree = new_tree(0)
+    grow_branches(tree, 0, budget, _Full(), -1, top_k=top_k, max_depth=max_depth, power=2.0)
+    nodes = [(-1, "root", 0)] + [(tree.parent[i], "transition", tree.rank[i]) for i in range(1, tree.n_nodes)]
+    return Topology.from_nodes(nodes, max_depth=max_depth, meta={"name": "tr"})

@@ -1,0 +1,118 @@
+"""Context matching (prompt lookup, PLD): the spine candidates of a Goose tree.
+
+The matcher keeps an incremental index over prompt + output: for every n in ``ngram_sizes``
+and every n-gram that has been *followed* by a token, the position right after its most recent
+occurrence and a count of each token that followed it. Appending a token costs O(len(ngram_sizes))
+dict updates, so the whole index costs O(tokens), never a rescan.
+
+A query looks at the text's last n tokens, longest n first; the first n that occurred earlier
+wins, and the spine is what followed its most recent occurrence (up to ``max_spine`` tokens).
+
+Confidence (the paper's "several n-gram lengths agree"):
+* ``consensus``: how many earlier positions were followed by the spine's first token, counted in
+  the shortest n-gram's table (every longer occurrence is also a shorter one, so this counts each
+  earlier position once);
+* ``lengths_agree``: how many n-gram lengths have a most recent occurrence whose next token is the
+  spine's first token; ``high_confidence`` is ``lengths_agree >= 2``.
+
+Example:
+    >>> m = ContextMatcher([1, 2, 3, 9, 8, 1, 2, 3], ngram_sizes=(3,))
+    >>> r = m.match(); r.tokens, r.ngram, r.consensus
+    ((9, 8, 1, 2, 3), 3, 1)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Match:
+    """The spine proposed by context matching; ``tokens`` is empty when nothing matched."""
+
+    tokens: tuple[int, ...] = ()
+    ngram: int = 0            # n-gram length that matched (0: none)
+    consensus: int = 0        # earlier positions followed by tokens[0]
+    lengths_agree: int = 0    # n-gram lengths whose latest occurrence predicts tokens[0]
+
+    @property
+    def high_confidence(self) -> bool:
+        return self.lengths_agree >= 2
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+NO_MATCH = Match()
+
+
+class ContextMatcher:
+    """Incremental n-gram index over a growing token list (prompt + accepted output)."""
+
+    def __init__(self, tokens: Iterable[int] = (), *, ngram_sizes: tuple[int, ...] = (5, 4, 3),
+                 max_spine: int = 20) -> None:
+        if not ngram_sizes or min(ngram_sizes) < 1:
+            raise ValueError(f"ngram_sizes must be positive integers, got {ngram_sizes!r}")
+        self.ngram_sizes = tuple(sorted(set(int(n) for n in ngram_sizes), reverse=True))
+        self.max_spine = int(max_spine)
+        self.tokens: list[int] = []
+        # per n: n-gram tuple -> [position after latest occurrence, {next token: count}]
+        self._index: dict[int, dict[tuple[int, ...], list]] = {n: {} for n in self.ngram_sizes}
+        self.extend(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def append(self, token: int) -> None:
+        """Add one token: registers every n-gram that ends right before it (it now has a follower)."""
+        toks = self.tokens
+        pos = len(toks)
+        token = int(token)
+        for n in self.ngram_sizes:
+            if pos < n:
+                continue
+            key = tuple(toks[pos - n:pos])
+            entry = self._index[n].get(key)
+            if entry is None:
+                self._index[n][key] = [pos, {token: 1}]
+            else:
+                entry[0] = pos
+                counts = entry[1]
+                counts[token] = counts.get(token, 0) + 1
+        toks.append(token)
+
+    def extend(self, tokens: Iterable[int]) -> None:
+        for t in tokens:
+            self.append(t)
+
+    def match(self) -> Match:
+        """The spine for the current end of the text (longest n-gram first)."""
+        toks = self.tokens
+        size = len(toks)
+        for n in self.ngram_sizes:
+            if size < n:
+                continue
+            entry = self._index[n].get(tuple(toks[size - n:]))
+            if entry is None:
+                continue
+            start = entry[0]
+            spine = tuple(toks[start:start + self.max_spine])
+            return Match(spine, n, self._consensus(spine[0]), self._lengths_agree(spine[0]))
+        return NO_MATCH
+
+    def _consensus(self, first: int) -> int:
+        size = len(self.tokens)
+        for n in reversed(self.ngram_sizes):  # shortest n-gram: the most inclusive count
+            if size >= n:
+                entry = self._index[n].get(tuple(self.tokens[size - n:]))
+                return entry[1].get(first, 0) if entry is not None else 0
+        return 0
+
+    def _lengths_agree(self, first: int) -> int:
+        toks, size, agree = self.tokens, len(self.tokens), 0
+        for n in self.ngram_sizes:
+            if size >= n:
+                entry = self._index[n].get(tuple(toks[size - n:]))
+                if entry is not None and toks[entry[0]] == first:
+                    agree += 1
+        return agree

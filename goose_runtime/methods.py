@@ -1,0 +1,103 @@
+"""Decoding methods by name: what the one decoding loop drafts each cycle.
+
+Canonical names: ``ar`` (no draft), ``pld`` (the matched chain), ``tr`` (static adjacency tree,
+80 nodes, depth 6), ``iso:K`` (K-ary adjacency tree, budget B), ``mixed-iso:K`` (same shape, the
+rank-0 slot under the root and spine nodes takes the spine token), ``goose`` (the paper's adaptive
+tree, budget B) and ``topology:NAME`` (a fixed ``goose-topology/1`` file; NAME is the file stem).
+Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
+smaller explicit budget truncates it breadth-first.
+
+Example:
+    >>> parse_method("iso:3", budget=20).topology.budget
+    20
+    >>> parse_method("goose").name, parse_method("goose").budget
+    ('goose', 60)
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from goose_theory.topology import Topology, TopologyError, load_topology
+
+from .goose import iso_topology, tr_topology
+
+DEFAULT_BUDGET = 60
+TR_BUDGET = 80
+KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology")
+
+
+class MethodError(ValueError):
+    """An unknown or malformed method; the message is one line."""
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any."""
+
+    name: str
+    kind: str
+    budget: int | None = None
+    topology: Topology | None = None
+    k: int = 0
+
+    @property
+    def uses_adjacency(self) -> bool:
+        return self.kind in ("tr", "iso", "mixed-iso", "goose", "topology")
+
+    @property
+    def uses_matcher(self) -> bool:
+        return self.kind in ("pld", "mixed-iso", "goose", "topology")
+
+
+def _positive(value: str | int | None, what: str) -> int:
+    try:
+        n = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise MethodError(f"{what} must be a positive integer, got {value!r}") from None
+    if n < 1:
+        raise MethodError(f"{what} must be a positive integer, got {value!r}")
+    return n
+
+
+def parse_method(spec: str, *, budget: int | None = None, topology_path: str | None = None) -> MethodSpec:
+    """Parse ``spec`` (see the module docstring). ``topology_path`` serves a bare ``topology``.
+
+    Raises :class:`MethodError` (one line) for an unknown name, a bad K or budget, or a topology
+    file that does not load or validate.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise MethodError("empty method name")
+    spec = spec.strip()
+    kind, _, arg = spec.partition(":")
+    kind = kind.lower()
+    if budget is not None:
+        budget = _positive(budget, "budget")
+    if kind in ("ar", "pld", "tr", "goose") and arg:
+        raise MethodError(f"method {kind!r} takes no argument, got {spec!r}")
+    if kind == "ar":
+        return MethodSpec("ar", "ar", 0, None)
+    if kind == "pld":
+        return MethodSpec("pld", "pld", budget, None)
+    if kind == "tr":
+        b = budget or TR_BUDGET
+        return MethodSpec("tr", "tr", b, tr_topology(b))
+    if kind == "goose":
+        return MethodSpec("goose", "goose", budget or DEFAULT_BUDGET, None)
+    if kind in ("iso", "mixed-iso"):
+        k = _positive(arg or None, f"K in {kind}:K")
+        b = budget or DEFAULT_BUDGET
+        return MethodSpec(f"{kind}:{k}", kind, b, iso_topology(k, b), k)
+    if kind == "topology":
+        path = arg or topology_path
+        if not path:
+            raise MethodError("method 'topology' needs a file: topology:FILE or --topology FILE")
+        try:
+            topo = load_topology(path)
+        except TopologyError as exc:
+            raise MethodError(f"bad topology: {exc}") from None
+        b = topo.budget if budget is None else min(budget, topo.budget)
+        name = os.path.splitext(os.path.basename(path))[0]
+        return MethodSpec(f"topology:{name}", "topology", b, topo)
+    raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, "
+                      f"topology:FILE)")

@@ -1,0 +1,98 @@
+"""Scoring a draft tree in one forward pass, and UnifiedGreedyWalk over the result.
+
+The tree goes in as one sequence: the root (anchor) then every node, parents first, at
+``position_ids = past + depth``, under a 4D *float* mask of shape (1, 1, q, past + q) that is 0
+where a node may attend (all cached positions, its ancestors and itself) and the dtype's minimum
+elsewhere. (A boolean mask under eager attention gives silently wrong logits in transformers 5;
+``tests/test_decoder.py`` checks that these logits equal sequential decoding.)
+
+Example:
+    >>> tree_visibility([-1, 0, 0, 1]).astype(int).tolist()
+    [[1, 0, 0, 0], [1, 1, 0, 0], [1, 0, 1, 0], [1, 1, 0, 1]]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .trees import DraftTree
+
+
+def tree_visibility(parent: list[int]) -> np.ndarray:
+    """Boolean (q, q) matrix: row i is True at i's ancestors and at i itself (parents come first)."""
+    q = len(parent)
+    vis = np.eye(q, dtype=bool)
+    for i in range(1, q):
+        vis[i] |= vis[parent[i]]
+    return vis
+
+
+class MaskBuilder:
+    """Builds the float tree mask; caches the (q, q) block per tree shape (static trees repeat)."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device, max_cached: int = 256) -> None:
+        self.dtype, self.device = dtype, device
+        self.min = torch.finfo(dtype).min
+        self._blocks: dict[tuple[int, ...], torch.Tensor] = {}
+        self.max_cached = max_cached
+
+    def block(self, parent: list[int]) -> torch.Tensor:
+        key = tuple(parent)
+        blk = self._blocks.get(key)
+        if blk is None:
+            vis = torch.from_numpy(tree_visibility(parent))
+            blk = torch.zeros(vis.shape, dtype=self.dtype).masked_fill_(~vis, self.min).to(self.device)
+            if len(self._blocks) >= self.max_cached:
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[key] = blk
+        return blk
+
+    def tree_mask(self, parent: list[int], past: int) -> torch.Tensor:
+        """(1, 1, q, past + q) float mask for a tree whose root sits at position ``past``."""
+        q = len(parent)
+        mask = torch.zeros((1, 1, q, past + q), dtype=self.dtype, device=self.device)
+        mask[0, 0, :, past:] = self.block(parent)
+        return mask
+
+    def causal_mask(self, n: int, past: int = 0) -> torch.Tensor:
+        """(1, 1, n, past + n) float causal mask (the prefill)."""
+        mask = torch.full((n, past + n), self.min, dtype=self.dtype, device=self.device)
+        mask = torch.triu(mask, diagonal=past + 1)
+        return mask[None, None]
+
+
+def forward(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
+    """Logits (q, vocab) of one forward pass that appends q positions to ``cache``."""
+    out = model(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
+                use_cache=True)
+    return out.logits[0]
+
+
+def top_candidates(logits: torch.Tensor, k: int, with_probs: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """Top-k token ids per row (best first; column 0 is the argmax) and, if asked, their softmax
+    probabilities; one batched ``torch.topk`` and one copy to the CPU."""
+    vals, idx = torch.topk(logits, k, dim=-1)
+    if not with_probs:
+        return idx.cpu().numpy(), None
+    probs = torch.exp(vals.float() - torch.logsumexp(logits.float(), dim=-1, keepdim=True))
+    both = torch.cat([idx.to(probs.dtype), probs], dim=1).cpu().numpy()  # one device->host copy
+    return both[:, :k].astype(np.int64), both[:, k:].astype(np.float32)
+
+
+def greedy_walk(tree: DraftTree, argmax: list[int]) -> list[int]:
+    """UnifiedGreedyWalk: from the root, step to the child whose token is the target argmax at the
+    current node (children are in priority order: spine first); returns the accepted path of node
+    indices, root first."""
+    node, path = 0, [0]
+    children, token = tree.children, tree.token
+    while True:
+        target = argmax[node]
+        for c in children[node]:
+            if token[c] == target:
+                node = c
+                path.append(c)
+                break
+        else:
+            return path
