@@ -1,0 +1,138 @@
+"""``fit-acceptance PATH...``: fit p_s and p_t from goose traces, check the model and the
+paper's bound, and recommend (and with ``--out``, export) an optimised topology.
+
+PATHs may be files, directories (every ``*.parquet`` below) or globs (expanded here: the shell
+may not). Every file is validated first; a bad one is one line naming the file and the problem,
+exit code 2, nothing written -- or, with ``--skip-bad``, a "skipped" line and the rest goes on.
+
+Example:
+    fit-acceptance traces/ --group-by method --out fit-out --json
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from goose_theory.cli_util import EXIT_BAD_INPUT, UsageError, make_parser, print_json, run_command
+from goose_theory.fit import fit_counts
+from goose_theory.fitanalysis import analyze
+from goose_theory.fitcounts import GROUP_COLUMNS, count_files
+from goose_theory.traceio import TraceFileError, open_trace
+
+from .fit_report import summary_text, write_report
+
+
+def build_parser():
+    p = make_parser("fit-acceptance", "Fit p_s and p_t from goose traces; check the model and the paper's bound; "
+                                      "recommend an optimised topology.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files, directories or globs")
+    p.add_argument("--group-by", default="", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)}")
+    p.add_argument("--budget", type=int, default=None, help="budget of the recommended tree (default: the recorded runs')")
+    p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware")
+    p.add_argument("--out", default=None, help="write topology-<group>.json, report.md and charts (*.html) here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--skip-bad", action="store_true", help="skip unusable files (with a note) instead of stopping")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="cluster-bootstrap draws (default 1000)")
+    return p
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Files, directories (recursive *.parquet) and globs -> a sorted, de-duplicated file list."""
+    out: list[str] = []
+    for raw in paths:
+        if any(ch in raw for ch in "*?["):
+            matches = sorted(glob.glob(raw, recursive=True))
+            if not matches:
+                raise UsageError(f"{raw}: no files match")
+            out += [m for m in matches if not os.path.isdir(m)]
+        elif os.path.isdir(raw):
+            found = sorted(glob.glob(os.path.join(raw, "**", "*.parquet"), recursive=True))
+            if not found:
+                raise UsageError(f"{raw}: directory holds no *.parquet files")
+            out += found
+        else:
+            out.append(raw)
+    return list(dict.fromkeys(out))
+
+
+def _check_options(args) -> tuple[str, ...]:
+    group_by = tuple(c.strip() for c in args.group_by.split(",") if c.strip())
+    bad = [c for c in group_by if c not in GROUP_COLUMNS]
+    if bad:
+        raise UsageError(f"--group-by: unknown column(s) {', '.join(bad)} (choose from {', '.join(GROUP_COLUMNS)})")
+    if args.budget is not None and args.budget < 0:
+        raise UsageError(f"--budget: {args.budget} is negative")
+    if args.bootstrap < 1:
+        raise UsageError(f"--bootstrap: {args.bootstrap} must be >= 1")
+    if args.seed < 0:
+        raise UsageError(f"--seed: {args.seed} must be a non-negative integer")
+    return group_by
+
+
+def _load_latency(path: str | None):
+    if path is None:
+        return None
+    try:
+        from goose_theory.latency import LatencyError, load_latency
+    except ImportError:
+        raise UsageError("--latency: cost-aware budgets need goose_theory.latency, which is not available") from None
+    try:
+        return load_latency(path)
+    except LatencyError as exc:
+        raise UsageError(f"--latency: {exc}") from None
+
+
+def _usable_files(files: list[str], skip_bad: bool) -> list[str] | None:
+    """Validate every file; print one line per bad one. None means: stop with exit code 2."""
+    good, bad = [], []
+    for f in files:
+        try:
+            open_trace(f)
+            good.append(f)
+        except TraceFileError as exc:
+            bad.append(str(exc))
+    for line in bad:
+        print(f"{'skipped' if skip_bad else 'error'}: {line}", file=sys.stderr)
+    if bad and not skip_bad:
+        if len(files) > 1:
+            print(f"error: {len(bad)} of {len(files)} file(s) unusable; pass --skip-bad to fit the rest", file=sys.stderr)
+        return None
+    if not good:
+        print("error: no usable trace files", file=sys.stderr)
+        return None
+    return good
+
+
+def _handler(args) -> int:
+    group_by = _check_options(args)
+    latency = _load_latency(args.latency)
+    files = _usable_files(expand_paths(args.paths), args.skip_bad)
+    if files is None:
+        return EXIT_BAD_INPUT
+    def skipped(err: TraceFileError) -> None:
+        print(f"skipped: {err}", file=sys.stderr)
+    counts = count_files(files, group_by=group_by, on_bad=skipped if args.skip_bad else None)
+    if not counts.files:
+        print("error: no usable trace files", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
+    written = write_report(analysis, args.out) if args.out else {}
+    if args.json:
+        print_json(analysis.to_json(written))
+    else:
+        print(summary_text(analysis, written))
+        if args.out:
+            print(f"\nreport: {os.path.join(args.out, 'report.md')}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``fit-acceptance``."""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return run_command(_handler, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

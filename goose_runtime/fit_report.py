@@ -1,0 +1,176 @@
+"""Render a fit-acceptance :class:`~goose_theory.fitanalysis.Analysis`: a readable summary, a
+markdown report, altair charts as HTML and the recommended ``goose-topology/1`` files.
+
+Every file is written atomically (temp file, then rename); callers validate all input first,
+so bad input never leaves a half-written report.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from goose_theory.cli_util import format_table
+from goose_theory.fitanalysis import Analysis, GroupAnalysis
+from goose_theory.topology import save_topology, write_json_atomic  # noqa: F401  (re-exported for callers)
+
+from . import charts
+
+
+def _ci(ci: tuple[float, float] | list[float], digits: int = 3) -> str:
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def group_rows(analysis: Analysis) -> list[dict[str, Any]]:
+    """One summary row per group (used by the text summary and the report)."""
+    rows = []
+    for g in analysis.groups:
+        f = g.fit
+        rows.append({"group": g.label, "prompts": f.prompts, "cycles": f.cycles,
+                     "p_s": f.p_s.estimate, "p_s ci95": _ci(f.p_s.ci95), "p_t": f.p_t.estimate,
+                     "p_t ci95": _ci(f.p_t.ci95, 4), "ratio": f.ratio.estimate,
+                     "tau": f.observed_tau.estimate, "tau ci95": _ci(f.observed_tau.ci95),
+                     "predicted": g.gof.predicted, "bound": g.bound.lower_bound,
+                     "violated": "YES" if g.bound.violated else "no"})
+    return rows
+
+
+def chart_frames(analysis: Analysis) -> dict[str, pd.DataFrame]:
+    """Tidy frames behind the charts (one row per group and bin)."""
+    def curves(attr: str) -> pd.DataFrame:
+        parts = [getattr(g.fit, attr).reset_index().assign(group=g.label) for g in analysis.groups]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    bound = pd.DataFrame([{"group": g.label, "observed_tau": g.bound.observed_tau, "lo": g.bound.ci95[0],
+                           "hi": g.bound.ci95[1], "lower_bound": g.bound.lower_bound,
+                           "violated": g.bound.violated} for g in analysis.groups])
+    calib = pd.concat([g.calibration for g in analysis.groups], ignore_index=True)
+    return {"p_s_by_depth": curves("spine_by_depth"), "p_t_by_rank": curves("transition_by_rank"),
+            "p_t_by_depth": curves("transition_by_depth"), "predicted_vs_observed": calib, "bound_check": bound}
+
+
+_BUILDERS = {"p_s_by_depth": charts.p_s_by_depth_chart, "p_t_by_rank": charts.p_t_by_rank_chart,
+             "p_t_by_depth": charts.p_t_by_depth_chart, "predicted_vs_observed": charts.predicted_vs_observed_chart,
+             "bound_check": charts.bound_check_chart}
+
+
+def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:
+    """The readable (non-JSON) summary printed by the CLI."""
+    o = analysis.overall.fit
+    lines = [f"{o.prompts} prompts, {o.cycles} cycles from {len(analysis.fit.counts.files)} file(s); "
+             f"95% intervals: cluster bootstrap over prompts ({analysis.fit.n_boot} draws, seed {analysis.fit.seed})",
+             f"p_s = {o.p_s.estimate:.4f} {_ci(o.p_s.ci95, 4)}  naive {_ci(o.p_s.naive_ci95, 4)}  n = {o.p_s.n}",
+             f"p_t = {o.p_t.estimate:.4f} {_ci(o.p_t.ci95, 4)}  naive {_ci(o.p_t.naive_ci95, 4)}  n = {o.p_t.n}",
+             f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}", "",
+             format_table(group_rows(analysis)), ""]
+    for b in analysis.violations:
+        lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
+                     f"{b.observed_tau:.3f} {_ci(b.ci95)}")
+    for g in analysis.groups:
+        rec = g.recommendation
+        if rec is None:
+            continue
+        where = f" -> {files[g.label]}" if files and g.label in files else ""
+        lines.append(f"recommended for {g.label}: {rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
+                     f"predicted tau {rec.best.predicted_tau:.3f}{where}")
+    lines += ["", format_table(analysis.overall.recommendation.rows, ["rule", "budget", "predicted_tau",
+                                                                      "spine_length", "gain_vs_paper"])]
+    return "\n".join(lines)
+
+
+def _group_section(g: GroupAnalysis) -> list[str]:
+    c = g.checks
+    out = [f"### {g.label}", "",
+           f"- p_s by spine depth: LRT {c.spine_depth.lr:.1f} on {c.spine_depth.df} df, p = {c.spine_depth.p_value:.3g}; "
+           f"AIC constant {c.spine_depth.aic_constant:.1f} vs curve {c.spine_depth.aic_curve:.1f} -> "
+           f"{'depth-dependent' if c.spine_depth.supported else 'constant'}",
+           f"- p_t by rank: LRT {c.transition_rank.lr:.1f} on {c.transition_rank.df} df, p = {c.transition_rank.p_value:.3g}; "
+           f"-> {'rank-dependent' if c.transition_rank.supported else 'constant'}",
+           f"- over-dispersion across prompts: p_s rho = {c.spine_dispersion.rho:.3g} (p = {c.spine_dispersion.p_value:.3g}), "
+           f"p_t rho = {c.transition_dispersion.rho:.3g} (p = {c.transition_dispersion.p_value:.3g})",
+           f"- goodness of fit ({g.gof.model} model): observed tau {g.gof.observed:.3f} {_ci(g.gof.observed_ci95)}, "
+           f"predicted {g.gof.predicted:.3f} (scalar model {g.gof.predicted_scalar:.3f}), "
+           f"relative error {g.gof.relative_error:+.1%}, naive z {g.gof.z:.2f}",
+           f"- paper's bound at fitted p_s, p_t: {g.bound.lower_bound:.3f} (model E[tau] {g.bound.exact:.3f}) vs "
+           f"observed {g.bound.observed_tau:.3f} {_ci(g.bound.ci95)} -> "
+           f"{'**VIOLATED**' if g.bound.violated else 'holds'}", ""]
+    if g.recommendation is not None:
+        out += [f"Recommendation (budget {g.recommendation.budget}, {g.recommendation.budget_source}):", "",
+                _md_table(pd.DataFrame(g.recommendation.rows)), ""]
+    for title, frame in (("p_s by spine depth", g.fit.spine_by_depth), ("p_t by rank", g.fit.transition_by_rank)):
+        out += [f"{title}:", "", _md_table(frame.reset_index()), ""]
+    return out
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "(no data)"
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body])
+
+
+def render_markdown(analysis: Analysis, files: dict[str, str], chart_files: list[str]) -> str:
+    """The report: estimates, per-group checks, bound check, recommendations, chart links."""
+    lines = ["# fit-acceptance report", "", "Traces:", "", *[f"- `{f}`" for f in analysis.fit.counts.files], "",
+             "Estimates use reached nodes (parent accepted). 95% intervals: cluster bootstrap over prompts "
+             "(run_id, benchmark, prompt_id); the naive Wilson interval treats nodes as independent.", "",
+             "```", summary_text(analysis, files), "```", "", "## Groups", ""]
+    for g in analysis.groups:
+        lines += _group_section(g)
+    lines += ["## Charts", "", *[f"- [{os.path.basename(c)}]({os.path.basename(c)})" for c in chart_files], ""]
+    return "\n".join(lines)
+
+
+def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
+    f = g.fit
+    return {"tool": "fit-acceptance", "traces": [os.path.abspath(p) for p in analysis.fit.counts.files],
+            "group": g.label, "group_key": f.key, "cycles": f.cycles, "prompts": f.prompts,
+            "fitted": {"p_s": f.p_s.to_dict(), "p_t": f.p_t.to_dict(), "ratio": f.ratio.to_dict(),
+                       "selected": g.checks.selected.to_dict()},
+            "bootstrap": analysis.fit.n_boot, "seed": analysis.fit.seed,
+            "budget_source": g.recommendation.budget_source if g.recommendation else None}
+
+
+def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, str]:
+    """Write topology-<group>.json, the HTML charts and report.md into ``out_dir``; returns the
+    topology file of each group label."""
+    out_dir = os.fspath(out_dir)
+    files: dict[str, str] = {}
+    for g in analysis.groups:
+        if g.recommendation is None:
+            continue
+        path = os.path.join(out_dir, g.file_stem + ".json")
+        topo = g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g))
+        save_topology(topo, path)
+        files[g.label] = path
+    if analysis.overall.label not in files and analysis.overall.recommendation is not None:
+        path = os.path.join(out_dir, analysis.overall.file_stem + ".json")
+        save_topology(analysis.overall.recommendation.best.topology.with_meta(
+            provenance=_provenance(analysis, analysis.overall)), path)
+        files[analysis.overall.label] = path
+    chart_files = []
+    for name, frame in chart_frames(analysis).items():
+        if frame.empty:
+            continue
+        path = os.path.join(out_dir, f"{name}.html")
+        charts.save_chart(_BUILDERS[name](frame), path)
+        chart_files.append(path)
+    _write_text_atomic(os.path.join(out_dir, "report.md"), render_markdown(analysis, files, chart_files))
+    return files
+
+
+def _write_text_atomic(path: str, text: str) -> None:
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".md")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,112 @@
+"""The whole fit-acceptance analysis as data: fit, model checks, goodness of fit, bound check
+and recommendation, overall and per group (``fit-acceptance`` renders it; it writes nothing).
+
+Example:
+    >>> from goose_theory.topology import Topology
+    >>> from goose_theory.synthetic import SyntheticSpec, synthetic_table
+    >>> from goose_theory.fitcounts import count_tables
+    >>> from goose_theory.fit import fit_counts
+    >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    >>> fit = fit_counts(count_tables([synthetic_table(SyntheticSpec(0.6, 0.2, (t,)), seed=0)]), n_boot=100)
+    >>> a = analyze(fit)
+    >>> sorted(a.to_json())[:4], a.overall.bound.violated
+    (['bound', 'groups', 'p_s', 'p_t'], False)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .fit import FitResult, GroupFit
+from .fitcheck import GroupChecks, check_group
+from .fitpredict import BoundCheck, GoodnessOfFit, bound_check, calibration, goodness_of_fit, shape_topologies
+from .recommend import Recommendation, recommend
+
+
+@dataclass(frozen=True)
+class GroupAnalysis:
+    """Everything fit-acceptance reports for one group."""
+
+    fit: GroupFit
+    checks: GroupChecks
+    gof: GoodnessOfFit
+    bound: BoundCheck
+    calibration: pd.DataFrame = field(repr=False)
+    recommendation: Recommendation | None = None
+
+    @property
+    def label(self) -> str:
+        return self.fit.label
+
+    @property
+    def file_stem(self) -> str:
+        return "topology-" + re.sub(r"[^A-Za-z0-9._-]+", "_", self.label)
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.fit.to_dict()
+        out.update({"predicted_tau": self.gof.predicted, "goodness_of_fit": self.gof.to_dict(),
+                    "checks": self.checks.to_dict(), "bound": self.bound.to_dict(),
+                    "curves": {"p_s_by_depth": _records(self.fit.spine_by_depth),
+                               "p_t_by_rank": _records(self.fit.transition_by_rank),
+                               "p_t_by_depth": _records(self.fit.transition_by_depth)}})
+        if self.recommendation is not None:
+            out["recommended"] = self.recommendation.to_dict()
+        return out
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.reset_index().to_dict(orient="records")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The analysis of a whole fit: ``overall`` plus one entry per group."""
+
+    fit: FitResult = field(repr=False)
+    overall: GroupAnalysis
+    groups: tuple[GroupAnalysis, ...]
+
+    @property
+    def violations(self) -> list[BoundCheck]:
+        return [g.bound for g in self.groups if g.bound.violated]
+
+    def to_json(self, files: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``--json`` object; ``files`` maps group labels to written topology files."""
+        files = files or {}
+        o = self.overall
+        rec = o.recommendation
+        recommended = None if rec is None else {**rec.to_dict(), "file": files.get(o.label)}
+        return {"p_s": o.fit.p_s.to_dict(), "p_t": o.fit.p_t.to_dict(), "ratio": o.fit.ratio.to_dict(),
+                "observed_tau": o.fit.observed_tau.to_dict(), "predicted_tau": o.gof.predicted,
+                "cycles": o.fit.cycles, "prompts": o.fit.prompts, "group_by": list(self.fit.counts.group_by),
+                "groups": [{**g.to_json(), "file": files.get(g.label)} for g in self.groups],
+                "bound": [g.bound.to_dict() for g in self.groups], "violations": [b.label for b in self.violations],
+                "recommended": recommended, "checks": o.checks.to_dict(), "goodness_of_fit": o.gof.to_dict(),
+                "files": list(self.fit.counts.files), "bootstrap": self.fit.n_boot, "seed": self.fit.seed}
+
+
+def _analyze_group(group: GroupFit, fit: FitResult, topologies: list, *, budget: int | None, latency: Any,
+                   model: str) -> GroupAnalysis:
+    counts = fit.counts
+    checks = check_group(group, counts, model=model)
+    gof = goodness_of_fit(group, counts, topologies, selected=checks.selected, scalar=checks.scalar)
+    bound = bound_check(group, counts, topologies, scalar=checks.scalar)
+    calib = calibration(group, counts, topologies, checks.selected)
+    use_budget = group.budget if budget is None else budget
+    top_k = int(group.transition_by_rank.index.max()) + 1 if len(group.transition_by_rank) else 10
+    rec = recommend(checks.selected, budget=use_budget, budget_source="recorded" if budget is None else "given",
+                    latency=latency, top_k=max(1, min(top_k, 64)))
+    return GroupAnalysis(group, checks, gof, bound, calib, rec)
+
+
+def analyze(fit: FitResult, *, budget: int | None = None, latency: Any = None, model: str = "exclusive") -> Analysis:
+    """Checks, goodness of fit, bound check and recommendation for ``fit`` (all groups)."""
+    topologies = shape_topologies(fit.counts)
+    kw = {"budget": budget, "latency": latency, "model": model}
+    overall = _analyze_group(fit.overall, fit, topologies, **kw)
+    if len(fit.groups) == 1 and not fit.counts.group_by:
+        return Analysis(fit, overall, (overall,))  # one group: the same clusters as overall
+    return Analysis(fit, overall, tuple(_analyze_group(g, fit, topologies, **kw) for g in fit.groups))

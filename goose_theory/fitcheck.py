@@ -1,0 +1,184 @@
+"""Model checks for a fit: is p constant along the tree, are prompts alike, does the model
+predict the observed tau?
+
+* :func:`curve_test`: constant p against one p per spine depth (or per rank), by a binomial
+  likelihood-ratio test and AIC. Sparse tail bins (fewer than ``min_n`` reached nodes) are pooled
+  into the last well-populated bin, so the curve only has parameters the data can carry. The
+  LRT treats nodes as independent; with over-dispersion (below) its p-value is optimistic, so a
+  curve is *supported* only when both the LRT (p < 0.05) and AIC prefer it.
+* :func:`overdispersion`: a beta-binomial fit (``scipy.stats.betabinom``, MLE by
+  ``scipy.optimize``) of the per-prompt counts against a single binomial: intra-prompt
+  correlation rho = 1 / (a + b + 1) and a boundary LRT (p = 0.5 * chi2_1 tail).
+* :func:`select_acceptance`: the fitted model the data support (scalar or curves).
+
+Goodness of fit and the paper's bound live in :mod:`goose_theory.fitpredict`.
+
+Example:
+    >>> t = curve_test(np.array([0, 60, 30, 15]), np.array([0, 100, 100, 100]), start=1)
+    >>> t.supported, [round(p, 2) for p in t.curve]
+    (True, [0.6, 0.3, 0.15])
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from .acceptance import Acceptance
+from .fit import GroupFit
+
+MIN_BIN = 30
+
+
+@dataclass(frozen=True)
+class CurveTest:
+    """Constant p against a curve over bins (spine depth from 1, or rank from 0)."""
+
+    name: str
+    curve: tuple[float, ...]  # fitted p per bin (last bin pools the sparse tail)
+    bin_n: tuple[int, ...]
+    constant: float
+    loglik_constant: float
+    loglik_curve: float
+    lr: float
+    df: int
+    p_value: float
+    aic_constant: float
+    aic_curve: float
+
+    @property
+    def supported(self) -> bool:
+        return bool(self.df > 0 and self.p_value < 0.05 and self.aic_curve < self.aic_constant)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "curve": list(self.curve), "bin_n": list(self.bin_n), "constant": self.constant,
+                "lr": self.lr, "df": self.df, "p_value": self.p_value, "aic_constant": self.aic_constant,
+                "aic_curve": self.aic_curve, "supported": self.supported}
+
+
+def _binom_ll(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> float:
+    return float(np.sum(special.xlogy(k, p) + special.xlog1py(n - k, -p)))
+
+
+def curve_test(matched: np.ndarray, reached: np.ndarray, *, start: int = 1, min_n: int = MIN_BIN,
+               name: str = "curve") -> CurveTest:
+    """Binomial LRT and AIC of a per-bin curve against a constant (see module docstring)."""
+    k, n = np.asarray(matched, float)[start:], np.asarray(reached, float)[start:]
+    used = np.flatnonzero(n > 0)
+    if used.size == 0:
+        return CurveTest(name, (), (), math.nan, 0.0, 0.0, 0.0, 0, math.nan, math.nan, math.nan)
+    well = np.flatnonzero(n >= min_n)
+    last = int(well[-1]) if well.size else int(used[0])
+    kb, nb = k[: last + 1].copy(), n[: last + 1].copy()
+    kb[last] += k[last + 1:].sum(); nb[last] += n[last + 1:].sum()
+    p0 = kb.sum() / nb.sum()
+    with np.errstate(all="ignore"):
+        pb = np.where(nb > 0, kb / np.where(nb > 0, nb, 1), np.nan)
+    for i in range(pb.size):  # a gap (no data at one bin) repeats the previous value
+        if np.isnan(pb[i]):
+            pb[i] = pb[i - 1] if i else p0
+    has = nb > 0
+    ll0 = _binom_ll(kb[has], nb[has], np.full(has.sum(), p0))
+    ll1 = _binom_ll(kb[has], nb[has], pb[has])
+    df = int(has.sum()) - 1
+    lr = max(0.0, 2 * (ll1 - ll0))
+    p_value = float(stats.chi2.sf(lr, df)) if df > 0 else 1.0
+    return CurveTest(name, tuple(float(x) for x in pb), tuple(int(x) for x in nb), float(p0), ll0, ll1, lr, df,
+                     p_value, 2 * 1 - 2 * ll0, 2 * (df + 1) - 2 * ll1)
+
+
+@dataclass(frozen=True)
+class OverDispersion:
+    """Beta-binomial against binomial over per-prompt counts."""
+
+    name: str
+    prompts: int
+    p: float
+    rho: float  # intra-prompt correlation; 0 = binomial
+    alpha: float
+    beta: float
+    lr: float
+    p_value: float
+
+    @property
+    def overdispersed(self) -> bool:
+        return bool(self.p_value < 0.05)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "prompts": self.prompts, "p": self.p, "rho": self.rho, "alpha": self.alpha,
+                "beta": self.beta, "lr": self.lr, "p_value": self.p_value, "overdispersed": self.overdispersed}
+
+
+def overdispersion(matched: np.ndarray, reached: np.ndarray, *, name: str = "p") -> OverDispersion:
+    """MLE beta-binomial fit of per-prompt ``matched`` of ``reached`` (arrays over prompts)."""
+    k, n = np.asarray(matched, float), np.asarray(reached, float)
+    keep = n > 0
+    k, n = k[keep], n[keep]
+    if k.size < 2 or k.sum() in (0, n.sum()):
+        p = k.sum() / n.sum() if n.sum() else math.nan
+        return OverDispersion(name, int(k.size), float(p), math.nan, math.nan, math.nan, 0.0, math.nan)
+    p = k.sum() / n.sum()
+    ll_bin = _binom_ll(k, n, np.full(k.size, p))
+
+    def nll(theta: np.ndarray) -> float:
+        a, b = np.exp(theta)
+        return -float(np.sum(stats.betabinom.logpmf(k, n, a, b)))
+
+    # start from a moderate precision at the pooled mean; bounds keep exp() finite
+    best = None
+    for log_precision in (1.0, 4.0, 10.0):
+        x0 = np.array([math.log(p * math.exp(log_precision)), math.log((1 - p) * math.exp(log_precision))])
+        res = optimize.minimize(nll, x0, method="L-BFGS-B", bounds=[(-10, 25), (-10, 25)])
+        if best is None or res.fun < best.fun:
+            best = res
+    a, b = np.exp(best.x)
+    lr = max(0.0, 2 * (-best.fun - ll_bin))
+    return OverDispersion(name, int(k.size), float(p), float(1 / (a + b + 1)), float(a), float(b), lr,
+                          float(0.5 * stats.chi2.sf(lr, 1)))
+
+
+@dataclass(frozen=True)
+class GroupChecks:
+    """All model checks of one group, and the acceptance model they select."""
+
+    spine_depth: CurveTest
+    transition_rank: CurveTest
+    spine_dispersion: OverDispersion
+    transition_dispersion: OverDispersion
+    scalar: Acceptance
+    selected: Acceptance
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spine_depth": self.spine_depth.to_dict(), "transition_rank": self.transition_rank.to_dict(),
+                "spine_dispersion": self.spine_dispersion.to_dict(),
+                "transition_dispersion": self.transition_dispersion.to_dict(),
+                "scalar": self.scalar.to_dict(), "selected": self.selected.to_dict()}
+
+
+def _prob(x: float) -> float:
+    return 0.0 if not math.isfinite(x) else min(max(x, 0.0), 1.0)
+
+
+def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n: int = MIN_BIN) -> GroupChecks:
+    """Curve tests and over-dispersion for one fitted group; pick the supported model.
+
+    A source with no reached nodes gets p = 0 (it does not occur in the recorded trees).
+    """
+    c = group.clusters
+    sm, sr = counts.spine_matched[c], counts.spine_reached[c]
+    rm, rr = counts.rank_matched[c], counts.rank_reached[c]
+    depth = curve_test(sm.sum(0), sr.sum(0), start=1, min_n=min_n, name="p_s by spine depth")
+    rank = curve_test(rm.sum(0), rr.sum(0), start=0, min_n=min_n, name="p_t by rank")
+    scalar = Acceptance.parse(_prob(group.p_s.estimate), _prob(group.p_t.estimate), model)
+    p_s = [_prob(x) for x in depth.curve] if depth.supported else scalar.p_s
+    p_t = [_prob(x) for x in rank.curve] if rank.supported else scalar.p_t
+    return GroupChecks(depth, rank, overdispersion(sm.sum(1), sr.sum(1), name="p_s"),
+                       overdispersion(rm.sum(1), rr.sum(1), name="p_t"), scalar, Acceptance.parse(p_s, p_t, model))
+
+
+def select_acceptance(group: GroupFit, counts: Any, *, model: str = "exclusive") -> Acceptance:
+    """The acceptance model the data support (depth/rank curves only where LRT and AIC agree)."""
+    return check_group(group, counts, model=model).selected

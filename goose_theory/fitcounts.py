@@ -1,0 +1,309 @@
+"""Streaming sufficient statistics of trace files: reached/matched counts per prompt cluster.
+
+A trace holds one row per node per verification cycle (schema: :mod:`goose_theory.traceio`).
+Everything the fit needs reduces to small count tables, so files are streamed with
+``iter_batches`` over only the needed columns, strings read as dictionaries (cheap), in bounded
+memory. Per *cluster* (one prompt: ``(group..., run_id, benchmark, prompt_id)``) we count
+reached and matched nodes:
+
+* spine nodes by spine depth, transition nodes by rank and by depth;
+* cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and
+  sum of squares of the observed tau, so the exact E[tau] of each recorded tree is computed
+  once per distinct shape, not once per cycle.
+
+A node is *reached* when its parent was accepted (``reached`` column when present, else derived
+from ``parent``/``accepted`` within the cycle). Observed tau of a cycle = number of accepted
+rows (root included: the bonus token). Rows must come grouped by cycle, root first, nodes in
+index order (as the runtime writes them); anything else is a :class:`TraceFileError`.
+
+Example:
+    >>> counts = count_tables([table], group_by=("method",))          # doctest: +SKIP
+    >>> counts.spine_reached.sum(), counts.shape_table.n.sum()        # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
+from .traceio import TraceFileError, open_trace
+
+CAP = 64  # depth / rank bins; deeper or higher values share the last bin
+GROUP_COLUMNS = ("model", "benchmark", "method")
+CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
+_NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
+BATCH_ROWS = 1 << 20
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One recorded tree shape: per-node parent, source code and rank (node 0 = root)."""
+
+    parent: np.ndarray
+    source: np.ndarray
+    rank: np.ndarray
+
+
+@dataclass(frozen=True)
+class FitCounts:
+    """Count tables of one or more traces; rows of the 2-D arrays are clusters (prompts)."""
+
+    group_by: tuple[str, ...]
+    groups: tuple[tuple[str, ...], ...]  # values of group_by per group
+    cluster_group: np.ndarray  # (C,) group index of each cluster
+    cluster_prompt: np.ndarray  # (C,) index of (run_id, benchmark, prompt_id) across groups
+    spine_reached: np.ndarray  # (C, CAP) by spine depth (column = depth, column 0 unused)
+    spine_matched: np.ndarray
+    rank_reached: np.ndarray  # (C, CAP) transition nodes by rank
+    rank_matched: np.ndarray
+    depth_reached: np.ndarray  # (C, CAP) transition nodes by depth
+    depth_matched: np.ndarray
+    shapes: tuple[Shape, ...]
+    shape_table: pd.DataFrame  # columns cluster, shape, n, tau_sum, tau_sq
+    files: tuple[str, ...]
+
+    @property
+    def n_clusters(self) -> int:
+        return int(self.cluster_group.shape[0])
+
+    def group_label(self, g: int) -> str:
+        return "-".join(self.groups[g]) if self.groups[g] else "all"
+
+
+def _splitmix(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+class _Codes:
+    """Global integer codes for the values of one string column across batches and files."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def encode(self, column: pa.Array, name: str, file: str) -> np.ndarray:
+        if column.null_count:
+            raise TraceFileError(f"{file}: column {name} has null values")
+        if not pa.types.is_dictionary(column.type):
+            column = column.dictionary_encode()
+        lookup = np.array([self._code(v) for v in column.dictionary.to_pylist()] or [0], dtype=np.int64)
+        return lookup[column.indices.to_numpy(zero_copy_only=False)]
+
+    def _code(self, value: str) -> int:
+        if value not in self.index:
+            self.index[value] = len(self.values)
+            self.values.append(value)
+        return self.index[value]
+
+
+class _Grid:
+    """A (clusters x CAP) int64 table that grows with the number of clusters."""
+
+    def __init__(self) -> None:
+        self.data = np.zeros((64, CAP), dtype=np.int64)
+
+    def add(self, n_clusters: int, keys: np.ndarray) -> None:
+        if n_clusters > self.data.shape[0]:
+            grown = np.zeros((max(n_clusters, 2 * self.data.shape[0]), CAP), dtype=np.int64)
+            grown[: self.data.shape[0]] = self.data
+            self.data = grown
+        flat = np.bincount(keys, minlength=n_clusters * CAP)
+        self.data[:n_clusters] += flat.reshape(n_clusters, CAP)
+
+
+class _Accumulator:
+    def __init__(self, group_by: Sequence[str]) -> None:
+        self.group_by = tuple(group_by)
+        self.string_cols = tuple(dict.fromkeys((*self.group_by, *CLUSTER_COLUMNS, "source")))
+        self.codes = {c: _Codes() for c in self.string_cols}
+        self.clusters: dict[tuple[int, ...], int] = {}
+        self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm")}
+        self.shape_ids: dict[int, int] = {}
+        self.shapes: list[Shape] = []
+        self.shape_parts: list[pd.DataFrame] = []
+
+    def columns(self, has_reached: bool) -> list[str]:
+        return [*self.string_cols, *_NUMERIC, *(["reached"] if has_reached else [])]
+
+    def to_arrays(self, batch: pa.RecordBatch, file: str) -> dict[str, np.ndarray]:
+        out = {}
+        for name in batch.schema.names:
+            col = batch.column(name)
+            if name == "reached" and col.null_count:
+                continue  # an extra column the recorder did not fill: derive it instead
+            if name in self.codes:
+                out[name] = self.codes[name].encode(col, name, file)
+            else:
+                if col.null_count:
+                    raise TraceFileError(f"{file}: column {name} has null values")
+                out[name] = col.to_numpy(zero_copy_only=False)
+        return out
+
+    def add(self, a: dict[str, np.ndarray], file: str) -> None:
+        """Count the complete cycles in ``a`` (rows grouped by cycle, root first)."""
+        node = a["node"].astype(np.int64)
+        roots = np.flatnonzero(node == 0)
+        lens = np.diff(np.append(roots, node.shape[0]))
+        start = np.repeat(roots, lens)
+        local = np.arange(node.shape[0]) - start
+        if not np.array_equal(node, local):
+            raise TraceFileError(f"{file}: rows are not grouped by cycle with nodes in index order (root first)")
+        parent = a["parent"].astype(np.int64)
+        source = self._source_codes(a["source"], file)
+        nonroot = node > 0
+        if np.any(nonroot & ((parent < 0) | (parent >= node))) or np.any(source[~nonroot] != ROOT) \
+                or np.any(source[nonroot] == ROOT):
+            raise TraceFileError(f"{file}: bad tree rows (a parent that is not an earlier node, or a misplaced root)")
+        gparent = np.where(nonroot, start + parent, np.arange(node.shape[0]))
+        depth = a["depth"].astype(np.int64)
+        if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
+            raise TraceFileError(f"{file}: column depth disagrees with the parent links")
+        accepted = a["accepted"].astype(bool)
+        reached = a["reached"].astype(bool) if "reached" in a else accepted[gparent] | ~nonroot
+        matched = a["match"].astype(bool) & reached & nonroot
+        cyc_cluster = self._cluster_ids(a, roots)
+        row_cluster = np.repeat(cyc_cluster, lens) * CAP
+        raw_rank = a["rank"].astype(np.int64)
+        rank = np.clip(raw_rank, 0, CAP - 1)
+        dclip = np.clip(depth, 0, CAP - 1)
+        n_c = len(self.clusters)
+        for kind, bins, reach_key, match_key in (
+                (SPINE, dclip, "sr", "sm"), (TRANSITION, rank, "rr", "rm"), (TRANSITION, dclip, "dr", "dm")):
+            sel = reached & nonroot & (source == kind)
+            self.grids[reach_key].add(n_c, (row_cluster + bins)[sel])
+            self.grids[match_key].add(n_c, (row_cluster + bins)[matched & (source == kind)])
+        tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
+        self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
+
+    def _source_codes(self, codes: np.ndarray, file: str) -> np.ndarray:
+        names = self.codes["source"].values
+        lookup = np.full(len(names), -1, dtype=np.int64)
+        for i, name in enumerate(names):
+            if name in SOURCE_NAMES:
+                lookup[i] = SOURCE_NAMES.index(name)
+        out = lookup[codes]
+        if np.any(out < 0):
+            bad = sorted({names[c] for c in np.unique(codes) if lookup[c] < 0})
+            raise TraceFileError(f"{file}: unknown source value(s) {', '.join(map(repr, bad))}")
+        return out
+
+    def _cluster_ids(self, a: dict[str, np.ndarray], roots: np.ndarray) -> np.ndarray:
+        cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
+        keys = np.stack([a[c][roots] for c in cols], axis=1) if roots.size else np.zeros((0, len(cols)), np.int64)
+        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        ids = np.array([self.clusters.setdefault(tuple(k), len(self.clusters)) for k in uniq.tolist()], dtype=np.int64)
+        return ids[inverse.reshape(-1)] if roots.size else np.zeros(0, np.int64)
+
+    def _add_shapes(self, node, parent, source, rank, roots, lens, cyc_cluster, tau) -> None:
+        if not roots.size:
+            return
+        h = (node.astype(np.uint64) << np.uint64(40)) ^ ((parent + 1).astype(np.uint64) << np.uint64(20)) \
+            ^ (source.astype(np.uint64) << np.uint64(16)) ^ rank.astype(np.uint64)
+        cyc_hash = np.add.reduceat(_splitmix(h), roots) ^ _splitmix(lens.astype(np.uint64))
+        uniq, first, inverse = np.unique(cyc_hash, return_index=True, return_inverse=True)
+        ids = np.empty(uniq.shape[0], dtype=np.int64)
+        for j, (hv, f) in enumerate(zip(uniq.tolist(), first.tolist())):
+            if hv not in self.shape_ids:
+                s, e = roots[f], roots[f] + lens[f]
+                self.shape_ids[hv] = len(self.shapes)
+                self.shapes.append(Shape(parent[s:e].copy(), source[s:e].copy(), rank[s:e].copy()))
+            ids[j] = self.shape_ids[hv]
+        df = pd.DataFrame({"cluster": cyc_cluster, "shape": ids[inverse.reshape(-1)],
+                           "n": 1, "tau_sum": tau, "tau_sq": tau * tau})
+        self.shape_parts.append(df.groupby(["cluster", "shape"], as_index=False).sum())
+
+    def finish(self, files: Sequence[str]) -> FitCounts:
+        n_c = len(self.clusters)
+        keys = sorted(self.clusters, key=self.clusters.get)
+        ng = len(self.group_by)
+        group_keys = [k[:ng] for k in keys]
+        groups = sorted(set(group_keys))
+        gindex = {g: i for i, g in enumerate(groups)}
+        cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
+        prompt_keys = [tuple(k[cols.index(c)] for c in CLUSTER_COLUMNS) for k in keys]
+        pindex: dict[tuple[int, ...], int] = {}
+        cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
+        names = tuple(tuple(self.codes[c].values[v] for c, v in zip(self.group_by, g)) for g in groups)
+        parts = self.shape_parts or [pd.DataFrame({"cluster": [], "shape": [], "n": [], "tau_sum": [], "tau_sq": []}, dtype=np.int64)]
+        table = pd.concat(parts, ignore_index=True).groupby(["cluster", "shape"], as_index=False).sum()
+        g = {k: v.data[:n_c].copy() for k, v in self.grids.items()}
+        return FitCounts(self.group_by, names, np.array([gindex[k] for k in group_keys], dtype=np.int64),
+                         cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
+                         tuple(self.shapes), table, tuple(files))
+
+
+def _check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
+    bad = [c for c in group_by if c not in GROUP_COLUMNS]
+    if bad:
+        raise TraceFileError(f"--group-by: unknown column(s) {', '.join(bad)} (choose from {', '.join(GROUP_COLUMNS)})")
+    return tuple(dict.fromkeys(group_by))
+
+
+def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] = (),
+                batch_rows: int = BATCH_ROWS,
+                on_bad: Callable[[TraceFileError], None] | None = None) -> FitCounts:
+    """Stream validated trace files into :class:`FitCounts` (bounded memory).
+
+    A bad file raises :class:`TraceFileError`; with ``on_bad`` it is passed the error instead,
+    and the file's partial counts are rolled back (the state is copied before each file).
+    """
+    acc = _Accumulator(_check_group_by(group_by))
+    names = []
+    for path in paths:
+        name = os.fspath(path)
+        saved = copy.deepcopy(acc) if on_bad is not None else None
+        try:
+            pf = open_trace(name)
+            cols = acc.columns("reached" in pf.schema_arrow.names)
+            pf = pq.ParquetFile(name, read_dictionary=list(acc.string_cols))
+            _stream(acc, pf.iter_batches(batch_size=batch_rows, columns=cols), name)
+        except (pa.ArrowException, OSError) as exc:
+            err = TraceFileError(f"{name}: unreadable data ({str(exc).splitlines()[0]})")
+            if on_bad is None:
+                raise err from None
+            on_bad(err); acc = saved; continue
+        except TraceFileError as err:
+            if on_bad is None:
+                raise
+            on_bad(err); acc = saved; continue
+        names.append(name)
+    return acc.finish(names)
+
+
+def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), name: str = "<table>") -> FitCounts:
+    """Same as :func:`count_files` for in-memory tables (tests, synthetic data)."""
+    acc = _Accumulator(_check_group_by(group_by))
+    names = []
+    for i, table in enumerate(tables):
+        cols = acc.columns("reached" in table.column_names)
+        names.append(f"{name}[{i}]")
+        _stream(acc, table.select(cols).to_batches(max_chunksize=BATCH_ROWS), names[-1])
+    return acc.finish(names)
+
+
+def _stream(acc: _Accumulator, batches: Iterable[pa.RecordBatch], name: str) -> None:
+    """Feed batches; the last (possibly incomplete) cycle of a batch is carried to the next."""
+    carry: dict[str, np.ndarray] | None = None
+    for batch in batches:
+        a = acc.to_arrays(batch, name)
+        if carry is not None:
+            a = {k: np.concatenate([carry[k], a[k]]) for k in a}
+        roots = np.flatnonzero(a["node"] == 0)
+        if roots.size == 0 or roots[0] != 0:
+            raise TraceFileError(f"{name}: rows are not grouped by cycle with the root first")
+        cut = int(roots[-1])
+        carry = {k: v[cut:] for k, v in a.items()}
+        if cut:
+            acc.add({k: v[:cut] for k, v in a.items()}, name)
+    if carry is not None:
+        acc.add(carry, name)

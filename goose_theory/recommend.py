@@ -1,0 +1,61 @@
+"""Recommend a topology for a fitted acceptance model (returns data; writes nothing).
+
+The ``optimal`` tree under the fitted model (depth-dependent p_s and rank-dependent p_t where
+the data support them, see :func:`goose_theory.fitcheck.check_group`) at a budget -- by
+default the budget of the recorded runs -- next to the paper's default shape, linear,
+harmonic and isotropic trees at the *same* budget. With a latency profile the budget itself is
+chosen cost-aware (:func:`goose_theory.latency.cost_aware`: max E[tau] / time per cycle).
+
+Example:
+    >>> from goose_theory.acceptance import Acceptance
+    >>> rec = recommend(Acceptance.parse(0.5, 0.05), budget=20)
+    >>> rec.best.rule, rec.rows[0]["rule"], rec.rows[0]["predicted_tau"] >= rec.rows[1]["predicted_tau"]
+    ('optimal', 'optimal', True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from .acceptance import Acceptance
+from .optimize import OptimizeResult, build_topology
+
+COMPARE = ("optimal", "paper", "linear", "harmonic", "isotropic:3", "isotropic:5")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The recommended tree and the comparison rows (``rule``, ``budget``, ``predicted_tau``,
+    ``spine_length``, ``gain_vs_paper``), best first as listed in ``rules``."""
+
+    best: OptimizeResult
+    budget: int
+    budget_source: str  # "recorded", "given" or "cost-aware"
+    acceptance: Acceptance
+    rows: list[dict[str, Any]]
+    cost_table: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.best.rule, "budget": self.budget, "budget_source": self.budget_source,
+                "predicted_tau": self.best.predicted_tau, "acceptance": self.acceptance.to_dict(),
+                "comparison": self.rows, "cost_table": self.cost_table}
+
+
+def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "given", latency: Any = None,
+              rules: Sequence[str] = COMPARE, max_depth: int = 6, max_spine: int = 20,
+              top_k: int = 10) -> Recommendation:
+    """Optimal tree vs the reference rules at one budget (cost-aware budget with ``latency``)."""
+    limits = {"max_depth": max_depth, "max_spine": max_spine, "top_k": top_k}
+    cost_table: list[dict[str, Any]] = []
+    if latency is not None:
+        from .latency import cost_aware  # only needed with a latency profile
+        chosen = cost_aware(acceptance, latency, rule="optimal", **limits)
+        budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
+    results = [build_topology(r, acceptance, budget=budget, **limits) for r in dict.fromkeys(("optimal", *rules))]
+    paper = next((r.predicted_tau for r in results if r.rule == "paper"), None)
+    rows = []
+    for r in results:
+        rows.append({"rule": r.rule, "budget": r.topology.budget, "predicted_tau": r.predicted_tau,
+                     "spine_length": r.topology.spine_length,
+                     "gain_vs_paper": (r.predicted_tau / paper - 1.0) if paper else None})
+    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table)
