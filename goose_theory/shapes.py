@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._improve import improve_tree
+from ._dp import solve
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first
 from .topology import SPINE, TRANSITION
 
@@ -42,13 +42,18 @@ def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
 
 
 def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
-    """Best-first; plus leaf-move local improvement under the independent model."""
+    """Exclusive model: best-first (exact). Independent model: the exact dynamic programme of
+    :mod:`goose_theory._dp` (best-first is not exact there: a node's qeff depends on which
+    earlier siblings exist)."""
+    if cand.acceptance.independent:
+        builder = solve(cand, budget=budget)
+        details = _base_details(builder, budget, len(builder) - 1)
+        details["method"] = "dynamic programme over node types"
+        return builder, details
     builder = TreeBuilder(cand)
     placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine)
     details = _base_details(builder, budget, placed)
-    if cand.acceptance.independent and placed > 1:
-        builder, moves = improve_tree(builder, grow_spine=cand.spine)
-        details["local_moves"] = moves
+    details["method"] = "best-first"
     return builder, details
 
 

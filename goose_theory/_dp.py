@@ -1,0 +1,118 @@
+"""Exact best tree by dynamic programming over the candidate tree's node *types* (numba).
+
+In the candidate tree a node's subtree depends only on its type: the root / a spine node at
+depth d, or a transition node at depth d. Given v is reached, the expected number of accepted
+nodes below v, with children c_1, c_2, ... in priority order, is
+
+    independent:  q_1 C_1 + (1 - q_1) (q_2 C_2 + (1 - q_2) (...))
+    exclusive:    q_1 C_1 + q_2 C_2 + ...
+
+where C_c = 1 + (the same quantity for c's subtree). So a suffix recursion over the children,
+with a budget, is exact (a knapsack over the children, one table per type):
+
+    G_j[b] = max( G_{j+1}[b],  max_{1<=s<=b} q_j (1 + F_{c_j}[s-1]) + f_j G_{j+1}[b-s] )
+
+with f_j = 1 - q_j (independent) or 1 (exclusive), F_type[b] = G_1[b] the best value with
+exactly b nodes below a node of that type (-inf if impossible) and G_end = [0, -inf, ...].
+Cost O(types * children * B^2) with B capped by each type's candidate subtree size.
+This is how ``optimal`` is exact under the independent model, where best-first is not.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._numba import jit
+from .topology import ROOT, SPINE, TRANSITION
+
+NEG = -1e300
+
+
+@jit
+def dp_tables(order, n_child, child_q, child_type, capacity, budget, independent):
+    """Fill F[type, b] and choice[type, j, b] (nodes given to child j; 0 = left out)."""
+    n_types, width = child_q.shape
+    F = np.full((n_types, budget + 1), NEG)
+    choice = np.zeros((n_types, width, budget + 1), np.int32)
+    G = np.empty(budget + 1)
+    H = np.empty(budget + 1)
+    for t in order:
+        top = min(budget, capacity[t])
+        G[:] = NEG
+        G[0] = 0.0
+        for j in range(n_child[t] - 1, -1, -1):
+            q, c = child_q[t, j], child_type[t, j]
+            keep = 1.0 - q if independent else 1.0
+            child_top = min(top, capacity[c] + 1)
+            for b in range(top + 1):
+                best, arg = G[b], 0
+                for s in range(1, min(b, child_top) + 1):
+                    rest = G[b - s]
+                    sub = F[c, s - 1]
+                    if rest <= NEG or sub <= NEG:
+                        continue
+                    value = q * (1.0 + sub) + keep * rest
+                    if value > best:
+                        best, arg = value, s
+                H[b] = best
+                choice[t, j, b] = arg
+            G[: top + 1] = H[: top + 1]
+        F[t, : top + 1] = G[: top + 1]
+    return F, choice
+
+
+def solve(candidate, *, budget: int):
+    """Exact best tree with at most ``budget`` nodes; returns a TreeBuilder (BFS order).
+
+    Among budgets with the same best value (to a relative 1e-12) the largest is taken, so the
+    tree has exactly ``budget`` nodes unless the candidate tree is smaller or (independent
+    model only) every further node would lower E[tau] by demoting later siblings.
+    """
+    from .candidate import TreeBuilder  # local import: candidate does not depend on this module
+
+    spec = _types(candidate, budget)
+    order, n_child, child_q, child_type, child_kind, child_rank, capacity = spec
+    F, choice = dp_tables(order, n_child, child_q, child_type, capacity, budget,
+                          candidate.acceptance.independent)
+    top = min(budget, int(capacity[0]))
+    values = F[0, : top + 1]
+    best = float(values.max())
+    b = max(i for i in range(top + 1) if values[i] >= best - 1e-12 * abs(best))
+    builder = TreeBuilder(candidate)
+    queue, head = [(0, 0, b)], 0  # (node, type, nodes below it)
+    while head < len(queue):
+        node, t, left = queue[head]; head += 1
+        builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE)
+        remaining = left  # choice tables are per suffix of the children: track what is left
+        for j in range(n_child[t]):
+            s = int(choice[t, j, remaining])
+            if s:
+                child = builder.add(node, int(child_kind[t, j]), int(child_rank[t, j]))
+                queue.append((child, int(child_type[t, j]), s - 1))
+                remaining -= s
+    return builder
+
+
+def _types(cand, budget: int):
+    """Per node type (spine depth d -> d; transition depth d -> max_spine + d): its children
+    in priority order (q, type, kind, rank) and its capacity (candidate subtree size, <= budget)."""
+    acc = cand.acceptance
+    ms, md = (cand.max_spine if cand.spine else 0), cand.max_depth
+    types = [(ROOT if d == 0 else SPINE, d) for d in range(ms + 1)] + [(TRANSITION, d) for d in range(1, md + 1)]
+    n_types, width = len(types), cand.top_k + 1
+    n_child = np.zeros(n_types, np.int64)
+    child_q = np.zeros((n_types, width)); child_type = np.zeros((n_types, width), np.int64)
+    child_kind = np.zeros((n_types, width), np.int64); child_rank = np.zeros((n_types, width), np.int64)
+    for t, (kind, d) in enumerate(types):
+        eligible = cand.spine_eligible(kind, d)
+        kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if eligible else []
+        kids += [(acc.transition_q(r), ms + d + 1, TRANSITION, r)
+                 for r in range(cand.rank_cap(kind, d, eligible))]
+        n_child[t] = len(kids)
+        for j, (q, ct, ck, cr) in enumerate(kids):
+            child_q[t, j], child_type[t, j], child_kind[t, j], child_rank[t, j] = q, ct, ck, cr
+    order = np.array(sorted(range(n_types), key=lambda t: -types[t][1]), np.int64)
+    capacity = np.zeros(n_types, np.int64)
+    for t in order:  # deepest first, so children are done
+        total = sum(1 + int(capacity[child_type[t, j]]) for j in range(n_child[t]))
+        capacity[t] = min(total, budget)
+    return order, n_child, child_q, child_type, child_kind, child_rank, capacity
