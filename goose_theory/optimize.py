@@ -3,11 +3,12 @@
 Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
 
 =====================  =====================================================================
-``optimal``            best-first on path probability in the candidate tree. Exclusive model:
-                       exact (the B candidates of highest path probability form a tree, since
-                       a child's path probability never exceeds its parent's; tests check it
-                       against exhaustive search). Independent model: best-first on the
-                       candidate tree's qeff, then leaf moves while exact E[tau] improves.
+``optimal``            exact best tree of the candidate tree. Exclusive model: best-first on
+                       path probability (the B candidates of highest path probability form a
+                       tree, since a child's never exceeds its parent's). Independent model: a
+                       dynamic programme over node types (:mod:`goose_theory._dp`), because
+                       there a node's qeff depends on which earlier siblings exist. Tests
+                       check both against exhaustive search of all trees.
 ``linear``             spine length m searched, branch widths falling linearly along the spine.
 ``harmonic``           the same with weights 1/(i+1).
 ``isotropic:K``        K transition children at every node, no spine (the paper's Iso(K)).

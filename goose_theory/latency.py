@@ -1,0 +1,178 @@
+"""Latency profiles and the cost-aware choice of budget.
+
+A latency profile (JSON, ``"schema": "goose-latency/1"``) records how long one verification
+forward pass takes for a tree of n fed tokens (the root is fed too: n = budget + 1), plus the
+per-cycle cost outside the forward pass (drafting, the walk, harvesting):
+
+    {"schema": "goose-latency/1", "device": "...", "model": "...", "dtype": "...",
+     "sizes": [1, 16, 32, 64], "seconds": [0.020, 0.021, 0.022, 0.026],
+     "draft_s": 0.0004, "draft_s_per_node": 0.0}
+
+t(n) is linear interpolation between measured sizes; sizes outside the measured range are an
+error (no extrapolation). One cycle costs ``t(budget + 1) + draft_s + draft_s_per_node * budget``;
+budget 0 is a plain autoregressive step, so its draft cost is omitted.
+
+:func:`cost_aware` picks the budget that maximises E[tau] / cycle seconds: on hardware where big
+trees are slow this beats a fixed B = 60.
+
+Example:
+    >>> prof = LatencyProfile(sizes=(1, 61), seconds=(0.02, 0.05))
+    >>> round(prof.verify_seconds(31), 6), round(prof.cycle_seconds(60), 6)
+    (0.035, 0.05)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .acceptance import Acceptance
+from .optimize import OptimizeResult, _check_int, build_topology
+from .topology import write_json_atomic
+
+SCHEMA = "goose-latency/1"
+
+
+class LatencyError(ValueError):
+    """A bad latency profile; the message is one line naming the problem."""
+
+
+def _number(name: str, value: Any, *, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LatencyError(f"{name} must be a finite number, got {value!r}")
+    if (value <= 0) if positive else (value < 0):
+        raise LatencyError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """Verification seconds per tree size, and the per-cycle drafting cost."""
+
+    sizes: tuple[int, ...]
+    seconds: tuple[float, ...]
+    draft_s: float = 0.0
+    draft_s_per_node: float = 0.0
+    device: str = ""
+    model: str = ""
+    dtype: str = ""
+
+    def __post_init__(self) -> None:
+        sizes, seconds = self.sizes, self.seconds
+        if not isinstance(sizes, (list, tuple)) or not isinstance(seconds, (list, tuple)):
+            raise LatencyError("sizes and seconds must be lists")
+        if len(sizes) != len(seconds) or not sizes:
+            raise LatencyError(f"sizes and seconds must be non-empty lists of the same length "
+                               f"(got {len(sizes)} and {len(seconds)})")
+        for n in sizes:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise LatencyError(f"sizes must be integers >= 1, got {n!r}")
+        for a, b in zip(sizes, sizes[1:]):
+            if b <= a:
+                raise LatencyError(f"sizes must be strictly increasing (no duplicates), got {a} then {b}")
+        secs = tuple(_number("seconds entry", t, positive=True) for t in seconds)
+        object.__setattr__(self, "sizes", tuple(sizes))
+        object.__setattr__(self, "seconds", secs)
+        object.__setattr__(self, "draft_s", _number("draft_s", self.draft_s, positive=False))
+        object.__setattr__(self, "draft_s_per_node", _number("draft_s_per_node", self.draft_s_per_node, positive=False))
+
+    def verify_seconds(self, n_nodes: int) -> float:
+        """t(n): one forward pass over ``n_nodes`` fed tokens (linear interpolation)."""
+        lo, hi = self.sizes[0], self.sizes[-1]
+        if not lo <= n_nodes <= hi:
+            raise LatencyError(f"tree size {n_nodes} is outside the measured sizes {lo}..{hi}")
+        return float(np.interp(n_nodes, self.sizes, self.seconds))
+
+    def cycle_seconds(self, budget: int) -> float:
+        """Seconds per verification cycle with ``budget`` drafted nodes (budget 0: no drafting)."""
+        if budget == 0:
+            return self.verify_seconds(1)
+        return self.verify_seconds(budget + 1) + self.draft_s + self.draft_s_per_node * budget
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "device": self.device, "model": self.model, "dtype": self.dtype,
+                "sizes": list(self.sizes), "seconds": list(self.seconds), "draft_s": self.draft_s,
+                "draft_s_per_node": self.draft_s_per_node}
+
+
+def latency_from_dict(data: Any) -> LatencyProfile:
+    """Parse a ``goose-latency/1`` object; raises :class:`LatencyError`."""
+    if not isinstance(data, dict):
+        raise LatencyError("a latency profile must be a JSON object")
+    if data.get("schema") != SCHEMA:
+        raise LatencyError(f"unknown schema {data.get('schema')!r} (expected {SCHEMA!r})")
+    for key in ("sizes", "seconds", "draft_s"):
+        if key not in data:
+            raise LatencyError(f"missing key {key!r}")
+    text = {k: data.get(k, "") for k in ("device", "model", "dtype")}
+    for key, value in text.items():
+        if not isinstance(value, str):
+            raise LatencyError(f"{key} must be a string, got {value!r}")
+    return LatencyProfile(sizes=data["sizes"], seconds=data["seconds"], draft_s=data["draft_s"],
+                          draft_s_per_node=data.get("draft_s_per_node", 0.0), **text)
+
+
+def load_latency(path: str | os.PathLike) -> LatencyProfile:
+    """Read and validate a latency profile; every failure is a one-line LatencyError."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise LatencyError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise LatencyError(f"{path}: malformed JSON ({exc})") from None
+    try:
+        return latency_from_dict(data)
+    except LatencyError as exc:
+        raise LatencyError(f"{path}: {exc}") from None
+
+
+def save_latency(profile: LatencyProfile, path: str | os.PathLike) -> None:
+    """Write ``profile`` as ``goose-latency/1`` JSON, atomically."""
+    write_json_atomic(path, profile.to_dict())
+
+
+@dataclass(frozen=True)
+class CostAwareResult:
+    """The budget with the most tokens per second, and the whole per-budget table."""
+
+    best: OptimizeResult
+    table: list[dict]  # per budget: budget, predicted_tau, cycle_s, tokens_per_s, speedup_vs_ar
+
+
+def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "optimal",
+               budgets: Sequence[int] | None = None, max_depth: int = 6, max_spine: int = 20,
+               top_k: int = 10) -> CostAwareResult:
+    """Maximise E[tau] / cycle seconds over ``budgets`` (default: every budget the profile
+    covers, i.e. ``sizes[0] - 1 .. sizes[-1] - 1``). ``speedup_vs_ar`` compares with plain
+    decoding at 1 token per t(1); it is None when the profile does not cover n = 1.
+    The first budget wins a tie.
+
+    Example:
+        >>> steep = LatencyProfile(sizes=(1, 11), seconds=(0.02, 0.04))  # +10% per node
+        >>> res = cost_aware(Acceptance.parse(0.5, 0.05), steep)
+        >>> res.best.budget, len(res.table), round(res.table[2]["speedup_vs_ar"], 3)
+        (2, 11, 1.458)
+    """
+    lo, hi = latency.sizes[0], latency.sizes[-1]
+    budgets = list(range(lo - 1, hi)) if budgets is None else list(budgets)
+    if not budgets:
+        raise LatencyError("no budgets to choose from")
+    ar = latency.verify_seconds(1) if lo == 1 else None
+    best, best_rate, table = None, -1.0, []
+    for budget in budgets:
+        _check_int("budget", budget, 0)
+        cycle = latency.cycle_seconds(budget)  # checks the range before the optimizer runs
+        result = build_topology(rule, acceptance, budget=budget, max_depth=max_depth,
+                                max_spine=max_spine, top_k=top_k)
+        rate = result.predicted_tau / cycle
+        table.append({"budget": budget, "predicted_tau": result.predicted_tau, "cycle_s": cycle,
+                      "tokens_per_s": rate, "speedup_vs_ar": None if ar is None else rate * ar})
+        if rate > best_rate:
+            best, best_rate = result, rate
+    assert best is not None
+    return CostAwareResult(best, table)
