@@ -1,0 +1,112 @@
+"""Pure chart builders for the explorer: a DataFrame in, an altair chart out (no Streamlit).
+
+Each builder checks that its frame has the columns it needs (a :class:`ValueError` naming the
+missing ones) so a wrong call fails at once rather than as an empty chart in the page.
+
+Example:
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"tau": [1, 2, 1, 2], "probability": [.4, .6, .41, .59],
+    ...                    "kind": ["exact", "exact", "simulated", "simulated"]})
+    >>> pmf_chart(df).to_dict()["mark"]["type"]
+    'bar'
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import altair as alt
+import pandas as pd
+
+SOURCE_COLORS = alt.Scale(domain=["root", "spine", "transition"], range=["#444444", "#d62728", "#1f77b4"])
+RULE_ORDER = ["optimal", "linear", "harmonic", "paper", "source-blind", "spine-only", "transition-only"]
+PAPER_GAIN = (0.12, 0.33)  # the paper's spine-tree gain over Iso(3)/Iso(5): +12% .. +33%
+
+
+def _need(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{what}: missing column(s) {', '.join(missing)}")
+
+
+def spine_curve_chart(df: pd.DataFrame) -> alt.Chart:
+    """E[tau] against spine length m, one line per rule (columns m, rule, expected_tau)."""
+    _need(df, ("m", "rule", "expected_tau"), "spine_curve_chart")
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("m:Q", title="spine length m"),
+        y=alt.Y("expected_tau:Q", title="E[tau]", scale=alt.Scale(zero=False)),
+        color=alt.Color("rule:N", title="allocation"),
+        tooltip=["rule", "m", alt.Tooltip("expected_tau:Q", format=".4f")],
+    ).properties(title="E[tau] against spine length", height=260)
+
+
+def widths_chart(df: pd.DataFrame) -> alt.Chart:
+    """First-level branch widths w_i along the spine (columns position, rule, width)."""
+    _need(df, ("position", "rule", "width"), "widths_chart")
+    return alt.Chart(df).mark_line(point=True, interpolate="step-after").encode(
+        x=alt.X("position:Q", title="spine position i (0 = root)"),
+        y=alt.Y("width:Q", title="branch width w_i"),
+        color=alt.Color("rule:N", title="allocation"),
+        strokeDash=alt.StrokeDash("rule:N", legend=None),
+        tooltip=["rule", "position", "width"],
+    ).properties(title="Branch widths along the spine", height=260)
+
+
+def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
+    """The tree: nodes at (depth, order) coloured by source, edges as segments.
+
+    ``nodes``: x, y, source, node, rank, reach; ``edges``: x, y, x2, y2, source (of the child).
+    """
+    _need(nodes, ("x", "y", "source", "node", "rank", "reach"), "tree_chart nodes")
+    _need(edges, ("x", "y", "x2", "y2", "source"), "tree_chart edges")
+    color = alt.Color("source:N", scale=SOURCE_COLORS, title="source")
+    lines = alt.Chart(edges).mark_rule(opacity=0.6).encode(
+        x=alt.X("x:Q", title="depth"), y=alt.Y("y:Q", axis=None), x2="x2:Q", y2="y2:Q", color=color)
+    points = alt.Chart(nodes).mark_circle(size=70, opacity=1).encode(
+        x="x:Q", y="y:Q", color=color,
+        tooltip=["node", "source", "rank", alt.Tooltip("x:Q", title="depth"),
+                 alt.Tooltip("reach:Q", format=".4f", title="P(accepted)")])
+    return alt.layer(lines, points).properties(title="The tree (spine red, branches blue)", height=320)
+
+
+def pmf_chart(df: pd.DataFrame) -> alt.Chart:
+    """pmf of tau, exact against simulated side by side (columns tau, probability, kind)."""
+    _need(df, ("tau", "probability", "kind"), "pmf_chart")
+    return alt.Chart(df).mark_bar().encode(
+        x=alt.X("tau:O", title="tau (accepted tokens per call)"),
+        xOffset="kind:N",
+        y=alt.Y("probability:Q", title="P(tau)"),
+        color=alt.Color("kind:N", title=""),
+        tooltip=["kind", "tau", alt.Tooltip("probability:Q", format=".4f")],
+    ).properties(title="Distribution of tau", height=260)
+
+
+def gain_heatmap_chart(df: pd.DataFrame, band: tuple[float, float] = PAPER_GAIN) -> alt.LayerChart:
+    """Gain of the optimal tree over the best isotropic one over (p_s, p_t); cells whose gain
+    lies in the paper's band are outlined (columns p_s, p_t, gain; gain as a fraction)."""
+    _need(df, ("p_s", "p_t", "gain"), "gain_heatmap_chart")
+    data = df.assign(in_band=df["gain"].between(band[0], band[1]),
+                     p_s_label=df["p_s"].map(lambda v: f"{v:.2f}"),
+                     p_t_label=df["p_t"].map(lambda v: f"{v:.3f}"))
+    base = alt.Chart(data).encode(
+        x=alt.X("p_s_label:O", title="p_s"),
+        y=alt.Y("p_t_label:O", title="p_t", sort="descending"))
+    cells = base.mark_rect().encode(
+        color=alt.Color("gain:Q", title="gain", scale=alt.Scale(scheme="viridis"),
+                        legend=alt.Legend(format="%")),
+        tooltip=[alt.Tooltip("p_s:Q", format=".2f"), alt.Tooltip("p_t:Q", format=".3f"),
+                 alt.Tooltip("gain:Q", format="+.1%")])
+    marked = base.transform_filter("datum.in_band").mark_rect(
+        fill=None, stroke="white", strokeWidth=2)
+    title = f"Optimal over best isotropic (outlined: the paper's +{band[0]:.0%}..+{band[1]:.0%})"
+    return alt.layer(cells, marked).properties(title=title, height=300)
+
+
+def speedup_chart(df: pd.DataFrame) -> alt.Chart:
+    """Predicted speedup over autoregressive decoding against budget, one line per rule."""
+    _need(df, ("budget", "rule", "speedup_vs_ar"), "speedup_chart")
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("budget:Q", title="budget B (tree nodes)"),
+        y=alt.Y("speedup_vs_ar:Q", title="predicted speedup vs AR", scale=alt.Scale(zero=False)),
+        color=alt.Color("rule:N", title="rule"),
+        tooltip=["rule", "budget", alt.Tooltip("speedup_vs_ar:Q", format=".3f")],
+    ).properties(title="Predicted speedup against budget", height=280)

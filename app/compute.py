@@ -1,0 +1,157 @@
+"""The explorer's computations: plain arguments in, plain data (dicts, DataFrames) out.
+
+No Streamlit here: the page wraps these with ``st.cache_data``, so every function depends only
+on its arguments (hashable scalars, tuples, bytes). Bad input raises the library's own one-line
+errors (:data:`BAD_INPUT`); the page shows them with ``st.error``.
+
+Example:
+    >>> r = whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=20_000)
+    >>> r["exact"] >= r["lower_bound"], r["topology"]["budget"]
+    (True, 20)
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from goose_theory.acceptance import Acceptance, AcceptanceError
+from goose_theory.bound import paper_lower_bound
+from goose_theory.optimize import OptimizeError, build_topology
+from goose_theory.simulate import simulate
+from goose_theory.topology import SOURCE_NAMES, Topology, TopologyError, topology_from_dict
+from goose_theory.traceio import TraceFileError
+from goose_theory.yields import exact_yield
+
+BAD_INPUT: tuple[type[BaseException], ...] = (AcceptanceError, OptimizeError, TopologyError, TraceFileError)
+MC_CYCLES = 200_000  # ~5 ms for a B=60 tree once numba is warm: fits the 300 ms answer budget
+ALLOCATIONS = ("optimal", "linear", "harmonic")
+
+
+def _build(rule: str, acc: Acceptance, budget: int, max_depth: int, max_spine: int, top_k: int):
+    return build_topology(rule, acc, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
+
+
+def parse_topology_json(data: bytes) -> dict[str, Any]:
+    """Validate an uploaded ``goose-topology/1`` file; returns its dict (TopologyError if bad)."""
+    if not data:
+        raise TopologyError("the topology file is empty")
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TopologyError(f"not a JSON file ({exc})") from None
+    return topology_from_dict(obj).to_dict()
+
+
+def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int = 6,
+           max_spine: int = 20, top_k: int = 10, cycles: int = MC_CYCLES, seed: int = 0,
+           topology_json: str | None = None) -> dict[str, Any]:
+    """One rule's tree (or the uploaded one, given as ``topology_json``) scored three ways:
+    exact E[tau] and pmf, the paper's lower bound, and a Monte Carlo run."""
+    acc = Acceptance.parse(p_s, p_t, model)
+    if topology_json is not None:
+        topo = topology_from_dict(json.loads(topology_json))
+        details: dict[str, Any] = {"truncated": []}
+    else:
+        res = _build(rule, acc, budget, max_depth, max_spine, top_k)
+        topo, details = res.topology, dict(res.details)
+    exact = exact_yield(topo, acc)  # raises ExclusiveModelError for an infeasible given tree
+    bound = paper_lower_bound(topo, acc)
+    sim = simulate(topo, acc, cycles=cycles, seed=seed)
+    n = max(len(exact.pmf), len(sim.histogram))
+    taus = np.arange(n)
+    pmf = pd.concat([
+        pd.DataFrame({"tau": taus, "probability": np.pad(exact.pmf, (0, n - len(exact.pmf))), "kind": "exact"}),
+        pd.DataFrame({"tau": taus, "probability": np.pad(sim.histogram, (0, n - len(sim.histogram))) / sim.cycles,
+                      "kind": "simulated"})])
+    pmf = pmf[pmf["tau"] >= 1].reset_index(drop=True)
+    return {"topology": topo.to_dict(), "exact": exact.expected_tau, "std": exact.std,
+            "lower_bound": bound.lower_bound, "lbar": bound.lbar, "mc_mean": sim.mean,
+            "mc_ci95": tuple(sim.ci95), "mc_cycles": sim.cycles, "pmf": pmf,
+            "reach": exact.reach.tolist(), "spine_length": topo.spine_length,
+            "notes": list(details.get("truncated", [])), "unplaced": int(details.get("unplaced", 0))}
+
+
+def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
+                 max_spine: int = 20, top_k: int = 10) -> pd.DataFrame:
+    """E[tau] against spine length m: linear and harmonic from their m-search curves; optimal as
+    the best tree whose spine is at most m long (``optimal (spine <= m)``), m = 0..max_spine."""
+    acc = Acceptance.parse(p_s, p_t, model)
+    rows = []
+    for rule in ("linear", "harmonic"):
+        curve = _build(rule, acc, budget, max_depth, max_spine, top_k).details.get("curve", [])
+        rows += [{"m": int(m), "rule": rule, "expected_tau": float(t)} for m, t in curve]
+    for m in range(0, min(budget, max_spine) + 1):
+        res = _build("optimal", acc, budget, max_depth, m, top_k)
+        rows.append({"m": m, "rule": "optimal (spine <= m)", "expected_tau": res.predicted_tau})
+    return pd.DataFrame(rows, columns=["m", "rule", "expected_tau"])
+
+
+def width_profiles(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
+                   max_spine: int = 20, top_k: int = 10) -> pd.DataFrame:
+    """First-level branch widths w_i along the spine for optimal, linear and harmonic."""
+    acc = Acceptance.parse(p_s, p_t, model)
+    rows = []
+    for rule in ALLOCATIONS:
+        widths = _build(rule, acc, budget, max_depth, max_spine, top_k).topology.first_level_widths
+        rows += [{"position": i, "rule": rule, "width": int(w)} for i, w in enumerate(widths)]
+    return pd.DataFrame(rows, columns=["position", "rule", "width"])
+
+
+def tree_layout(topology: dict[str, Any], reach: tuple[float, ...] | list[float] | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Node positions for drawing: x = depth, y = leaf order of a depth-first walk in priority
+    order (spine first); a parent sits level with its first child, so the spine is one straight
+    line along the top and each branch hangs below its spine node. Returns (nodes, edges)."""
+    topo = topology_from_dict(topology)
+    start, index = topo.children
+    y = np.zeros(topo.n_nodes)
+    next_leaf = 0.0
+    stack: list[tuple[int, bool]] = [(0, False)]
+    while stack:  # iterative post-order: children placed before their parent
+        v, done = stack.pop()
+        kids = index[start[v]:start[v + 1]]
+        if done:
+            y[v] = y[kids[0]]
+        elif len(kids) == 0:
+            y[v], next_leaf = next_leaf, next_leaf + 1.0
+        else:
+            stack.append((v, True))
+            stack.extend((int(c), False) for c in kids[::-1])
+    y = y.max() - y  # spine on top
+    depth = topo.depth
+    reach_values = np.asarray(reach if reach is not None else np.full(topo.n_nodes, np.nan), dtype=float)
+    nodes = pd.DataFrame({"node": np.arange(topo.n_nodes), "x": depth, "y": y,
+                          "source": [SOURCE_NAMES[s] for s in topo.source], "rank": topo.rank,
+                          "reach": reach_values})
+    child = np.arange(1, topo.n_nodes)
+    par = topo.parent_array[1:]
+    edges = pd.DataFrame({"x": depth[par], "y": y[par], "x2": depth[child], "y2": y[child],
+                          "source": [SOURCE_NAMES[topo.source[c]] for c in child]})
+    return nodes, edges
+
+
+def gain_grid(model: str, *, budget: int, max_depth: int = 6, max_spine: int = 20, top_k: int = 10,
+              p_s_values: tuple[float, ...] = tuple(np.round(np.linspace(0.1, 0.8, 8), 2)),
+              p_t_values: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.08)) -> pd.DataFrame:
+    """Gain of the optimal tree over the best isotropic tree (isotropic:K, K = 1..top_k) at
+    each (p_s, p_t): optimal E[tau] / best isotropic E[tau] - 1. The expensive one: cache it."""
+    rows = []
+    for p_s in p_s_values:
+        for p_t in p_t_values:
+            acc = Acceptance.parse(float(p_s), float(p_t), model)
+            opt = _build("optimal", acc, budget, max_depth, max_spine, top_k).predicted_tau
+            iso = {k: _build(f"isotropic:{k}", acc, budget, max_depth, max_spine, top_k).predicted_tau
+                   for k in range(1, top_k + 1)}
+            best_k = max(iso, key=iso.get)
+            rows.append({"p_s": float(p_s), "p_t": float(p_t), "optimal": opt, "best_isotropic": iso[best_k],
+                         "best_k": best_k, "gain": opt / iso[best_k] - 1.0})
+    return pd.DataFrame(rows)
+
+
+def topology_download(topology: dict[str, Any]) -> str:
+    """The ``goose-topology/1`` JSON text for the download button (validated round trip)."""
+    topo: Topology = topology_from_dict(topology)
+    return json.dumps(topo.to_dict(), indent=1, allow_nan=False) + "\n"

@@ -1,0 +1,102 @@
+"""The explorer's pure chart builders: right marks, encodings and data; clear errors on bad frames."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app import charts, compute
+from goose_theory.acceptance import Acceptance
+from goose_theory.optimize import build_topology
+
+
+def _layers(spec: dict) -> list[dict]:
+    return spec["layer"] if "layer" in spec else [spec]
+
+
+def _data(spec: dict) -> list[dict]:
+    """Rows of the chart's (first) dataset as altair serialised them."""
+    return next(iter(spec["datasets"].values()))
+
+
+def test_spine_curve_chart_encodes_rules():
+    df = compute.spine_curves(0.6, 0.05, "exclusive", budget=12, max_spine=6)
+    spec = charts.spine_curve_chart(df).to_dict()
+    assert spec["mark"]["type"] == "line"
+    assert spec["encoding"]["x"]["field"] == "m" and spec["encoding"]["y"]["field"] == "expected_tau"
+    rows = _data(spec)
+    assert len(rows) == len(df)
+    assert {r["rule"] for r in rows} == {"linear", "harmonic", "optimal (spine <= m)"}
+
+
+def test_widths_chart_and_pmf_chart():
+    w = compute.width_profiles(0.6, 0.05, "exclusive", budget=20)
+    spec = charts.widths_chart(w).to_dict()
+    assert spec["encoding"]["y"]["field"] == "width"
+    assert sum(r["width"] for r in _data(spec)) == int(w["width"].sum())
+    r = compute.whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=10_000)
+    pspec = charts.pmf_chart(r["pmf"]).to_dict()
+    assert pspec["mark"]["type"] == "bar" and pspec["encoding"]["xOffset"]["field"] == "kind"
+    kinds = {row["kind"] for row in _data(pspec)}
+    assert kinds == {"exact", "simulated"}
+
+
+def test_tree_chart_draws_every_node_and_edge():
+    res = build_topology("optimal", Acceptance.parse(0.6, 0.05), budget=15)
+    nodes, edges = compute.tree_layout(res.topology.to_dict())
+    spec = charts.tree_chart(nodes, edges).to_dict()
+    layers = _layers(spec)
+    assert [layer["mark"]["type"] for layer in layers] == ["rule", "circle"]
+    sizes = sorted(len(v) for v in spec["datasets"].values())
+    assert sizes == sorted([res.topology.n_nodes, res.topology.n_nodes - 1])
+    assert layers[1]["encoding"]["color"]["scale"]["domain"] == ["root", "spine", "transition"]
+
+
+def test_gain_heatmap_marks_the_paper_band():
+    df = pd.DataFrame({"p_s": [0.2, 0.2, 0.5, 0.5], "p_t": [0.03, 0.05, 0.03, 0.05],
+                       "gain": [0.05, 0.12, 0.25, 0.40]})
+    spec = charts.gain_heatmap_chart(df).to_dict()
+    cells, outline = _layers(spec)
+    assert cells["mark"]["type"] == "rect" and outline["mark"]["stroke"] == "white"
+    assert outline["transform"] == [{"filter": "datum.in_band"}]
+    rows = _data(spec)
+    assert [r["in_band"] for r in rows] == [False, True, True, False]  # band is [0.12, 0.33]
+    assert "+12%" in spec["title"] and "+33%" in spec["title"]
+
+
+def test_speedup_chart():
+    df = pd.DataFrame({"budget": [8, 16, 8, 16], "rule": ["optimal", "optimal", "paper", "paper"],
+                       "speedup_vs_ar": [1.5, 1.7, 1.4, 1.6], "predicted_tau": [2.0, 2.4, 1.9, 2.2]})
+    spec = charts.speedup_chart(df).to_dict()
+    assert spec["encoding"]["x"]["field"] == "budget" and spec["encoding"]["y"]["field"] == "speedup_vs_ar"
+    assert len(_data(spec)) == 4
+
+
+@pytest.mark.parametrize("builder, columns", [
+    (charts.spine_curve_chart, ["m", "rule"]),
+    (charts.widths_chart, ["position", "rule"]),
+    (charts.pmf_chart, ["tau", "kind"]),
+    (charts.gain_heatmap_chart, ["p_s", "p_t"]),
+    (charts.speedup_chart, ["budget", "rule"]),
+])
+def test_missing_columns_are_named(builder, columns):
+    with pytest.raises(ValueError, match="missing column"):
+        builder(pd.DataFrame({c: [1] for c in columns}))
+
+
+def test_tree_layout_positions():
+    res = build_topology("optimal", Acceptance.parse(0.5, 0.08), budget=30)
+    topo = res.topology
+    nodes, edges = compute.tree_layout(topo.to_dict())
+    assert np.array_equal(nodes["x"].to_numpy(), topo.depth)
+    start, index = topo.children
+    y = nodes["y"].to_numpy()
+    leaves = [v for v in range(topo.n_nodes) if start[v] == start[v + 1]]
+    assert len(set(y[leaves])) == len(leaves)  # every leaf has its own row
+    for v in range(topo.n_nodes):  # a parent is level with its first child, above the others
+        kids = index[start[v]:start[v + 1]]
+        if len(kids):
+            assert y[v] == y[kids[0]] and (y[kids] <= y[v]).all()
+    spine = [v for v in range(1, topo.n_nodes) if topo.source[v] == 1]
+    assert spine and all(y[v] == y.max() for v in spine)  # spine drawn along the top
+    assert len(edges) == topo.n_nodes - 1
