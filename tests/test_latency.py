@@ -1,0 +1,114 @@
+"""Latency profiles: interpolation, strict file parsing, and the cost-aware budget choice."""
+from __future__ import annotations
+
+import doctest
+import json
+
+import pytest
+
+import goose_theory.latency as latency_module
+from goose_theory.acceptance import Acceptance
+from goose_theory.latency import (SCHEMA, LatencyError, LatencyProfile, cost_aware, load_latency,
+                                  save_latency)
+from goose_theory.optimize import build_topology
+
+
+def profile(**kw):
+    base = {"sizes": (1, 11, 61), "seconds": (0.020, 0.022, 0.030), "draft_s": 0.001}
+    base.update(kw)
+    return LatencyProfile(**base)
+
+
+def test_interpolation_and_cycle_cost():
+    p = profile(draft_s_per_node=1e-5)
+    assert p.verify_seconds(1) == 0.020 and p.verify_seconds(61) == 0.030
+    assert p.verify_seconds(6) == pytest.approx(0.021)
+    assert p.verify_seconds(36) == pytest.approx(0.026)
+    assert p.cycle_seconds(35) == pytest.approx(0.026 + 0.001 + 35e-5)
+    assert p.cycle_seconds(0) == 0.020  # a plain AR step: no drafting
+
+
+@pytest.mark.parametrize("n", [0, 62])
+def test_outside_the_measured_range_is_an_error(n):
+    with pytest.raises(LatencyError, match=f"tree size {n} is outside the measured sizes 1..61"):
+        profile().verify_seconds(n)
+
+
+def test_round_trip(tmp_path):
+    p = profile(device="H200", model="m", dtype="fp16", draft_s_per_node=2e-6)
+    save_latency(p, tmp_path / "lat.json")
+    assert load_latency(tmp_path / "lat.json") == p
+    assert json.loads((tmp_path / "lat.json").read_text())["schema"] == SCHEMA
+
+
+@pytest.mark.parametrize("data,needle", [
+    ({"sizes": [1, 2], "seconds": [0.1]}, "same length"),
+    ({"sizes": [1, 1], "seconds": [0.1, 0.2]}, "strictly increasing"),
+    ({"sizes": [5, 2], "seconds": [0.1, 0.2]}, "strictly increasing"),
+    ({"sizes": [1, 2], "seconds": [0.1, 0.0]}, "> 0"),
+    ({"sizes": [1, 2], "seconds": [0.1, -1]}, "> 0"),
+    ({"sizes": [0, 2], "seconds": [0.1, 0.2]}, "integers >= 1"),
+    ({"sizes": [1.5, 2], "seconds": [0.1, 0.2]}, "integers >= 1"),
+    ({"sizes": [1, 2], "seconds": [0.1, "x"]}, "finite number"),
+    ({"sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": -1}, "draft_s"),
+    ({"sizes": [], "seconds": []}, "non-empty"),
+    ({"sizes": 3, "seconds": [0.1]}, "lists"),
+    ({"schema": "goose-latency/9"}, "unknown schema"),
+    ({"draft_s": None}, "missing key 'draft_s'"),
+    ({"device": 3}, "device must be a string"),
+])
+def test_bad_files_give_one_line(tmp_path, data, needle):
+    doc = {"schema": SCHEMA, "sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": 0.0}
+    doc.update(data)
+    doc = {k: v for k, v in doc.items() if v is not None}
+    path = tmp_path / "lat.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(LatencyError) as err:
+        load_latency(path)
+    assert needle in str(err.value) and "\n" not in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("text,needle", [("{not json", "malformed JSON"), ("[1, 2]", "JSON object")])
+def test_malformed_json(tmp_path, text, needle):
+    (tmp_path / "x.json").write_text(text)
+    with pytest.raises(LatencyError, match=needle):
+        load_latency(tmp_path / "x.json")
+    with pytest.raises(LatencyError, match="no such file"):
+        load_latency(tmp_path / "missing.json")
+
+
+def test_cost_aware_prefers_small_trees_when_verification_cost_grows_steeply():
+    acc = Acceptance.parse(0.5, 0.05)
+    steep = LatencyProfile(sizes=(1, 61), seconds=(0.02, 0.20), draft_s=0.0005)  # 10x at n=61
+    res = cost_aware(acc, steep)
+    assert [row["budget"] for row in res.table] == list(range(61))
+    rates = [row["tokens_per_s"] for row in res.table]
+    assert res.best.budget == rates.index(max(rates)) and 0 < res.best.budget < 20
+    row = res.table[res.best.budget]
+    assert row["predicted_tau"] == res.best.predicted_tau
+    assert row["speedup_vs_ar"] == pytest.approx(row["tokens_per_s"] * 0.02) and row["speedup_vs_ar"] > 1
+
+
+def test_cost_aware_takes_the_largest_budget_when_cost_is_flat():
+    acc = Acceptance.parse(0.5, 0.05)
+    flat = LatencyProfile(sizes=(1, 61), seconds=(0.02, 0.02))
+    res = cost_aware(acc, flat)
+    assert res.best.budget == 60
+    assert res.best.predicted_tau == build_topology("optimal", acc, budget=60).predicted_tau
+
+
+def test_cost_aware_other_rules_budgets_and_profiles_without_size_one():
+    acc = Acceptance.parse(0.3, 0.05, "independent")
+    prof = LatencyProfile(sizes=(8, 33), seconds=(0.02, 0.03), draft_s=0.001)
+    res = cost_aware(acc, prof, rule="paper")
+    assert [row["budget"] for row in res.table] == list(range(7, 33))
+    assert all(row["speedup_vs_ar"] is None for row in res.table)
+    assert res.best.rule == "paper"
+    with pytest.raises(LatencyError, match="outside"):
+        cost_aware(acc, prof, budgets=[40])
+    with pytest.raises(ValueError, match="budget"):
+        cost_aware(acc, prof, budgets=[-1])
+
+
+def test_docstring_examples():
+    assert doctest.testmod(latency_module).failed == 0
