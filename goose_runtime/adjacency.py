@@ -9,7 +9,8 @@ Two bounded numpy tables hold the top-K successors of a context, best first, wit
   key).
 
 Rows are *replaced* by each harvest (the latest logits are the best guess for the current
-text). Scores are the target's softmax probabilities of the successors at that position.
+text). Scores are what the decoder harvests (``DecodeConfig.score``): the target's logits by
+default, or its softmax probabilities. Only their order is used to draft; the trace records them.
 
 Harvesting takes the top-K of the logits of every verified position in one batched ``torch.topk``
 (done by the decoder, which also needs the argmax) and writes all rows with vectorised numpy
@@ -68,7 +69,7 @@ class AdjacencyTable:
         self.uni_score[cur, :k] = scores[:, :k]
         self.uni_filled[cur] = True
         if k < self.top_k:  # fewer successors than K given: the rest of the row is unused
-            self.uni_score[cur, k:] = -1.0
+            self.uni_score[cur, k:] = -np.inf
         has_prev = prev >= 0
         if not has_prev.all():
             prev, cur, tokens, scores = prev[has_prev], cur[has_prev], tokens[has_prev], scores[has_prev]
@@ -78,7 +79,7 @@ class AdjacencyTable:
         self.bi_tok[slots, :k] = tokens[:, :k]
         self.bi_score[slots, :k] = scores[:, :k]
         if k < self.top_k:
-            self.bi_score[slots, k:] = -1.0
+            self.bi_score[slots, k:] = -np.inf
 
     def lookup(self, prev: int, cur: int) -> tuple[list[int], list[float]]:
         """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else empty."""
@@ -91,7 +92,7 @@ class AdjacencyTable:
             return [], []
         scores_l = scores.tolist()
         toks_l = toks.tolist()
-        if scores_l[-1] < 0:  # a short row (fewer than K successors were harvested)
-            n = next(i for i, s in enumerate(scores_l) if s < 0)
+        if scores_l[-1] == -np.inf:  # a short row (fewer than K successors were harvested)
+            n = next(i for i, s in enumerate(scores_l) if s == -np.inf)
             toks_l, scores_l = toks_l[:n], scores_l[:n]
         return toks_l, scores_l

@@ -70,14 +70,17 @@ def forward(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.
     return out.logits[0]
 
 
-def top_candidates(logits: torch.Tensor, k: int, with_probs: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """Top-k token ids per row (best first; column 0 is the argmax) and, if asked, their softmax
-    probabilities; one batched ``torch.topk`` and one copy to the CPU."""
+def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Top-k token ids per row (best first; column 0 is the argmax) and their scores: ``"logit"``,
+    ``"prob"`` (softmax probability) or ``None`` (no scores). One batched ``torch.topk`` and one
+    copy to the CPU."""
     vals, idx = torch.topk(logits, k, dim=-1)
-    if not with_probs:
+    if score is None:
         return idx.cpu().numpy(), None
-    probs = torch.exp(vals.float() - torch.logsumexp(logits.float(), dim=-1, keepdim=True))
-    both = torch.cat([idx.to(probs.dtype), probs], dim=1).cpu().numpy()  # one device->host copy
+    vals = vals.float()
+    if score == "prob":
+        vals = torch.exp(vals - torch.logsumexp(logits.float(), dim=-1, keepdim=True))
+    both = torch.cat([idx.to(vals.dtype), vals], dim=1).cpu().numpy()  # ids < 2**24 are exact in fp32
     return both[:, :k].astype(np.int64), both[:, k:].astype(np.float32)
 
 

@@ -1,0 +1,153 @@
+"""The decoding loop on the tiny model: exact tree scoring, losslessness, EOS/length, records."""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from goose_theory.topology import Topology, save_topology
+from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.kvcache import new_cache
+from goose_runtime.methods import parse_method
+from goose_runtime.model import tiny_random_bundle
+from goose_runtime.trees import new_tree
+from goose_runtime.verify import MaskBuilder, forward
+
+METHODS = ["ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@12", "topology"]
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return tiny_random_bundle(seed=3)
+
+
+def random_tree(rng: random.Random, n: int):
+    tree = new_tree(rng.randrange(3, 500))
+    for _ in range(n):
+        tree.add(rng.randrange(tree.n_nodes), 2, 0, rng.randrange(3, 500))
+    return tree
+
+
+def sequential_logits(model, prefix: list[int], path: list[int]) -> torch.Tensor:
+    """Plain causal decoding of prefix + path, one token at a time; logits of the last token."""
+    cache, logits = new_cache(), None
+    for i, tok in enumerate(prefix + path):
+        logits = model(input_ids=torch.tensor([[tok]]), position_ids=torch.tensor([[i]]), cache=cache,
+                       use_cache=True).logits[0, -1]
+    return logits
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_tree_scoring_equals_sequential_decoding(attn):
+    # Why a float mask: in transformers 5 a boolean 4D mask under eager attention scores a tree
+    # wrongly without any error; the float 0 / dtype-min mask is right under both implementations.
+    bundle = tiny_random_bundle(seed=1)
+    bundle.model.config._attn_implementation = attn
+    rng = random.Random(7)
+    prefix = [rng.randrange(3, 500) for _ in range(9)]
+    tree = random_tree(rng, 14)
+    masks = MaskBuilder(torch.float32, torch.device("cpu"))
+    with torch.inference_mode():
+        cache = new_cache()
+        forward(bundle.model, torch.tensor(prefix), torch.arange(9), masks.causal_mask(9), cache)
+        ids = torch.tensor(tree.token)
+        logits = forward(bundle.model, ids, torch.tensor(tree.depth) + 9, masks.tree_mask(tree.parent, 9), cache)
+        for node in range(tree.n_nodes):
+            path, v = [], node
+            while v >= 0:
+                path.append(tree.token[v]); v = tree.parent[v]
+            ref = sequential_logits(bundle.model, prefix, path[::-1])
+            torch.testing.assert_close(logits[node], ref, atol=1e-5, rtol=1e-5)
+
+
+def repeating_prompts(seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    base = [rng.randrange(3, 500) for _ in range(25)]
+    noisy = base * 2 + [rng.randrange(3, 500) for _ in range(5)] + base[:12]
+    fresh = [rng.randrange(3, 500) for _ in range(40)]
+    return [base * 3, noisy, fresh, [7]]
+
+
+def make_method(name: str, tmp_path):
+    if name == "topology":
+        nodes = [(-1, "root", 0)] + [(i, "spine", 0) for i in range(6)]
+        nodes += [(s, "transition", r) for s in range(4) for r in range(3)] + [(7, "transition", 0)]
+        path = tmp_path / "spine6.json"
+        save_topology(Topology.from_nodes(nodes), path)
+        return parse_method(f"topology:{path}")
+    kind, _, b = name.partition("@")
+    return parse_method(kind, budget=int(b) if b else None)
+
+
+@pytest.mark.parametrize("method", METHODS[1:])
+def test_every_method_is_lossless_against_ar(bundle, method, tmp_path):
+    spec = make_method(method, tmp_path)
+    cfg = DecodeConfig(max_new_tokens=60)
+    ar = Decoder(bundle, parse_method("ar"), cfg)
+    dec = Decoder(bundle, spec, cfg)
+    taus = []
+    for prompt in repeating_prompts():
+        want, got = ar.decode(prompt), dec.decode(prompt)
+        assert got.token_ids == want.token_ids
+        assert sum(c.tau for c in got.cycles) == len(got.token_ids)
+        taus.append(got.mean_tau)
+    if method != "ar":
+        assert max(taus) > 1.5  # drafting really happened (and was accepted) on the repeating prompts
+
+
+def test_eos_and_max_new_tokens_are_exact(bundle, tmp_path):
+    prompt = repeating_prompts()[0]
+    ref = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=50)).decode(prompt).token_ids
+    eos = ref[17]
+    first = ref.index(eos)
+    with_eos = dataclasses.replace(bundle, eos_token_ids=(eos,))
+    for method in METHODS:
+        spec = make_method(method, tmp_path)
+        for n in (1, 5, 23):
+            got = Decoder(bundle, spec, DecodeConfig(max_new_tokens=n)).decode(prompt).token_ids
+            assert got == ref[:n]
+        got = Decoder(with_eos, spec, DecodeConfig(max_new_tokens=50)).decode(prompt).token_ids
+        assert got == ref[:first + 1]
+
+
+def test_cycle_records_are_consistent(bundle):
+    res = Decoder(bundle, parse_method("goose"), DecodeConfig(max_new_tokens=40)).decode(repeating_prompts()[1])
+    assert res.cycles and res.prompt_tokens == len(repeating_prompts()[1])
+    for c in res.cycles:
+        n = c.n_nodes
+        assert all(len(x) == n for x in (c.source, c.rank, c.token, c.match, c.accepted, c.score, c.spine_pos))
+        assert c.parent[0] == -1 and c.source[0] == "root" and c.match[0] and c.accepted[0]
+        for i in range(1, n):
+            if c.accepted[i]:  # the accepted path is connected and every node on it matched
+                assert c.accepted[c.parent[i]] and c.match[i]
+        accepted_nodes = sum(c.accepted) - 1
+        assert c.tau in (accepted_nodes + 1, accepted_nodes)  # bonus, or cut by max_new_tokens
+        assert c.verify_s > 0 and c.draft_s > 0 and 0 <= c.ema <= 1
+        scores = np.array(c.score)
+        assert np.isnan(scores[[s != "transition" for s in c.source]]).all()
+    assert any("spine" in c.source for c in res.cycles)
+
+
+def test_adjacency_reset_option(bundle):
+    prompt = repeating_prompts()[2]
+    keep = Decoder(bundle, parse_method("tr"), DecodeConfig(max_new_tokens=20, reset_adjacency=False))
+    fresh = Decoder(bundle, parse_method("tr"), DecodeConfig(max_new_tokens=20))
+    a1, a2 = fresh.decode(prompt), fresh.decode(prompt)
+    assert [c.token for c in a1.cycles] == [c.token for c in a2.cycles]  # reset: the same drafts again
+    k1, k2 = keep.decode(prompt), keep.decode(prompt)
+    assert k1.token_ids == k2.token_ids == a1.token_ids
+    assert [c.token for c in k1.cycles] == [c.token for c in a1.cycles]
+    assert [c.token for c in k2.cycles] != [c.token for c in k1.cycles]  # carried-over table drafts differently
+
+
+def test_bad_prompts(bundle):
+    dec = Decoder(bundle, parse_method("ar"))
+    with pytest.raises(ValueError, match="empty prompt"):
+        dec.decode([])
+    with pytest.raises(ValueError, match="token ids"):
+        dec.decode([5, 10**6])
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=0))

@@ -1,0 +1,53 @@
+"""Method parsing: canonical names, budgets, and one-line errors for bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from goose_theory.topology import Topology, save_topology
+from goose_runtime.methods import MethodError, parse_method
+
+
+def test_canonical_names_and_budgets():
+    assert parse_method("ar").name == "ar"
+    assert parse_method("PLD").name == "pld"
+    tr = parse_method("tr")
+    assert tr.topology.budget == 80 and tr.uses_adjacency and not tr.uses_matcher
+    iso = parse_method("iso:3")
+    assert iso.name == "iso:3" and iso.budget == 60 and iso.topology.budget == 60
+    assert parse_method("mixed-iso:5", budget=16).topology.budget == 16
+    g = parse_method("goose", budget=24)
+    assert g.budget == 24 and g.uses_matcher and g.uses_adjacency
+
+
+def test_topology_file(tmp_path):
+    path = tmp_path / "spine6.json"
+    nodes = [(-1, "root", 0)] + [(i, "spine", 0) for i in range(6)] + [(0, "transition", r) for r in range(3)]
+    save_topology(Topology.from_nodes(nodes), path)
+    m = parse_method(f"topology:{path}")
+    assert m.name == "topology:spine6" and m.budget == 9 and m.topology.spine_length == 6
+    assert parse_method("topology", topology_path=str(path), budget=4).budget == 4
+
+
+@pytest.mark.parametrize("spec", ["beam", "iso", "iso:0", "iso:x", "goose:3", "", "topology"])
+def test_bad_specs_raise_one_line(spec):
+    with pytest.raises(MethodError) as info:
+        parse_method(spec)
+    assert "\n" not in str(info.value) and str(info.value)
+
+
+def test_invalid_topology_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": "goose-topology/1", "nodes": [{"parent": -1, "source": "root"},
+                                                                       {"parent": 5, "source": "spine"}]}))
+    with pytest.raises(MethodError, match="bad topology") as info:
+        parse_method(f"topology:{bad}")
+    assert "\n" not in str(info.value)
+    with pytest.raises(MethodError, match="no such file"):
+        parse_method(f"topology:{tmp_path / 'missing.json'}")
+
+
+def test_bad_budget():
+    with pytest.raises(MethodError, match="budget"):
+        parse_method("goose", budget=0)

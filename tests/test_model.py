@@ -1,0 +1,59 @@
+"""Model loading: the tiny test model, the cached default checkpoint, one-line load errors."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from goose_runtime.model import DEFAULT_CACHE_NAME, ModelLoadError, default_model_dir, load_model, tiny_random_bundle
+
+
+def test_tiny_bundle_is_deterministic_per_seed():
+    a, b, c = tiny_random_bundle(0), tiny_random_bundle(0), tiny_random_bundle(1)
+    ids = torch.tensor([[5, 6, 7]])
+    with torch.inference_mode():
+        la, lb, lc = (x.model(input_ids=ids).logits for x in (a, b, c))
+    assert torch.equal(la, lb) and not torch.equal(la, lc)
+    assert a.eos_token_ids == (2,) and not a.is_chat and a.dtype == torch.float32
+    assert a.tokenizer.decode(a.tokenizer.encode("héllo")) == "héllo"
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    (dict(name="/no/such/model/dir"), "does not exist"),
+    (dict(name="./missing-model"), "does not exist"),
+    (dict(name="default", device="tpu"), "unknown device"),
+    (dict(name="default", dtype="int8"), "unknown dtype"),
+])
+def test_bad_input_is_one_line(kwargs, needle):
+    with pytest.raises(ModelLoadError, match=needle) as info:
+        load_model(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_uncached_hub_id_fails_without_download(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(ModelLoadError, match="cannot load model") as info:
+        load_model("nobody-here/no-such-model", device="cpu")
+    assert "\n" not in str(info.value)
+
+
+def test_default_dir_reuses_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    target = tmp_path / DEFAULT_CACHE_NAME
+    target.mkdir()
+    (target / "config.json").write_text("{}")
+    assert default_model_dir() == target  # present: no conversion
+
+
+@pytest.mark.slow
+def test_default_model_loads_fast_from_cache():
+    default_model_dir()  # converts once if needed
+    t0 = time.perf_counter()
+    bundle = load_model("default", device="cpu")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 5.0
+    assert bundle.is_chat and bundle.eos_token_ids and bundle.dtype == torch.float32
+    assert type(bundle.model).__name__ == "LlamaForCausalLM"
+    ids = bundle.tokenizer.encode("def add(a, b):")
+    assert bundle.tokenizer.decode(ids) == "def add(a, b):"

@@ -1,0 +1,121 @@
+"""Tree builders: topology filling, chains, the adaptive Goose tree and the static shapes."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from goose_theory.topology import SPINE, TRANSITION, Topology
+from goose_runtime.adjacency import AdjacencyTable
+from goose_runtime.goose import GoosePolicy, build_goose, iso_topology, tr_topology
+from goose_runtime.matcher import Match
+from goose_runtime.trees import build_chain, build_from_topology, harmonic_split
+from tests.conftest import random_topology
+
+V = 64
+
+
+def full_table(seed: int = 0, k: int = 10) -> AdjacencyTable:
+    """Every unigram row filled with K distinct successors."""
+    rng = np.random.default_rng(seed)
+    table = AdjacencyTable(V, top_k=k)
+    toks = np.stack([rng.permutation(V)[:k] for _ in range(V)])
+    table.update(np.full(V, -1), np.arange(V), toks, np.sort(rng.random((V, k)))[:, ::-1].astype(np.float32))
+    return table
+
+
+def check_tree(tree, max_depth=6):
+    for i in range(1, tree.n_nodes):
+        p = tree.parent[i]
+        assert 0 <= p < i and tree.depth[i] == tree.depth[p] + 1
+        sibs = [tree.token[c] for c in tree.children[p]]
+        assert len(sibs) == len(set(sibs)), "siblings must be distinct tokens"
+        if tree.source[i] == TRANSITION:
+            assert tree.depth[i] <= max_depth
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 70), st.integers(0, 10**6), st.integers(0, 20))
+def test_topology_fill_keeps_shape_when_everything_exists(n, seed, spine_len):
+    topo = random_topology(np.random.default_rng(seed), n)
+    chain = tuple(range(40, 40 + spine_len))
+    tree = build_from_topology(topo, Match(chain, 3, 1, 1), full_table(seed), 1, 2)
+    check_tree(tree)
+    # every spine slot within the chain is kept with the chain's token at its depth
+    for i in range(1, tree.n_nodes):
+        if tree.source[i] == SPINE:
+            assert tree.token[i] == chain[tree.depth[i] - 1] and tree.spine_pos[i] == tree.depth[i]
+    if spine_len >= topo.spine_length:
+        assert tree.n_spine == topo.spine_length
+    assert tree.n_nodes <= topo.n_nodes
+
+
+def test_transition_slot_takes_rank_and_drops_missing_or_duplicate():
+    table = AdjacencyTable(V, top_k=3)
+    table.update(np.array([1]), np.array([2]), np.array([[7, 8, 9]]), np.array([[3., 2., 1.]]))
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 2),
+                                (0, "transition", 5), (2, "transition", 0)])
+    tree = build_from_topology(topo, Match((7,), 3, 1, 1), table, 1, 2)
+    # spine 7 placed; transition rank 0 is 7 too -> dropped with its child; rank 2 -> 9; rank 5 missing
+    assert tree.token == [2, 7, 9] and tree.rank == [0, 0, 2]
+
+
+def test_mixed_iso_puts_spine_at_rank0():
+    table = full_table()
+    topo = iso_topology(3, 20)
+    chain = (50, 51, 52)
+    tree = build_from_topology(topo, Match(chain, 3, 1, 1), table, 1, 2, mixed=True)
+    check_tree(tree)
+    spine = [tree.token[i] for i in range(tree.n_nodes) if tree.source[i] == SPINE]
+    assert spine == list(chain)
+    plain = build_from_topology(topo, Match(), table, 1, 2, mixed=True)
+    assert plain.n_spine == 0 and plain.n_nodes == topo.n_nodes  # no match: same as iso
+
+
+def test_chain_and_bypass():
+    m = Match(tuple(range(10, 22)), 5, 3, 3)  # high confidence, 12 tokens -> bypass
+    tree = build_goose(GoosePolicy(), m, full_table(), 1, 2, budget=60)
+    assert tree.bypass and tree.token == [2] + list(range(10, 22)) and tree.parent == list(range(-1, 12))
+    assert build_chain(2, m, 3).token == [2, 10, 11, 12]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 90), st.integers(0, 12), st.floats(0, 1), st.booleans())
+def test_goose_tree_respects_budget_and_tiers(budget, spine_len, ema, confident):
+    agree = 2 if confident else 1
+    m = Match(tuple(range(40, 40 + spine_len)), 3 if spine_len else 0, 1, agree if spine_len else 0)
+    policy = GoosePolicy(ema=ema)
+    tree = build_goose(policy, m, full_table(), 1, 2, budget=budget)
+    check_tree(tree)
+    assert tree.n_nodes - 1 <= budget
+    expect = min(spine_len, budget) if confident else min(spine_len, max(1, round(budget * policy.spine_ratio)))
+    assert tree.n_spine == expect
+    assert list(range(1, expect + 1)) == [i for i in range(tree.n_nodes) if tree.source[i] == SPINE]
+    if not tree.bypass and budget <= 30:
+        assert tree.n_nodes - 1 == budget  # a full table always fills a small budget
+
+
+def test_policy_tiers_and_ema():
+    p = GoosePolicy(ema=0.1)
+    assert p.spine_ratio == 0.15
+    p.observe(4, 4)  # all four accepted: observation 1.0
+    assert abs(p.ema - (0.7 * 0.1 + 0.3)) < 1e-12 and p.spine_ratio == 0.30
+    p.observe(4, 1)  # one accepted of two reached
+    assert abs(p.ema - (0.7 * 0.37 + 0.3 * 0.5)) < 1e-12 and p.spine_ratio == 0.50
+    p.observe(0, 0)
+    assert abs(p.ema - 0.409) < 1e-12
+
+
+def test_static_shapes():
+    tr = tr_topology()
+    assert tr.budget == 80 and int(tr.depth.max()) == 6
+    widths = np.bincount(tr.depth)[1:]
+    assert widths[0] >= widths[-1]  # wide at the top, narrow deep
+    iso = iso_topology(3, 60)
+    assert iso.budget == 60 and np.bincount(iso.depth).tolist()[:4] == [1, 3, 9, 27]
+
+
+def test_harmonic_split_sums_and_decreases():
+    for total in range(0, 40):
+        for n in range(1, 8):
+            s = harmonic_split(total, n)
+            assert sum(s) == total and all(a >= b for a, b in zip(s, s[1:]))
