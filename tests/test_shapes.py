@@ -1,0 +1,94 @@
+"""Shapes of the non-allocation rules: isotropic, mixed, source-blind, spine-only, transition-only."""
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pytest
+
+import goose_theory.shapes as shapes_module
+from goose_theory.acceptance import Acceptance
+from goose_theory.candidate import Candidate
+from goose_theory.optimize import build_topology
+from goose_theory.shapes import isotropic_tree, source_blind_tree, spine_chain_tree
+from goose_theory.topology import SPINE, TRANSITION
+
+
+def kids(topo, v):
+    start, index = topo.children
+    return [(topo.source[c], topo.rank[c]) for c in index[start[v]:start[v + 1]]]
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_isotropic_is_breadth_first_with_k_children(k):
+    topo = build_topology(f"isotropic:{k}", Acceptance.parse(0.5, 0.05), budget=40).topology
+    assert topo.spine_length == 0
+    full = [v for v in range(topo.n_nodes) if kids(topo, v)]
+    # breadth-first: every node but the last parent has all K children, and parents come in order
+    for v in full[:-1]:
+        assert kids(topo, v) == [(TRANSITION, r) for r in range(k)]
+    assert full == list(range(len(full)))
+    assert np.all(np.diff(topo.depth) >= 0)
+
+
+def test_mixed_isotropic_puts_the_spine_token_at_rank_zero():
+    topo = build_topology("mixed-isotropic:3", Acceptance.parse(0.5, 0.05), budget=30).topology
+    for v in range(topo.n_nodes):
+        children = kids(topo, v)
+        if not children or v == max(range(topo.n_nodes), key=lambda u: (bool(kids(topo, u)), u)):
+            continue
+        if topo.source[v] == TRANSITION:
+            assert children == [(TRANSITION, r) for r in range(3)]
+        else:
+            assert children == [(SPINE, 0), (TRANSITION, 0), (TRANSITION, 1)]
+    assert topo.spine_length >= 2
+
+
+def test_mixed_isotropic_past_max_spine_uses_k_transition_ranks():
+    b, _ = isotropic_tree(Candidate(Acceptance.parse(0.5, 0.05), max_spine=1), budget=8, k=2, mixed=True)
+    topo = b.topology()
+    assert kids(topo, 0) == [(SPINE, 0), (TRANSITION, 0)]
+    assert kids(topo, 1) == [(TRANSITION, 0), (TRANSITION, 1)]  # depth 1 = max_spine
+
+
+def test_spine_only_is_a_chain():
+    b, d = spine_chain_tree(Candidate(Acceptance.parse(0.5, 0.05), max_spine=5), budget=9)
+    topo = b.topology()
+    assert topo.spine_length == 5 and topo.budget == 5 and d["unplaced"] == 4
+    assert build_topology("spine-only", Acceptance.parse(0.5, 0.05), budget=3).predicted_tau == 1.875
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_transition_only_has_no_spine_and_beats_isotropic(model):
+    acc = Acceptance.parse(0.5, 0.05, model)
+    res = build_topology("transition-only", acc, budget=30)
+    assert res.topology.spine_length == 0 and res.topology.budget == 30
+    assert res.predicted_tau >= build_topology("isotropic:3", acc, budget=30).predicted_tau
+
+
+def test_source_blind_maps_positions_to_sources():
+    # p_s high: the blind model thinks positional rank 0 is good everywhere, so it builds deep
+    # chains of *transition* rank 0 below transition nodes too
+    acc = Acceptance.parse(0.8, "0.1,0.05")
+    b, d = source_blind_tree(Candidate(acc, top_k=3), budget=30)
+    topo = b.topology()
+    assert d["positional_vector"] == [0.8, 0.1, 0.05, 0.05]
+    assert kids(topo, 0)[0] == (SPINE, 0)
+    deep_transition = [v for v in range(topo.n_nodes)
+                       if topo.source[v] == TRANSITION and topo.parent[v] != 0
+                       and topo.source[topo.parent[v]] == TRANSITION]
+    assert deep_transition  # a source-aware optimum would spend nothing there (0.1^2 < 0.8^k)
+    opt = build_topology("optimal", acc, budget=30, top_k=3).predicted_tau
+    blind = build_topology("source-blind", acc, budget=30, top_k=3).predicted_tau
+    assert blind < opt
+
+
+def test_source_blind_equals_optimal_when_sources_look_alike():
+    acc = Acceptance.parse(0.05, 0.05)  # v is constant: the blind tree is the optimal one
+    for budget in (5, 25):
+        assert build_topology("source-blind", acc, budget=budget).predicted_tau == pytest.approx(
+            build_topology("optimal", acc, budget=budget).predicted_tau, rel=1e-12)
+
+
+def test_docstring_examples():
+    assert doctest.testmod(shapes_module).failed == 0
