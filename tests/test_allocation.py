@@ -1,0 +1,65 @@
+"""Spine-allocation rules: linear / harmonic m search and the paper's BuildSpineTree."""
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+import goose_theory.allocation as allocation_module
+from goose_theory.acceptance import Acceptance
+from goose_theory.allocation import paper_spine_ratio, paper_tree, weighted_tree
+from goose_theory.candidate import Candidate
+from goose_theory.optimize import build_topology
+from goose_theory.topology import TRANSITION
+
+
+@pytest.mark.parametrize("rule", ["linear", "harmonic"])
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_m_search_keeps_the_best_of_its_curve(rule, model):
+    acc = Acceptance.parse(0.6, 0.05, model)
+    res = build_topology(rule, acc, budget=40, max_depth=12)
+    curve = res.details["curve"]
+    assert [m for m, _ in curve] == list(range(21))
+    best_m, best_tau = max(curve, key=lambda item: item[1])
+    assert res.details["spine_length"] == best_m and res.predicted_tau == pytest.approx(best_tau, rel=1e-12)
+    assert res.predicted_tau >= build_topology("spine-only", acc, budget=40).predicted_tau - 1e-12
+
+
+def test_weights_fall_along_the_spine():
+    cand = Candidate(Acceptance.parse(0.6, 0.05), max_depth=12)
+    _, lin = weighted_tree(cand, budget=40, weighting="linear")
+    _, har = weighted_tree(cand, budget=40, weighting="harmonic")
+    for details in (lin, har):
+        shares = details["shares"]
+        assert sum(shares) + details["spine_length"] == 40
+        assert all(a >= b for a, b in zip(shares, shares[1:]))
+    m = lin["spine_length"]
+    assert lin["shares"][0] == pytest.approx((40 - m) * (m + 1) / ((m + 1) * (m + 2) / 2), abs=1)
+
+
+def test_paper_tiers_and_shares():
+    assert [paper_spine_ratio(p) for p in (0.1, 0.2, 0.39, 0.4, 0.9)] == [0.15, 0.30, 0.30, 0.50, 0.50]
+    _, d = paper_tree(Candidate(Acceptance.parse(0.3, 0.05)), budget=60)
+    assert d["spine_length"] == 18 and d["spine_ratio"] == 0.30  # floor(60 * 0.3)
+    assert d["shares"][0] == 21 and sum(d["shares"][1:]) == 21  # R = 42, rho = 0.5
+    assert d["shares"][1] >= d["shares"][2] >= d["shares"][-1]
+
+
+def test_paper_leftover_moves_towards_the_root():
+    # spine nodes at depth >= max_depth cannot hold branches: their shares end up higher up
+    res = build_topology("paper", Acceptance.parse(0.6, 0.05), budget=60)
+    assert res.topology.budget == 60 and res.details["spine_length"] == 20
+    widths = res.details["first_level_widths"]
+    assert all(w == 0 for w in widths[6:])
+    depth = res.topology.depth
+    assert all(depth[v] <= 6 for v in range(res.topology.n_nodes) if res.topology.source[v] == TRANSITION)
+
+
+def test_paper_without_spine_budget_goes_to_the_root():
+    res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=3)  # floor(3 * 0.15) = 0
+    assert res.details["spine_length"] == 0 and res.details["shares"] == [3]
+    assert res.details["first_level_widths"] == [3]
+
+
+def test_docstring_examples():
+    assert doctest.testmod(allocation_module).failed == 0
