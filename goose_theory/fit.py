@@ -203,6 +203,8 @@ def fit_counts(counts: FitCounts, *, n_boot: int = 1000, seed: int = 0) -> FitRe
         raise ValueError("no cycles in the traces")
     every = np.arange(counts.n_clusters)
     overall = _fit_group("all", {}, every, counts, counts.cluster_prompt, n_boot, np.random.default_rng([seed, 0]))
+    if len(counts.groups) == 1 and not counts.group_by:  # the one group is everything
+        return FitResult(counts, overall, (overall,), n_boot, seed)
     groups = []
     for g, values in enumerate(counts.groups):
         clusters = np.flatnonzero(counts.cluster_group == g)

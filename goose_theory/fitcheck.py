@@ -121,21 +121,27 @@ def overdispersion(matched: np.ndarray, reached: np.ndarray, *, name: str = "p")
         p = k.sum() / n.sum() if n.sum() else math.nan
         return OverDispersion(name, int(k.size), float(p), math.nan, math.nan, math.nan, 0.0, math.nan)
     p = k.sum() / n.sum()
-    ll_bin = _binom_ll(k, n, np.full(k.size, p))
+    ll_bin = float(np.sum(stats.binom.logpmf(k, n, p)))  # with the binomial coefficient, as betabinom
+
+    const = float(np.sum(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)))
 
     def nll(theta: np.ndarray) -> float:
+        # the beta-binomial log-pmf in closed form (scipy.stats.betabinom's, without its
+        # per-call overhead; the final value below is scipy's own)
         a, b = np.exp(theta)
-        return -float(np.sum(stats.betabinom.logpmf(k, n, a, b)))
+        return -(const + float(np.sum(special.betaln(k + a, n - k + b))) - k.size * float(special.betaln(a, b)))
 
-    # start from a moderate precision at the pooled mean; bounds keep exp() finite
+    # start at the pooled mean with a few precisions; bounds keep exp() finite
     best = None
     for log_precision in (1.0, 4.0, 10.0):
         x0 = np.array([math.log(p * math.exp(log_precision)), math.log((1 - p) * math.exp(log_precision))])
-        res = optimize.minimize(nll, x0, method="L-BFGS-B", bounds=[(-10, 25), (-10, 25)])
+        res = optimize.minimize(nll, x0, method="Nelder-Mead", bounds=[(-10, 25), (-10, 25)],
+                                options={"xatol": 1e-6, "fatol": 1e-8})
         if best is None or res.fun < best.fun:
             best = res
     a, b = np.exp(best.x)
-    lr = max(0.0, 2 * (-best.fun - ll_bin))
+    ll_bb = float(np.sum(stats.betabinom.logpmf(k, n, a, b)))
+    lr = max(0.0, 2 * (ll_bb - ll_bin))
     return OverDispersion(name, int(k.size), float(p), float(1 / (a + b + 1)), float(a), float(b), lr,
                           float(0.5 * stats.chi2.sf(lr, 1)))
 

@@ -1,0 +1,93 @@
+"""Model checks: depth-dependence tests, over-dispersion, goodness of fit and the bound check."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.fit import fit_counts
+from goose_theory.fitcheck import check_group, curve_test, overdispersion
+from goose_theory.fitcounts import count_tables
+from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
+from goose_theory.optimize import build_topology
+from goose_theory.synthetic import SyntheticSpec, synthetic_table
+from goose_theory.topology import Topology
+
+DEEP = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(6)]
+                           + [(0, "transition", 0), (0, "transition", 1), (1, "transition", 0)])
+PAPER = build_topology("paper", Acceptance.parse(0.5, 0.04), budget=30).topology
+OPT = build_topology("optimal", Acceptance.parse(0.3, 0.04), budget=30).topology
+
+
+def _fit(specs, seed=0, group_by=("method",)):
+    return fit_counts(count_tables([synthetic_table(specs, seed=seed)], group_by=group_by), n_boot=300, seed=seed)
+
+
+def test_curve_test_detects_depth_dependence_and_recovers_curve():
+    fit = _fit(SyntheticSpec([0.3, 0.5, 0.7], 0.1, (DEEP,), prompts=50, cycles=200), seed=1, group_by=())
+    checks = check_group(fit.overall, fit.counts)
+    assert checks.spine_depth.supported and checks.spine_depth.p_value < 1e-6
+    assert np.allclose(checks.spine_depth.curve[:3], [0.3, 0.5, 0.7], atol=0.04)
+    assert len(checks.selected.p_s) > 1 and len(checks.scalar.p_s) == 1
+
+
+def test_curve_test_keeps_constant_model_on_constant_data():
+    supported = []
+    for seed in range(10):
+        fit = _fit(SyntheticSpec(0.5, 0.1, (DEEP,), prompts=30, cycles=100), seed=seed, group_by=())
+        supported.append(check_group(fit.overall, fit.counts).spine_depth.supported)
+    assert sum(supported) <= 2  # a 5% test: rarely fires on constant data
+
+
+def test_curve_test_pools_sparse_tail():
+    t = curve_test(np.array([0, 60, 30, 2, 1]), np.array([0, 100, 100, 5, 3]), start=1, min_n=30)
+    assert t.bin_n == (100, 108) and t.df == 1
+    assert t.curve[1] == pytest.approx(33 / 108)
+
+
+def test_overdispersion_recovers_beta_binomial_rho():
+    rng = np.random.default_rng(0)
+    a, b = 3.0, 5.0  # rho = 1/(a+b+1) = 1/9
+    n = rng.integers(20, 60, 400)
+    k = stats.betabinom.rvs(n, a, b, random_state=rng)
+    od = overdispersion(k, n)
+    assert od.overdispersed and abs(od.rho - 1 / 9) < 0.04
+    flat = overdispersion(rng.binomial(n, 0.4), n)
+    assert not flat.overdispersed and flat.rho < 0.02
+
+
+def test_overdispersion_flags_prompt_random_effects():
+    fit = _fit(SyntheticSpec(0.5, 0.1, (DEEP,), prompts=40, cycles=50, prompt_sd=1.0), seed=2, group_by=())
+    checks = check_group(fit.overall, fit.counts)
+    assert checks.spine_dispersion.overdispersed and checks.spine_dispersion.rho > 0.03
+
+
+def test_goodness_of_fit_on_clean_data():
+    fit = _fit(SyntheticSpec([0.5, 0.6, 0.7], [0.08, 0.04, 0.02], (PAPER, OPT), prompts=40, cycles=100), seed=3)
+    g = fit.groups[0]
+    checks = check_group(g, fit.counts)
+    gof = goodness_of_fit(g, fit.counts, shape_topologies(fit.counts), selected=checks.selected, scalar=checks.scalar)
+    assert gof.within_ci and abs(gof.relative_error) < 0.05 and abs(gof.z) < 4 and gof.skipped_cycles == 0
+    cal = calibration(g, fit.counts, shape_topologies(fit.counts), checks.selected, bins=4)
+    assert cal["n"].sum() == g.cycles and np.all(np.abs(cal["observed"] - cal["predicted"]) < 0.35)
+
+
+def test_bound_check_flags_planted_violation_and_only_it():
+    specs = [SyntheticSpec(0.5, 0.04, (PAPER, OPT), prompts=30, cycles=100, method="clean"),
+             SyntheticSpec(0.5, 0.04, (PAPER, OPT), prompts=30, cycles=100, method="planted", run_id="r2",
+                           max_accepted_depth=1)]
+    fit = _fit(specs, seed=4)
+    topos = shape_topologies(fit.counts)
+    result = {g.label: bound_check(g, fit.counts, topos, scalar=check_group(g, fit.counts).scalar) for g in fit.groups}
+    assert result["planted"].violated and not result["clean"].violated
+    for b in result.values():
+        assert b.lower_bound <= b.exact + 1e-12
+
+
+def test_bound_check_silent_on_clean_data_across_seeds():
+    for seed in range(8):
+        fit = _fit(SyntheticSpec(0.45, 0.05, (PAPER, OPT), prompts=20, cycles=40, prompt_sd=0.5), seed=seed)
+        g = fit.groups[0]
+        assert not bound_check(g, fit.counts, shape_topologies(fit.counts),
+                               scalar=check_group(g, fit.counts).scalar).violated
