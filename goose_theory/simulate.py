@@ -114,7 +114,7 @@ def simulate(topology: Topology, acceptance: Acceptance, *, cycles: int, seed: i
 
 
 def simulate_numpy(topology: Topology, acceptance: Acceptance, *, cycles: int, seed: int,
-                   batch: int = 1 << 20) -> SimulationResult:
+                   batch: int = 1 << 16) -> SimulationResult:
     """The same model with plain numpy, vectorised over cycles (a reference for tests and the
     benchmark; single-threaded; its random stream differs from :func:`simulate`'s)."""
     cycles, seed = check_cycles_seed(cycles, seed)

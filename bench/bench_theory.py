@@ -1,0 +1,231 @@
+"""Theory benchmark: Monte Carlo throughput, RNG-bound limit, exact yield and optimizer timings.
+
+Run: ``.venv/bin/python bench/bench_theory.py`` (``make bench``). Prints machine info and one
+markdown table; every row is the median over repeats, measured side by side in one run.
+Numbers are recorded in docs/bench-theory.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+from numba import prange
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without install
+
+from goose_theory import _sim_kernels as K  # noqa: E402
+from goose_theory._numba import parallel_jit  # noqa: E402
+from goose_theory.acceptance import Acceptance  # noqa: E402
+from goose_theory.simulate import chunk_keys, node_q, simulate, simulate_numpy  # noqa: E402
+from goose_theory.topology import Topology  # noqa: E402
+from goose_theory.yields import exact_yield  # noqa: E402
+
+P_S, P_T, BUDGET = 0.45, 0.05, 60
+
+
+# ---- the paper-default tree ----------------------------------------------------------------
+def paper_tree(acceptance: Acceptance, budget: int) -> tuple[Topology, str]:
+    """``build_topology("paper", ...)`` when the optimizer exists, else :func:`fallback_tree`."""
+    try:
+        from goose_theory.optimize import build_topology
+    except ImportError:
+        return fallback_tree(budget), "fallback (optimize not available)"
+    return build_topology("paper", acceptance, budget=budget).topology, 'build_topology("paper")'
+
+
+def fallback_tree(budget: int, spine: int = 20, top_k: int = 10, max_depth: int = 6) -> Topology:
+    """The paper's shape at p_s >= 0.4 (spine ratio 0.5, capped at max_spine 20), rho = 0.5:
+    half the branch budget on the root, half on the spine nodes that may still carry a branch
+    (depth < max_depth) with harmonic weights 1/i; each share grown breadth-first, top-K ranks."""
+    nodes = [(-1, "root", 0)] + [(i, "spine", 0) for i in range(spine)]  # spine node i+1 = depth i+1
+    branch = budget - spine
+    hosts = list(range(1, min(spine, max_depth - 1) + 1))
+    weights = np.array([1.0 / i for i in hosts])
+    share = branch - branch // 2
+    raw = weights / weights.sum() * share
+    alloc = np.floor(raw).astype(int)
+    alloc[np.argsort(raw - alloc)[::-1][: share - alloc.sum()]] += 1  # largest remainders
+    for anchor, w in [(0, branch // 2)] + list(zip(hosts, alloc.tolist())):
+        _grow(nodes, anchor, anchor, w, top_k, max_depth)
+    return Topology.from_nodes(nodes, max_depth=max_depth, max_spine=spine)
+
+
+def _grow(nodes: list, anchor: int, depth: int, width: int, top_k: int, max_depth: int) -> None:
+    frontier, level = [anchor], depth
+    while width > 0 and frontier and level < max_depth:
+        nxt = []
+        for parent in frontier:
+            for rank in range(min(top_k, width)):
+                nodes.append((parent, "transition", rank)); nxt.append(len(nodes) - 1)
+            width -= min(top_k, width)
+        frontier, level = nxt, level + 1
+
+
+# ---- baselines ---------------------------------------------------------------------------
+@parallel_jit
+def naive_numba_chunks(cum, start, index, cycles, chunk, seeds, hist):
+    """The straightforward loop: numba's own np.random (per-thread state, seeded per chunk),
+    float cumulative thresholds; otherwise the same walk as the real kernel."""
+    for c in prange(hist.shape[0]):
+        np.random.seed(seeds[c])
+        counts = np.zeros(hist.shape[1], dtype=np.int64)
+        for _ in range(min(chunk, cycles - c * chunk)):
+            v, tau = 0, 1
+            while start[v] < start[v + 1]:
+                u = np.random.random()
+                k = start[v]
+                while k < start[v + 1] and u >= cum[k]:
+                    k += 1
+                if k == start[v + 1]:
+                    break
+                v = index[k]
+                tau += 1
+            counts[tau] += 1
+        hist[c, :] = counts
+
+
+@parallel_jit
+def numba_random_throughput(draws, seeds):
+    below = np.zeros(seeds.shape[0], dtype=np.int64)
+    for c in prange(seeds.shape[0]):
+        np.random.seed(seeds[c])
+        hits = 0
+        for _ in range(draws):
+            hits += np.random.random() < 0.5
+        below[c] = hits
+    return below.sum()
+
+
+def run_naive(topo: Topology, acc: Acceptance, cycles: int, seed: int) -> float:
+    start, index = topo.children
+    cum = K.thresholds(node_q(topo, acc), start, index, cumulative=True) / 2.0 ** 32
+    n_chunks = -(-cycles // K.CHUNK_CYCLES)
+    seeds = np.random.SeedSequence(seed).generate_state(n_chunks, np.uint32).astype(np.int64)
+    hist = np.zeros((n_chunks, int(topo.depth.max()) + 2), dtype=np.int64)
+    naive_numba_chunks(cum, start, index, cycles, K.CHUNK_CYCLES, seeds, hist)
+    taus = np.arange(hist.shape[1])
+    return float(hist.sum(axis=0) @ taus / cycles)
+
+
+# ---- timing helpers ----------------------------------------------------------------------
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm-up: compilation, caches
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def per_call(fn, calls: int, repeats: int) -> float:
+    def batch():
+        for _ in range(calls):
+            fn()
+    return median_time(batch, repeats) / calls
+
+
+def machine_info() -> list[str]:
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [f"- CPU: {model}; cores available: {cores} (os.cpu_count {os.cpu_count()})",
+            f"- numba threads: {numba.get_num_threads()} (threading layer {numba.threading_layer()})",
+            f"- python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}",
+            f"- platform: {platform.platform()}"]
+
+
+# ---- the benchmark -------------------------------------------------------------------------
+def draws_per_cycle(topo: Topology, acc: Acceptance) -> float:
+    """Exclusive model: one 32-bit draw per reached node that has children (exact)."""
+    start, _ = topo.children
+    inner = np.diff(start) > 0
+    return float(exact_yield(topo, acc).reach[inner].sum())
+
+
+def simulator_rows(topo: Topology, acc: Acceptance, cycles: int, repeats: int) -> tuple[list, dict]:
+    rate = {}
+    rate["numba"] = cycles / median_time(lambda: simulate(topo, acc, cycles=cycles, seed=1), repeats)
+    rate["naive"] = cycles / median_time(lambda: run_naive(topo, acc, cycles, 1), repeats)
+    np_cycles = max(cycles // 50, 1)
+    rate["numpy"] = np_cycles / median_time(lambda: simulate_numpy(topo, acc, cycles=np_cycles, seed=1), repeats)
+    ind = acc.with_model("independent")
+    rate["independent"] = cycles / median_time(lambda: simulate(topo, ind, cycles=cycles, seed=1), repeats)
+    per = draws_per_cycle(topo, acc)
+    n_draws = 1 << 24
+    keys = np.random.SeedSequence(0).generate_state(64, np.uint64).reshape(16, 4)
+    rate["rng_ours"] = 16 * n_draws / median_time(lambda: K.uniform_throughput(n_draws, keys), repeats)
+    seeds = np.arange(16, dtype=np.int64)
+    rate["rng_numba"] = 16 * n_draws / median_time(lambda: numba_random_throughput(n_draws, seeds), repeats)
+    gen, out = np.random.default_rng(0), np.empty(1 << 20)
+    rate["rng_numpy"] = 64 * out.size / median_time(lambda: [gen.random(out=out) for _ in range(64)], repeats)
+    m = 1e6
+    rows = [
+        ("(1) numba simulator, exclusive", f"{rate['numba'] / m:.1f} M cycles/s", ">= 50 M/s",
+         f"{rate['numba'] / rate['naive']:.2f}x straightforward, {rate['numba'] / rate['numpy']:.1f}x numpy (target >= 10x)"),
+        ("(1b) numba simulator, independent model", f"{rate['independent'] / m:.1f} M cycles/s", "-", "same tree, same p"),
+        ("(2) straightforward numba loop (np.random)", f"{rate['naive'] / m:.1f} M cycles/s", "(~24 M/s)", ""),
+        ("(3) numpy-vectorised reference (1 thread)", f"{rate['numpy'] / m:.2f} M cycles/s", "-", ""),
+        ("(4a) RNG: our xoshiro256** 32-bit uniforms", f"{rate['rng_ours'] / m:.0f} M draws/s",
+         "-", f"limit {rate['rng_ours'] / per / m:.0f} M cycles/s; simulator at {rate['numba'] / (rate['rng_ours'] / per):.0%} of it"),
+        ("(4b) RNG: numba np.random.random()", f"{rate['rng_numba'] / m:.0f} M draws/s",
+         "-", f"limit {rate['rng_numba'] / per / m:.0f} M cycles/s; straightforward loop at {rate['naive'] / (rate['rng_numba'] / per):.0%}"),
+        ("(4c) RNG: numpy default_rng().random (1 thread)", f"{rate['rng_numpy'] / m:.0f} M draws/s",
+         "-", f"limit {rate['rng_numpy'] / per / m:.0f} M cycles/s; numpy reference at {rate['numpy'] / (rate['rng_numpy'] / per):.0%}"),
+    ]
+    return rows, {"draws_per_cycle": per}
+
+
+def exact_and_optimizer_rows(topo: Topology, acc: Acceptance, repeats: int) -> list:
+    us = per_call(lambda: exact_yield(topo, acc), 2000, repeats) * 1e6
+    rows = [("(5) exact E[tau], B=60 (exact_yield)", f"{us:.1f} us/call", "< 20 us", "prebuilt Topology")]
+    try:
+        from goose_theory.optimize import build_topology
+    except ImportError:
+        return rows + [(f"(6) optimal rule, B={b}", "n/a (optimize not available)", target, "")
+                       for b, target in ((60, "< 5 ms"), (1000, "< 100 ms"))]
+    for b, target, calls in ((60, "< 5 ms", 50), (1000, "< 100 ms", 3)):
+        ms = per_call(lambda: build_topology("optimal", acc, budget=b), calls, repeats) * 1e3
+        rows.append((f"(6) optimal rule, B={b} (build_topology)", f"{ms:.2f} ms/call", target, ""))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=100_000_000, help="cycles per numba simulator run")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per row (median reported)")
+    args = parser.parse_args(argv)
+    acc = Acceptance.parse(P_S, P_T)  # exclusive: 0.45 + 10 * 0.05 <= 1
+    topo, how = paper_tree(acc, BUDGET)
+    exact = exact_yield(topo, acc)
+    sim_rows, extra = simulator_rows(topo, acc, args.cycles, args.repeats)
+    rows = sim_rows + exact_and_optimizer_rows(topo, acc, args.repeats)
+    print("## Machine")
+    print("\n".join(machine_info()))
+    print(f"\n## Tree: paper-default B={topo.budget} via {how}; spine {topo.spine_length}, "
+          f"first-level widths {topo.first_level_widths.tolist()}, max depth {int(topo.depth.max())}")
+    print(f"p_s={P_S}, p_t={P_T}, exclusive model: exact E[tau] = {exact.expected_tau:.6f}, "
+          f"draws per cycle = {extra['draws_per_cycle']:.4f}; {args.cycles:,} cycles per simulator run "
+          f"(numpy: {max(args.cycles // 50, 1):,}), median of {args.repeats} repeats\n")
+    print("| measurement | result | target | notes |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
