@@ -28,11 +28,13 @@ NEG = -1e300
 
 
 @jit
-def dp_tables(order, n_child, child_q, child_type, capacity, budget, independent):
-    """Fill F[type, b] and choice[type, j, b] (nodes given to child j; 0 = left out)."""
+def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, independent):
+    """Fill F[type, b], choice[type, j, b] (nodes given to child j; 0 = left out) and
+    alt[type, b] (1: the type's spine-less variant, listed earlier in ``order``, is better)."""
     n_types, width = child_q.shape
     F = np.full((n_types, budget + 1), NEG)
     choice = np.zeros((n_types, width, budget + 1), np.int32)
+    alt = np.zeros((n_types, budget + 1), np.int8)
     G = np.empty(budget + 1)
     H = np.empty(budget + 1)
     for t in order:
@@ -57,7 +59,13 @@ def dp_tables(order, n_child, child_q, child_type, capacity, budget, independent
                 choice[t, j, b] = arg
             G[: top + 1] = H[: top + 1]
         F[t, : top + 1] = G[: top + 1]
-    return F, choice
+        v = variant[t]
+        if v >= 0:
+            for b in range(budget + 1):
+                if F[v, b] > F[t, b]:
+                    F[t, b] = F[v, b]
+                    alt[t, b] = 1
+    return F, choice, alt
 
 
 def solve(candidate, *, budget: int):
@@ -70,9 +78,9 @@ def solve(candidate, *, budget: int):
     from .candidate import TreeBuilder  # local import: candidate does not depend on this module
 
     spec = _types(candidate, budget)
-    order, n_child, child_q, child_type, child_kind, child_rank, capacity = spec
-    F, choice = dp_tables(order, n_child, child_q, child_type, capacity, budget,
-                          candidate.acceptance.independent)
+    order, n_child, child_q, child_type, child_kind, child_rank, capacity, variant = spec
+    F, choice, alt = dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
+                               candidate.acceptance.independent)
     top = min(budget, int(capacity[0]))
     values = F[0, : top + 1]
     best = float(values.max())
@@ -81,6 +89,8 @@ def solve(candidate, *, budget: int):
     queue, head = [(0, 0, b)], 0  # (node, type, nodes below it)
     while head < len(queue):
         node, t, left = queue[head]; head += 1
+        while alt[t, left]:
+            t = int(variant[t])
         builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE)
         remaining = left  # choice tables are per suffix of the children: track what is left
         for j in range(n_child[t]):
@@ -94,25 +104,51 @@ def solve(candidate, *, budget: int):
 
 def _types(cand, budget: int):
     """Per node type (spine depth d -> d; transition depth d -> max_spine + d): its children
-    in priority order (q, type, kind, rank) and its capacity (candidate subtree size, <= budget)."""
+    in priority order (q, type, kind, rank) and its capacity (candidate subtree size, <= budget).
+
+    Exclusive model: where a spine-eligible node could hold more ranks without its spine child
+    (:meth:`Candidate.rank_cap`), a spine-less variant type is added; the node takes whichever
+    is better, so the optimum covers the pure transition tree too.
+    """
     acc = cand.acceptance
     ms, md = (cand.max_spine if cand.spine else 0), cand.max_depth
-    types = [(ROOT if d == 0 else SPINE, d) for d in range(ms + 1)] + [(TRANSITION, d) for d in range(1, md + 1)]
+    types = [(ROOT if d == 0 else SPINE, d, True) for d in range(ms + 1)]
+    types += [(TRANSITION, d, False) for d in range(1, md + 1)]
+    variant = [-1] * len(types)
+    for t in range(ms + 1):
+        kind, d, _ = types[t]
+        if cand.spine_eligible(kind, d) and cand.rank_cap(kind, d, False) > cand.rank_cap(kind, d, True):
+            variant[t] = len(types)
+            types.append((kind, d, False))
+    variant += [-1] * (len(types) - len(variant))
     n_types, width = len(types), cand.top_k + 1
     n_child = np.zeros(n_types, np.int64)
     child_q = np.zeros((n_types, width)); child_type = np.zeros((n_types, width), np.int64)
     child_kind = np.zeros((n_types, width), np.int64); child_rank = np.zeros((n_types, width), np.int64)
-    for t, (kind, d) in enumerate(types):
-        eligible = cand.spine_eligible(kind, d)
+    for t, (kind, d, spine_ok) in enumerate(types):
+        eligible = spine_ok and cand.spine_eligible(kind, d)
         kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if eligible else []
         kids += [(acc.transition_q(r), ms + d + 1, TRANSITION, r)
                  for r in range(cand.rank_cap(kind, d, eligible))]
         n_child[t] = len(kids)
         for j, (q, ct, ck, cr) in enumerate(kids):
             child_q[t, j], child_type[t, j], child_kind[t, j], child_rank[t, j] = q, ct, ck, cr
-    order = np.array(sorted(range(n_types), key=lambda t: -types[t][1]), np.int64)
+    # deepest first; a variant (index > its base) before its base at the same depth
+    order = np.array(sorted(range(n_types), key=lambda t: (-types[t][1], -t)), np.int64)
     capacity = np.zeros(n_types, np.int64)
-    for t in order:  # deepest first, so children are done
+    for t in order:  # children (and a variant) are done
         total = sum(1 + int(capacity[child_type[t, j]]) for j in range(n_child[t]))
         capacity[t] = min(total, budget)
-    return order, n_child, child_q, child_type, child_kind, child_rank, capacity
+        if variant[t] >= 0:
+            capacity[t] = max(capacity[t], capacity[variant[t]])
+    return order, n_child, child_q, child_type, child_kind, child_rank, capacity, np.asarray(variant, np.int64)
+
+
+def has_spine_variants(cand) -> bool:
+    """True when some spine-eligible node could hold more ranks without its spine child
+    (exclusive model only): then best-first is not exact and :func:`solve` is used."""
+    for d in range(cand.max_spine + 1 if cand.spine else 0):
+        kind = ROOT if d == 0 else SPINE
+        if cand.spine_eligible(kind, d) and cand.rank_cap(kind, d, False) > cand.rank_cap(kind, d, True):
+            return True
+    return False

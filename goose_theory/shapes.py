@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ._dp import solve
+from ._dp import has_spine_variants, solve
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first
 from .topology import SPINE, TRANSITION
 
@@ -42,10 +42,11 @@ def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
 
 
 def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
-    """Exclusive model: best-first (exact). Independent model: the exact dynamic programme of
-    :mod:`goose_theory._dp` (best-first is not exact there: a node's qeff depends on which
-    earlier siblings exist)."""
-    if cand.acceptance.independent:
+    """Exclusive model: best-first (exact). Independent model, or an exclusive model whose
+    truncation lets a spine-less node hold more ranks: the exact dynamic programme of
+    :mod:`goose_theory._dp` (best-first is not exact there: a node's qeff, or its room for
+    ranks, depends on which siblings exist)."""
+    if cand.acceptance.independent or has_spine_variants(cand):
         builder = solve(cand, budget=budget)
         details = _base_details(builder, budget, len(builder) - 1)
         details["method"] = "dynamic programme over node types"
