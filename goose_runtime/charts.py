@@ -41,10 +41,10 @@ def curve_chart(df: pd.DataFrame, *, x: str, title: str, y_title: str = "accepta
                  alt.Tooltip("hi:Q", format=".4f"), "n"],
     )
     bars = base.mark_rule(strokeWidth=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
-    naive = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_lo:Q") + \
-        base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_hi:Q")
+    naive_lo = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_lo:Q")
+    naive_hi = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_hi:Q")
     points = base.mark_point(filled=True, size=50).encode(y="estimate:Q")
-    return alt.layer(bars, naive, points).properties(title=title, width=420, height=260)
+    return alt.layer(bars, naive_lo, naive_hi, points).properties(title=title, width=420, height=260)
 
 
 def p_s_by_depth_chart(df: pd.DataFrame) -> alt.Chart:

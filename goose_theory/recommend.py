@@ -51,7 +51,9 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
         from .latency import cost_aware  # only needed with a latency profile
         chosen = cost_aware(acceptance, latency, rule="optimal", **limits)
         budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
-    results = [build_topology(r, acceptance, budget=budget, **limits) for r in dict.fromkeys(("optimal", *rules))]
+    # isotropic:K needs K <= top_k candidates per node; leave out what the runs could not build
+    usable = [r for r in dict.fromkeys(("optimal", *rules)) if ":" not in r or int(r.split(":")[1]) <= top_k]
+    results = [build_topology(r, acceptance, budget=budget, **limits) for r in usable]
     paper = next((r.predicted_tau for r in results if r.rule == "paper"), None)
     rows = []
     for r in results:

@@ -1,0 +1,119 @@
+"""fit-acceptance end to end: bad files, --skip-bad, --json keys, exported topologies, report."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from goose_runtime.fit_cli import main
+from goose_theory.synthetic import SyntheticSpec, write_synthetic
+from goose_theory.topology import Topology, load_topology
+
+TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
+                            (0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (4, "transition", 0)])
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    path = tmp_path_factory.mktemp("traces") / "good.parquet"
+    specs = [SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="goose"),
+             SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="broken", run_id="r2",
+                           max_accepted_depth=1)]
+    write_synthetic(path, specs, seed=11)
+    return path
+
+
+def _rewrite(src, dst, *, drop=None, version=None, rows=None):
+    table = pq.read_table(src)
+    meta = dict(table.schema.metadata)
+    if drop:
+        table = table.drop_columns([drop])
+    if version:
+        meta[b"goose_trace_version"] = version.encode()
+    if rows is not None:
+        table = table.slice(0, rows)
+    pq.write_table(table.replace_schema_metadata(meta), dst)
+    return dst
+
+
+def _bad_files(good, tmp):
+    data = good.read_bytes()
+    (tmp / "truncated.parquet").write_bytes(data[: len(data) // 2])
+    (tmp / "notes.parquet").write_text("this is not parquet\n")
+    return {"missing column": _rewrite(good, tmp / "nomatch.parquet", drop="match"),
+            "version": _rewrite(good, tmp / "v2.parquet", version="2"),
+            "empty": _rewrite(good, tmp / "empty.parquet", rows=0),
+            "corrupt bytes": tmp / "truncated.parquet", "not parquet": tmp / "notes.parquet"}
+
+
+@pytest.mark.parametrize("kind,needle", [("missing column", "missing required column"), ("version", "goose_trace_version"),
+                                         ("empty", "empty"), ("corrupt bytes", "parquet"), ("not parquet", "parquet")])
+def test_bad_file_exits_2_naming_it_and_writes_nothing(good, tmp_path, capsys, kind, needle):
+    bad = _bad_files(good, tmp_path)[kind]
+    out = tmp_path / "out"
+    assert main([str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and needle in err[0]
+    assert not out.exists()
+
+
+def test_several_files_stop_unless_skip_bad(good, tmp_path, capsys):
+    bad = _bad_files(good, tmp_path)
+    args = [str(good), str(bad["version"]), str(bad["not parquet"]), "--bootstrap", "50"]
+    assert main(args + ["--out", str(tmp_path / "o1")]) == 2
+    err = capsys.readouterr().err
+    assert str(bad["version"]) in err and str(bad["not parquet"]) in err and "--skip-bad" in err
+    assert not (tmp_path / "o1").exists()
+    assert main(args + ["--skip-bad", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("skipped:") == 2
+    assert json.loads(captured.out)["files"] == [str(good)]
+
+
+def test_json_keys_bound_flag_and_exported_topology(good, tmp_path, capsys):
+    out = tmp_path / "fit"
+    assert main([str(good), "--group-by", "method", "--out", str(out), "--json", "--bootstrap", "200"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("p_s", "p_t"):
+        assert set(result[key]) >= {"estimate", "ci95", "n", "naive_ci95"} and len(result[key]["ci95"]) == 2
+    assert set(result["ratio"]) >= {"estimate", "ci95"}
+    groups = {g["label"]: g for g in result["groups"]}
+    assert set(groups) == {"goose", "broken"}
+    for g in groups.values():
+        assert {"p_s", "p_t", "ratio", "observed_tau", "predicted_tau"} <= set(g)
+    bounds = {b["label"]: b for b in result["bound"]}
+    assert bounds["broken"]["violated"] and not bounds["goose"]["violated"]
+    assert {"lower_bound", "observed_tau", "ci95", "violated"} <= set(bounds["goose"])
+    rec = result["recommended"]
+    assert rec["rule"] == "optimal" and rec["budget"] == TREE.budget and rec["comparison"]
+    topo = load_topology(groups["goose"]["file"])
+    assert topo.budget == TREE.budget and topo.meta["rule"] == "optimal"
+    assert topo.meta["provenance"]["traces"] == [os.path.abspath(good)]
+    assert topo.meta["predicted_tau"] == pytest.approx(groups["goose"]["recommended"]["predicted_tau"])
+    assert load_topology(rec["file"]).budget == TREE.budget
+    names = sorted(os.listdir(out))
+    assert "report.md" in names and "bound_check.html" in names and "p_s_by_depth.html" in names
+    assert not [n for n in names if n.startswith(".tmp-")]
+    assert "VIOLATED" in (out / "report.md").read_text()
+
+
+def test_directory_glob_budget_and_text_summary(good, tmp_path, capsys):
+    assert main([str(good.parent), "--budget", "5", "--bootstrap", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "p_s =" in text and "p_t =" in text and "budget 5" in text
+    assert main([os.path.join(str(good.parent), "go*.parquet"), "--json", "--bootstrap", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == [str(good)]
+
+
+@pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
+                                         (["--bootstrap", "0"], "bootstrap")])
+def test_bad_options_exit_2(good, capsys, args, needle):
+    assert main([str(good), *args]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_glob_matching_nothing_exits_2(tmp_path, capsys):
+    assert main([str(tmp_path / "nothing*.parquet")]) == 2
+    assert "no files match" in capsys.readouterr().err

@@ -1,0 +1,50 @@
+"""Recommendation: the optimal tree beats every reference rule at the same budget; cost-aware wiring."""
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.optimize import build_topology
+from goose_theory.recommend import COMPARE, recommend
+
+
+@pytest.mark.parametrize("p_s,p_t,budget", [(0.6, 0.05, 30), ([0.3, 0.5, 0.7], [0.1, 0.04, 0.02], 20), (0.2, 0.08, 12)])
+def test_optimal_is_best_at_the_same_budget(p_s, p_t, budget):
+    rec = recommend(Acceptance.parse(p_s, p_t), budget=budget)
+    assert rec.best.rule == "optimal" and rec.budget == budget and rec.budget_source == "given"
+    assert [r["rule"] for r in rec.rows] == list(COMPARE)
+    best = rec.rows[0]["predicted_tau"]
+    for row in rec.rows:
+        assert row["budget"] <= budget and row["predicted_tau"] <= best + 1e-9
+    paper = next(r for r in rec.rows if r["rule"] == "paper")
+    assert paper["gain_vs_paper"] == 0.0 and rec.rows[0]["gain_vs_paper"] >= 0.0
+
+
+def test_recommendation_matches_the_optimizer_directly():
+    acc = Acceptance.parse(0.5, 0.05)
+    rec = recommend(acc, budget=25, budget_source="recorded")
+    direct = build_topology("optimal", acc, budget=25)
+    assert rec.best.predicted_tau == pytest.approx(direct.predicted_tau)
+    assert rec.to_dict()["budget_source"] == "recorded" and rec.to_dict()["rule"] == "optimal"
+
+
+def test_latency_profile_chooses_the_budget(monkeypatch):
+    """The cost-aware path asks goose_theory.latency.cost_aware for the budget, then compares
+    every rule at that budget (a stand-in latency module records the call)."""
+    calls = {}
+
+    def cost_aware(acceptance, latency, *, rule="optimal", budgets=None, **limits):
+        calls.update(rule=rule, latency=latency, limits=limits)
+        best = build_topology("optimal", acceptance, budget=7)
+        return types.SimpleNamespace(best=best, table=[{"budget": 7, "tau_per_s": 1.0}])
+
+    fake = types.ModuleType("goose_theory.latency")
+    fake.cost_aware = cost_aware
+    monkeypatch.setitem(sys.modules, "goose_theory.latency", fake)
+    rec = recommend(Acceptance.parse(0.5, 0.05), budget=60, latency="profile")
+    assert calls["rule"] == "optimal" and calls["latency"] == "profile"
+    assert rec.budget == 7 and rec.budget_source == "cost-aware" and rec.cost_table[0]["budget"] == 7
+    assert all(r["budget"] <= 7 for r in rec.rows)
