@@ -27,11 +27,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .errors import InputError
+
 MODELS = ("exclusive", "independent")
 EXCLUSIVE_TOLERANCE = 1e-9
 
 
-class AcceptanceError(ValueError):
+class AcceptanceError(InputError):
     """Bad acceptance parameters; the message names the bad value."""
 
 

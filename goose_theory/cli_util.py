@@ -14,18 +14,17 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .acceptance import AcceptanceError
-from .topology import TopologyError
-from .traceio import TraceFileError
+from .errors import InputError
+
 
 EXIT_BAD_INPUT = 2
 
 
-class UsageError(ValueError):
+class UsageError(InputError):
     """Bad command-line input; the message is shown as one line."""
 
 
-BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (UsageError, AcceptanceError, TopologyError, TraceFileError)
+BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError,)
 
 
 class _Parser(argparse.ArgumentParser):

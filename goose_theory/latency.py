@@ -31,13 +31,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from .acceptance import Acceptance
+from .errors import InputError
 from .optimize import OptimizeResult, _check_int, build_topology
 from .topology import write_json_atomic
 
 SCHEMA = "goose-latency/1"
 
 
-class LatencyError(ValueError):
+class LatencyError(InputError):
     """A bad latency profile; the message is one line naming the problem."""
 
 

@@ -40,6 +40,7 @@ from typing import Any, Mapping, Sequence
 from .acceptance import Acceptance
 from .allocation import paper_tree, weighted_tree
 from .candidate import Candidate
+from .errors import InputError
 from .shapes import isotropic_tree, optimal_tree, source_blind_tree, spine_chain_tree, transition_only_tree
 from .topology import Topology
 from .yields import exact_yield
@@ -50,7 +51,7 @@ DEFAULT_COMPARE = ("optimal", "linear", "harmonic", "paper", "source-blind", "is
                    "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only")
 
 
-class OptimizeError(ValueError):
+class OptimizeError(InputError):
     """A bad rule, budget or limit; the message is one line naming the bad value."""
 
 

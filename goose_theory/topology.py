@@ -26,13 +26,15 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from .errors import InputError
+
 SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
 SOURCE_NAMES = ("root", "spine", "transition")
 _SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
 
 
-class TopologyError(ValueError):
+class TopologyError(InputError):
     """An invalid topology; the message is one line that names the problem."""
 
 

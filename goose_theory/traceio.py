@@ -49,6 +49,8 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import InputError
+
 TRACE_VERSION = "1"
 VERSION_KEY = b"goose_trace_version"
 
@@ -66,7 +68,7 @@ EXTRA_COLUMNS: dict[str, pa.DataType] = {
 SOURCES = ("root", "spine", "transition")
 
 
-class TraceFileError(ValueError):
+class TraceFileError(InputError):
     """A trace file that cannot be used; the message names the file and the problem."""
 
 

@@ -1,0 +1,101 @@
+"""The theory CLI (goose yield / simulate / optimize / compare): contracts, JSON keys, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from goose_runtime.cli import main
+from goose_theory.acceptance import Acceptance
+from goose_theory.topology import Topology, load_topology, save_topology
+from goose_theory.yields import exact_yield
+
+NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1), (1, "spine", 0),
+         (1, "transition", 0), (2, "transition", 0)]
+
+
+@pytest.fixture()
+def topo_file(tmp_path):
+    path = tmp_path / "tree.json"
+    save_topology(Topology.from_nodes(NODES), path)
+    return str(path)
+
+
+def run_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_yield_json(capsys, topo_file):
+    out = run_json(capsys, ["yield", "--topology", topo_file, "--p-s", "0.6", "--p-t", "0.1", "--json"])
+    expected = exact_yield(Topology.from_nodes(NODES), Acceptance.parse(0.6, 0.1))
+    assert out["exact"] == pytest.approx(expected.expected_tau)
+    assert out["variance"] == pytest.approx(expected.variance)
+    assert out["lower_bound"] <= out["exact"] and sum(out["pmf"]) == pytest.approx(1)
+
+
+def test_yield_lists_and_table(capsys, topo_file):
+    assert main(["yield", "--topology", topo_file, "--p-s", "0.6,0.5", "--p-t", "0.1,0.05", "--model", "independent"]) == 0
+    text = capsys.readouterr().out
+    assert "E[tau] =" in text and "paper lower bound" in text
+
+
+def test_simulate_json(capsys, topo_file):
+    out = run_json(capsys, ["simulate", "--topology", topo_file, "--p-s", "0.6", "--p-t", "0.1",
+                            "--cycles", "200000", "--seed", "3", "--json"])
+    assert {"mean", "std", "ci95", "cycles"} <= out.keys() and out["cycles"] == 200000
+    se = out["std"] / 200000 ** 0.5
+    assert abs(out["mean"] - out["exact"]) < 5 * se
+
+
+def test_optimize_writes_topology(capsys, tmp_path):
+    target = tmp_path / "opt.json"
+    out = run_json(capsys, ["optimize", "--budget", "12", "--p-s", "0.5", "--p-t", "0.05", "--out", str(target), "--json"])
+    topo = load_topology(target)
+    assert out["rule"] == "optimal" and out["budget"] == 12 == topo.budget
+    assert out["predicted_tau"] == pytest.approx(exact_yield(topo, Acceptance.parse(0.5, 0.05)).expected_tau)
+    assert topo.meta["predicted_tau"] == pytest.approx(out["predicted_tau"])
+
+
+def test_compare_lists_rules(capsys):
+    out = run_json(capsys, ["compare", "--budget", "20", "--p-s", "0.5", "--p-t", "0.05", "--json"])
+    rules = {r["rule"]: r["predicted_tau"] for r in out["rules"]}
+    assert "optimal" in rules and "paper" in rules
+    assert rules["optimal"] >= max(rules.values()) - 1e-12
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["yield", "--p-s", "1.5", "--p-t", "0.1"], "p_s: 1.5 is not a probability"),
+    (["yield", "--p-s", "nan", "--p-t", "0.1"], "p_s: nan is not a probability"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.5"], "exclusive model: the children of node 0"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.1", "--model", "magic"], "unknown acceptance model 'magic'"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),
+    (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", "0"], "--cycles must be >= 1"),
+    (["optimize", "--budget", "-1", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "--budget must be >= 0"),
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--rule", "magic", "--out", "OUT"], "magic"),
+])
+def test_bad_input_one_line_exit_2(capsys, topo_file, tmp_path, argv, message):
+    argv = [a.replace("OUT", str(tmp_path / "never.json")) for a in argv]
+    if argv[0] in ("yield", "simulate"):
+        argv += ["--topology", topo_file]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_malformed_topology_file(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "goose-topology/1", "nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}')
+    assert main(["yield", "--topology", str(bad), "--p-s", "0.5", "--p-t", "0.1"]) == 2
+    assert "bad.json: node 1: parent 5 is not an earlier node" in capsys.readouterr().err
+
+
+def test_console_script_exit_code(topo_file):
+    exe = os.path.join(os.path.dirname(sys.executable), "goose")
+    proc = subprocess.run([exe, "yield", "--topology", topo_file, "--p-s", "2", "--p-t", "0.1"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: p_s: 2.0 is not a probability")
+    assert proc.stdout == ""
