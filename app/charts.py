@@ -51,7 +51,7 @@ def widths_chart(df: pd.DataFrame) -> alt.Chart:
     ).properties(title="Branch widths along the spine", height=260)
 
 
-def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
+def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> alt.LayerChart:
     """The tree: nodes at (depth, order) coloured by source, edges as segments.
 
     ``nodes``: x, y, source, node, rank, reach; ``edges``: x, y, x2, y2, source (of the child).
@@ -65,7 +65,7 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame) -> alt.LayerChart:
         x="x:Q", y="y:Q", color=color,
         tooltip=["node", "source", "rank", alt.Tooltip("x:Q", title="depth"),
                  alt.Tooltip("reach:Q", format=".4f", title="P(accepted)")])
-    return alt.layer(lines, points).properties(title="The tree (spine red, branches blue)", height=320)
+    return alt.layer(lines, points).properties(title="The tree (spine red, branches blue)", height=height)
 
 
 def pmf_chart(df: pd.DataFrame) -> alt.Chart:

@@ -1,0 +1,167 @@
+"""The explorer's data-driven computations: fitting traces and costing budgets.
+
+Like :mod:`app.compute`: plain arguments (paths with their mtimes, uploaded bytes, JSON text)
+in, plain data out, no Streamlit; the page caches them. Uploads are written to a private
+temporary directory under their own base name, so error messages name the file the user chose.
+
+Example:
+    >>> fit_shipped((), (), ())   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    goose_theory.traceio.TraceFileError: no trace files chosen
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.fit import GroupFit, fit_traces
+from goose_theory.fitcheck import check_group
+from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
+from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
+from goose_theory.traceio import TraceFileError
+
+BAD_INPUT: tuple[type[BaseException], ...] = (TraceFileError, LatencyError)
+MAX_BUDGETS = 24  # budgets per rule on the Cost tab: a whole table stays well under 300 ms
+N_BOOT = 300  # bootstrap draws: enough for stable 95% percentiles, cheap enough for the page
+
+
+def _estimate_row(g: GroupFit) -> dict[str, Any]:
+    return {"group": g.label, "prompts": g.prompts, "cycles": g.cycles,
+            "p_s": g.p_s.estimate, "p_s_lo": g.p_s.ci95[0], "p_s_hi": g.p_s.ci95[1], "p_s_n": g.p_s.n,
+            "p_s_naive_lo": g.p_s.naive_ci95[0], "p_s_naive_hi": g.p_s.naive_ci95[1],
+            "p_t": g.p_t.estimate, "p_t_lo": g.p_t.ci95[0], "p_t_hi": g.p_t.ci95[1], "p_t_n": g.p_t.n,
+            "p_t_naive_lo": g.p_t.naive_ci95[0], "p_t_naive_hi": g.p_t.naive_ci95[1],
+            "ratio": g.ratio.estimate, "ratio_lo": g.ratio.ci95[0], "ratio_hi": g.ratio.ci95[1]}
+
+
+def _curve(frame: pd.DataFrame, x: str, label: str) -> pd.DataFrame:
+    """A fitted curve in the shape goose_runtime.charts.curve_chart draws."""
+    return frame.reset_index()[[x, "estimate", "lo", "hi", "naive_lo", "naive_hi", "n"]].assign(group=label)
+
+
+def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
+    fit = fit_traces(paths, group_by=tuple(group_by), n_boot=n_boot, seed=seed)
+    counts = fit.counts
+    topologies = shape_topologies(counts)
+    groups = [fit.overall, *fit.groups] if group_by else [fit.overall]
+    summary, spine, rank, calib, gof, bound = [], [], [], [], [], []
+    for g in groups:
+        checks = check_group(g, counts)
+        summary.append(_estimate_row(g))
+        spine.append(_curve(g.spine_by_depth, "depth", g.label))
+        rank.append(_curve(g.transition_by_rank, "rank", g.label))
+        calib.append(calibration(g, counts, topologies, checks.selected))
+        good = goodness_of_fit(g, counts, topologies, selected=checks.selected, scalar=checks.scalar)
+        gof.append({"group": g.label, "cycles": good.cycles, "observed_tau": good.observed,
+                    "lo": good.observed_ci95[0], "hi": good.observed_ci95[1], "predicted_tau": good.predicted,
+                    "predicted_scalar": good.predicted_scalar, "relative_error": good.relative_error,
+                    "model": good.model, "fitted_p_s": str(checks.selected.to_dict()["p_s"]),
+                    "fitted_p_t": str(checks.selected.to_dict()["p_t"])})
+        b = bound_check(g, counts, topologies, scalar=checks.scalar)
+        bound.append({"group": g.label, "lower_bound": b.lower_bound, "exact": b.exact,
+                      "observed_tau": b.observed_tau, "lo": b.ci95[0], "hi": b.ci95[1],
+                      "violated": b.violated, "model": b.model})
+    return {"summary": pd.DataFrame(summary), "spine_curve": pd.concat(spine, ignore_index=True),
+            "rank_curve": pd.concat(rank, ignore_index=True), "calibration": pd.concat(calib, ignore_index=True),
+            "gof": pd.DataFrame(gof), "bound": pd.DataFrame(bound),
+            "files": [os.path.basename(p) for p in counts.files]}
+
+
+def fit_shipped(paths: tuple[str, ...], mtimes: tuple[float, ...], group_by: tuple[str, ...], *,
+                n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+    """Fit trace files on disk (``mtimes`` only make a changed file a new cache key)."""
+    del mtimes
+    if not paths:
+        raise TraceFileError("no trace files chosen")
+    return _fit_paths(paths, group_by, n_boot, seed)
+
+
+def _safe_name(name: str, i: int) -> str:
+    base = os.path.basename(name.replace("\\", "/")) or f"upload-{i}"
+    return f"{i}-{base}"
+
+
+def fit_uploaded(files: tuple[tuple[str, bytes], ...], group_by: tuple[str, ...], *,
+                 n_boot: int = N_BOOT, seed: int = 0) -> dict[str, Any]:
+    """Fit uploaded ``(name, bytes)`` files; every failure is a one-line TraceFileError naming
+    the uploaded file."""
+    if not files:
+        raise TraceFileError("no trace files uploaded")
+    with tempfile.TemporaryDirectory(prefix="goose-app-") as tmp:
+        paths, names = [], {}
+        for i, (name, data) in enumerate(files):
+            if not data:
+                raise TraceFileError(f"{name}: the file is empty (0 bytes)")
+            path = os.path.join(tmp, _safe_name(name, i))
+            with open(path, "wb") as fh:
+                fh.write(data)
+            paths.append(path); names[path] = name
+        try:
+            result = _fit_paths(paths, group_by, n_boot, seed)
+        except TraceFileError as exc:
+            text = str(exc)
+            for path, name in names.items():
+                text = text.replace(path, name)
+            raise TraceFileError(text.replace(tmp + os.sep, "")) from None
+        except ValueError as exc:  # e.g. the fit's "no cycles in the traces"
+            raise TraceFileError(f"{', '.join(n for n, _ in files)}: {exc}") from None
+    result["files"] = [name for name, _ in files]
+    return result
+
+
+def parse_latency(data: bytes, name: str = "latency.json") -> str:
+    """Validate an uploaded ``goose-latency/1`` profile; returns its canonical JSON text (the
+    cache key :func:`cost_table` takes). LatencyError names the file and the problem."""
+    if not data:
+        raise LatencyError(f"{name}: the file is empty (0 bytes)")
+    try:
+        profile = latency_from_dict(json.loads(data.decode("utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LatencyError(f"{name}: not a JSON file ({exc})") from None
+    except LatencyError as exc:
+        raise LatencyError(f"{name}: {exc}") from None
+    return json.dumps(profile.to_dict(), sort_keys=True)
+
+
+def page_budgets(profile: LatencyProfile, limit: int = MAX_BUDGETS) -> tuple[int, ...]:
+    """The budgets the page evaluates: every budget the profile covers when there are at most
+    ``limit``, else ``limit`` budgets spaced evenly on a log scale (ends included)."""
+    lo, hi = profile.sizes[0] - 1, profile.sizes[-1] - 1
+    if hi - lo + 1 <= limit:
+        return tuple(range(lo, hi + 1))
+    grid = np.unique(np.round(np.geomspace(lo + 1, hi + 1, limit) - 1).astype(int))
+    return tuple(int(b) for b in grid)
+
+
+def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
+               max_depth: int = 6, max_spine: int = 20, top_k: int = 10) -> dict[str, Any]:
+    """Predicted speedup against budget for each rule under one latency profile
+    (:func:`goose_theory.latency.cost_aware` over :func:`page_budgets`), and each rule's best
+    budget. Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple}."""
+    acc = Acceptance.parse(p_s, p_t, model)
+    latency = latency_from_dict(json.loads(profile_json))
+    budgets = page_budgets(latency)
+    frames, best = [], []
+    for rule in rules:
+        res = cost_aware(acc, latency, rule=rule, budgets=budgets, max_depth=max_depth,
+                         max_spine=max_spine, top_k=top_k)
+        frames.append(pd.DataFrame(res.table).assign(rule=rule))
+        row = next(r for r in res.table if r["budget"] == res.best.budget)
+        best.append({"rule": rule, "budget": res.best.budget, "predicted_tau": res.best.predicted_tau,
+                     "tokens_per_s": row["tokens_per_s"], "speedup_vs_ar": row["speedup_vs_ar"]})
+    table = pd.concat(frames, ignore_index=True)
+    table["speedup_vs_ar"] = table["speedup_vs_ar"].astype(float)  # None (no t(1)) -> NaN
+    return {"table": table, "best": pd.DataFrame(best), "budgets": budgets}
+
+
+def profile_summary(profile_json: str) -> dict[str, Any]:
+    """A few facts about a profile for the page (its keys, as written)."""
+    data = json.loads(profile_json)
+    return {k: v for k, v in data.items() if not isinstance(v, (list, dict))}

@@ -1,0 +1,33 @@
+"""The Goose what-if explorer (Streamlit): ``goose app`` or ``streamlit run app/explorer.py``.
+
+Thin by design: the sidebar's widgets -> cached library calls (``app/compute*.py``) -> pure
+altair charts (``app/charts.py``). Each tab lives in ``app/sections/``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `streamlit run app/explorer.py` puts only app/ on the path
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from app.sections import cost, export, sidebar, traces, whatif  # noqa: E402
+
+st.set_page_config(page_title="Goose what-if explorer", layout="wide")
+st.title("Goose: anisotropic speculation trees, what if?")
+st.caption("Move p_s, p_t and the budget in the sidebar: exact theory, the paper's bound and a Monte Carlo "
+           "check update together. tau = tokens accepted per verification call, bonus token included.")
+
+params = sidebar.render()
+tab_whatif, tab_traces, tab_cost, tab_export = st.tabs(["What-if", "Traces", "Cost", "Export"])
+with tab_whatif:
+    result = whatif.render(params)
+with tab_traces:
+    traces.render()
+with tab_cost:
+    cost.render(params)
+with tab_export:
+    export.render(params, result)

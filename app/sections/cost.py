@@ -1,0 +1,69 @@
+"""Cost: a latency profile (shipped or uploaded) turns E[tau] into predicted speed; speedup
+against budget for each rule, and each rule's best budget."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app import charts, compute_io
+from app.sections import common
+from app.sections.common import INPUT_ERRORS, Params, show_error
+
+PROFILES_DIR = Path(__file__).resolve().parents[1] / "latency"
+COST_RULES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
+              "mixed-isotropic:3", "spine-only", "transition-only")
+
+
+def shipped_profiles() -> list[Path]:
+    """Measured ``goose-latency/1`` profiles shipped in ``app/latency/``."""
+    return sorted(PROFILES_DIR.glob("*.json")) if PROFILES_DIR.is_dir() else []
+
+
+def _profile() -> str | None:
+    files = shipped_profiles()
+    options = [f.name for f in files] + ["upload a profile"]
+    choice = st.selectbox("latency profile (goose-latency/1)", options, key="latency_choice")
+    if choice != "upload a profile":
+        data, name = (PROFILES_DIR / choice).read_bytes(), choice
+    else:
+        upload = st.file_uploader("latency profile JSON (written by `goose profile-latency --out FILE`)",
+                                  type=["json"], key="latency_upload")
+        if upload is None:
+            st.info("Upload a latency profile, or measure one with `goose profile-latency --out FILE`.")
+            return None
+        data, name = upload.getvalue(), upload.name
+    try:
+        return common.parse_latency(data, name)
+    except INPUT_ERRORS as exc:
+        show_error("latency profile", exc)
+        return None
+
+
+def render(p: Params) -> None:
+    """Draw the Cost tab for the sidebar's acceptance parameters."""
+    st.subheader("Predicted speed from a latency profile")
+    profile = _profile()
+    rules = tuple(st.multiselect("rules", COST_RULES, default=["optimal", "paper", "linear", "isotropic:3"],
+                                 key="cost_rules"))
+    if profile is None or not rules:
+        return
+    facts = compute_io.profile_summary(profile)
+    st.caption("Profile: " + ", ".join(f"{k} = {v}" for k, v in facts.items() if k != "schema" and v != ""))
+    try:
+        out = common.cost_table(p.p_s, p.p_t, p.model, profile, rules, max_depth=p.max_depth,
+                                max_spine=p.max_spine, top_k=p.top_k)
+    except INPUT_ERRORS as exc:
+        show_error("cost model", exc)
+        return
+    best = out["best"].sort_values("tokens_per_s", ascending=False).reset_index(drop=True)
+    top = best.iloc[0]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("best budget", f"{int(top['budget'])}", delta=f"rule {top['rule']}", delta_color="off", delta_arrow="off")
+    c2.metric("predicted speedup vs AR", f"{top['speedup_vs_ar']:.3f}x")
+    c3.metric("predicted E[tau] there", f"{top['predicted_tau']:.4f}")
+    st.altair_chart(charts.speedup_chart(out["table"]), width="stretch")
+    budgets = out["budgets"]
+    st.caption(f"{len(budgets)} budgets evaluated, {budgets[0]} .. {budgets[-1]} (the profile's measured range).")
+    st.markdown("**Best budget per rule**")
+    st.dataframe(best, hide_index=True, key="cost_best_table")

@@ -1,0 +1,195 @@
+"""The explorer page under streamlit.testing's AppTest: every section runs without an exception,
+shows the library's numbers, and answers bad input with a readable message."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.bound import paper_lower_bound
+from goose_theory.fit import fit_traces
+from goose_theory.optimize import build_topology
+from goose_theory.simulate import simulate
+from goose_theory.synthetic import SyntheticSpec, write_synthetic
+from goose_theory.topology import Topology, topology_from_dict
+from goose_theory.yields import exact_yield
+
+APP = str(Path(__file__).resolve().parent.parent / "app" / "explorer.py")
+TIMEOUT = 120  # the first run imports numba kernels; later runs take well under a second
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not app.exception
+    return app
+
+
+def metrics(app: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in app.metric}
+
+
+def deltas(app: AppTest) -> dict[str, str]:
+    return {m.label: m.proto.delta for m in app.metric}
+
+
+def errors(app: AppTest) -> list[str]:
+    return [e.value for e in app.error]
+
+
+def expected(p_s, p_t, model="exclusive", rule="optimal", budget=60, seed=0, **shape):
+    acc = Acceptance.parse(p_s, p_t, model)
+    topo = build_topology(rule, acc, budget=budget, **shape).topology
+    sim = simulate(topo, acc, cycles=200_000, seed=seed)
+    return topo, exact_yield(topo, acc).expected_tau, paper_lower_bound(topo, acc).lower_bound, sim
+
+
+def assert_whatif_numbers(app: AppTest, topo_exact_bound_sim) -> None:
+    topo, exact, bound, sim = topo_exact_bound_sim
+    shown = metrics(app)
+    assert shown["exact E[tau]"] == f"{exact:.4f}"
+    assert shown["paper's lower bound"] == f"{bound:.4f}"
+    assert shown["Monte Carlo mean"] == f"{sim.mean:.4f}"
+    assert deltas(app)["Monte Carlo mean"] == f"95% CI {sim.ci95[0]:.4f} .. {sim.ci95[1]:.4f}"
+    assert shown["tree"] == f"{topo.budget} nodes"
+
+
+def test_default_page_shows_the_librarys_numbers(at):
+    assert_whatif_numbers(at, expected(0.5, 0.05))
+    assert [t.label for t in at.tabs] == ["What-if", "Traces", "Cost", "Export"]
+    assert not errors(at)
+    exported = json.loads(at.code[0].value)  # the Export tab's JSON is the What-if tree
+    assert topology_from_dict(exported) == expected(0.5, 0.05)[0]
+    assert exported["schema"] == "goose-topology/1"
+    assert at.get("download_button")
+
+
+def test_every_widget_has_a_key(at):
+    widgets = [w for kind in ("slider", "radio", "selectbox", "number_input", "multiselect", "select_slider")
+               for w in getattr(at, kind)]
+    assert widgets and all(w.key for w in widgets)
+
+
+def test_sliders_move_the_numbers(at):
+    at.slider(key="p_s").set_value(0.7)
+    at.slider(key="p_t").set_value(0.03)
+    at.slider(key="budget").set_value(40)
+    at.selectbox(key="rule").set_value("harmonic")
+    at.radio(key="model").set_value("independent").run()
+    assert not at.exception and not errors(at)
+    assert_whatif_numbers(at, expected(0.7, 0.03, "independent", "harmonic", 40))
+    at.slider(key="max_depth").set_value(4)
+    at.slider(key="top_k").set_value(5)
+    at.slider(key="max_spine").set_value(10)
+    at.number_input(key="seed").set_value(3).run()
+    assert_whatif_numbers(at, expected(0.7, 0.03, "independent", "harmonic", 40, seed=3,
+                                       max_depth=4, max_spine=10, top_k=5))
+
+
+def test_bad_rule_is_a_message_and_the_rest_works(at):
+    at.slider(key="top_k").set_value(3)
+    at.selectbox(key="rule").set_value("isotropic:5").run()
+    assert not at.exception
+    assert any("K=5 must be between 1 and top_k=3" in e for e in errors(at))
+    assert "exact E[tau]" not in metrics(at)
+    assert any("No valid tree to export" in w.value for w in at.warning)
+    assert len(at.get("vega_lite_chart")) >= 3  # curves, widths and the heatmap still drawn
+
+
+def test_uploaded_topology_and_exclusive_violation(at):
+    crowded = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("crowded.json", json.dumps(crowded.to_dict()).encode(),
+                                                       "application/json"))
+    at.slider(key="p_s").set_value(0.5)
+    at.slider(key="p_t").set_value(0.2).run()
+    assert not at.exception and not errors(at)
+    assert metrics(at)["exact E[tau]"] == f"{exact_yield(crowded, Acceptance.parse(0.5, 0.2)).expected_tau:.4f}"
+    at.slider(key="p_s").set_value(0.7).run()  # 0.7 + 0.2 + 0.2 > 1 at the root
+    assert not at.exception
+    assert any("exclusive model" in e and "summing to 1.1" in e for e in errors(at))
+    assert at.get("vega_lite_chart")  # the rest of the page still draws
+    at.radio(key="model").set_value("independent").run()  # no such condition there
+    assert not errors(at)
+
+
+def test_bad_topology_upload_is_a_message(at):
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("bad.json", b"{\"schema\": 1}", "application/json")).run()
+    assert not at.exception
+    assert any("bad.json" in e and "unknown schema" in e for e in errors(at))
+    assert "exact E[tau]" in metrics(at)  # falls back to the optimal tree
+
+
+@pytest.fixture(scope="module")
+def trace_bytes(tmp_path_factory) -> bytes:
+    tree = build_topology("optimal", Acceptance.parse(0.55, 0.07), budget=10).topology
+    path = tmp_path_factory.mktemp("app-traces") / "t.parquet"
+    write_synthetic(path, SyntheticSpec(0.55, 0.07, (tree,), prompts=10, cycles=50), seed=5)
+    return path.read_bytes()
+
+
+def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
+    at.radio(key="trace_source").set_value("upload parquet files").run()
+    at.file_uploader(key="trace_upload").set_value([("t.parquet", trace_bytes, "application/octet-stream")]).run()
+    assert not at.exception and not errors(at)
+    (tmp_path / "t.parquet").write_bytes(trace_bytes)
+    fit = fit_traces([tmp_path / "t.parquet"], n_boot=300, seed=0).overall
+    shown, shown_delta = metrics(at), deltas(at)
+    assert shown["fitted p_s"] == f"{fit.p_s.estimate:.4f}"
+    assert shown_delta["fitted p_s"] == f"95% CI {fit.p_s.ci95[0]:.4f} .. {fit.p_s.ci95[1]:.4f}"
+    assert shown["fitted p_t"] == f"{fit.p_t.estimate:.4f}"
+    assert any("bound holds" in s.value for s in at.success)
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("empty.parquet", b"", "empty.parquet: the file is empty"),
+    ("junk.parquet", b"PAR1 definitely not parquet", "junk.parquet: not a readable parquet file"),
+])
+def test_traces_bad_upload_is_a_message(at, name, data, message):
+    at.radio(key="trace_source").set_value("upload parquet files").run()
+    at.file_uploader(key="trace_upload").set_value([(name, data, "application/octet-stream")]).run()
+    assert not at.exception
+    assert any(message in e for e in errors(at))
+    assert "exact E[tau]" in metrics(at)  # the What-if tab is unaffected
+
+
+PROFILE = {"schema": "goose-latency/1", "device": "test", "model": "m", "dtype": "float32",
+           "sizes": [1, 8, 32, 128], "seconds": [0.020, 0.021, 0.026, 0.060], "draft_s": 0.0005}
+
+
+def _upload_profile(at: AppTest, data: bytes, name: str = "p.json") -> None:
+    at.selectbox(key="latency_choice").set_value("upload a profile").run()
+    at.file_uploader(key="latency_upload").set_value((name, data, "application/json")).run()
+
+
+def test_cost_tab_best_budget_is_the_librarys(at):
+    from app.compute_io import page_budgets
+    from goose_theory.latency import cost_aware, latency_from_dict
+
+    _upload_profile(at, json.dumps(PROFILE).encode())
+    assert not at.exception and not errors(at)
+    profile = latency_from_dict(PROFILE)
+    acc = Acceptance.parse(0.5, 0.05)
+    results = {rule: cost_aware(acc, profile, rule=rule, budgets=page_budgets(profile))
+               for rule in at.multiselect(key="cost_rules").value}
+    rule, best = max(results.items(), key=lambda kv: kv[1].best.predicted_tau / profile.cycle_seconds(kv[1].best.budget))
+    shown = metrics(at)
+    assert shown["best budget"] == str(best.best.budget)
+    assert deltas(at)["best budget"] == f"rule {rule}"
+    assert shown["predicted E[tau] there"] == f"{best.best.predicted_tau:.4f}"
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "p.json: the file is empty"),
+    (json.dumps({**PROFILE, "seconds": [0.1, 0.2]}).encode(), "sizes and seconds must be non-empty lists of the same length"),
+    (b"{\"sizes\": 3}", "unknown schema"),
+])
+def test_cost_tab_bad_profile_is_a_message(at, data, message):
+    _upload_profile(at, data)
+    assert not at.exception
+    assert any(message in e for e in errors(at))
+    assert "exact E[tau]" in metrics(at)

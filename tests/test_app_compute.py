@@ -1,0 +1,208 @@
+"""The explorer's cached computations agree with the library and fail with one readable line."""
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from app import compute, compute_io
+from goose_theory.acceptance import Acceptance
+from goose_theory.bound import paper_lower_bound
+from goose_theory.fit import fit_traces
+from goose_theory.latency import LatencyError, cost_aware, latency_from_dict
+from goose_theory.optimize import OptimizeError, build_topology
+from goose_theory.simulate import simulate
+from goose_theory.synthetic import SyntheticSpec, write_synthetic
+from goose_theory.topology import Topology, TopologyError, topology_from_dict
+from goose_theory.traceio import TraceFileError
+from goose_theory.yields import ExclusiveModelError, exact_yield
+
+CROWDED = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+@pytest.mark.parametrize("rule", ["optimal", "harmonic", "paper", "isotropic:3"])
+def test_whatif_numbers_are_the_librarys(model, rule):
+    acc = Acceptance.parse(0.55, 0.06, model)
+    r = compute.whatif(0.55, 0.06, model, rule, budget=30, cycles=50_000, seed=7)
+    topo = build_topology(rule, acc, budget=30).topology
+    assert topology_from_dict(r["topology"]) == topo
+    assert r["exact"] == exact_yield(topo, acc).expected_tau
+    assert r["lower_bound"] == paper_lower_bound(topo, acc).lower_bound
+    sim = simulate(topo, acc, cycles=50_000, seed=7)
+    assert r["mc_mean"] == sim.mean and r["mc_ci95"] == tuple(sim.ci95)
+    pmf = r["pmf"]
+    exact = pmf[pmf["kind"] == "exact"]["probability"].to_numpy()
+    assert exact.sum() == pytest.approx(1.0)
+    assert np.allclose(exact, exact_yield(topo, acc).pmf[1:len(exact) + 1])
+    simulated = pmf[pmf["kind"] == "simulated"]["probability"].to_numpy()
+    assert simulated.sum() == pytest.approx(1.0)
+    assert np.abs(simulated - exact).max() < 0.02  # 50k cycles: a few per mille of noise
+
+
+def test_whatif_uploaded_topology_and_exclusive_violation():
+    text = json.dumps(CROWDED.to_dict())
+    r = compute.whatif(0.5, 0.2, "exclusive", "optimal", budget=60, cycles=1000, topology_json=text)
+    assert r["exact"] == pytest.approx(1 + 0.5 + 0.2 + 0.2)
+    with pytest.raises(ExclusiveModelError, match="summing to 1.4"):
+        compute.whatif(0.6, 0.4, "exclusive", "optimal", budget=60, cycles=1000, topology_json=text)
+    # the independent model has no such condition
+    r = compute.whatif(0.6, 0.4, "independent", "optimal", budget=60, cycles=1000, topology_json=text)
+    assert r["exact"] == pytest.approx(1 + 0.6 + 0.4 * 0.4 + 0.4 * 0.4 * 0.6)
+
+
+def test_whatif_bad_rule_is_a_one_line_error():
+    with pytest.raises(OptimizeError, match="K=5 must be between 1 and top_k=3"):
+        compute.whatif(0.5, 0.05, "exclusive", "isotropic:5", budget=20, top_k=3)
+
+
+def test_spine_curves_match_the_optimizer():
+    acc = Acceptance.parse(0.6, 0.05)
+    df = compute.spine_curves(0.6, 0.05, "exclusive", budget=40, max_spine=12)
+    for rule in ("linear", "harmonic"):
+        curve = build_topology(rule, acc, budget=40, max_spine=12).details["curve"]
+        got = df[df["rule"] == rule][["m", "expected_tau"]].to_numpy()
+        assert np.allclose(got, np.asarray(curve, dtype=float))
+    opt = df[df["rule"] == "optimal (spine <= m)"].sort_values("m")["expected_tau"].to_numpy()
+    assert len(opt) == 13 and (np.diff(opt) >= -1e-12).all()  # a longer allowed spine never hurts
+    best = build_topology("optimal", acc, budget=40, max_spine=12).predicted_tau
+    assert opt[-1] == pytest.approx(best)
+    assert opt[-1] >= df[df["rule"] != "optimal (spine <= m)"]["expected_tau"].max() - 1e-12
+
+
+def test_width_profiles_are_first_level_widths():
+    acc = Acceptance.parse(0.5, 0.05, "independent")
+    df = compute.width_profiles(0.5, 0.05, "independent", budget=30)
+    for rule in compute.ALLOCATIONS:
+        widths = build_topology(rule, acc, budget=30).topology.first_level_widths
+        assert df[df["rule"] == rule]["width"].tolist() == widths.tolist()
+
+
+def test_gain_grid():
+    df = compute.gain_grid("exclusive", budget=20, p_s_values=(0.2, 0.6), p_t_values=(0.03, 0.06))
+    assert len(df) == 4
+    row = df[(df["p_s"] == 0.6) & (df["p_t"] == 0.03)].iloc[0]
+    acc = Acceptance.parse(0.6, 0.03)
+    iso = max(build_topology(f"isotropic:{k}", acc, budget=20).predicted_tau for k in range(1, 11))
+    opt = build_topology("optimal", acc, budget=20).predicted_tau
+    assert row["gain"] == pytest.approx(opt / iso - 1)
+    assert (df["gain"] > 0).all()  # anisotropic dominance: p_s > p_t everywhere here
+
+
+def test_topology_download_round_trip():
+    topo = build_topology("paper", Acceptance.parse(0.5, 0.05), budget=60).topology
+    text = compute.topology_download(topo.to_dict())
+    assert topology_from_dict(json.loads(text)) == topo
+    assert json.loads(text)["schema"] == "goose-topology/1"
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "empty"),
+    (b"{not json", "not a JSON file"),
+    (b'{"schema": "goose-topology/9", "nodes": []}', "unknown schema"),
+])
+def test_parse_topology_json_errors(data, message):
+    with pytest.raises(TopologyError, match=message):
+        compute.parse_topology_json(data)
+
+
+# ---- traces ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trace_file(tmp_path_factory):
+    tree = build_topology("optimal", Acceptance.parse(0.6, 0.08), budget=12).topology
+    specs = [SyntheticSpec(0.6, 0.08, (tree,), prompts=12, cycles=60, method="goose"),
+             SyntheticSpec(0.3, 0.05, (tree,), prompts=12, cycles=60, method="other")]
+    path = tmp_path_factory.mktemp("traces") / "synthetic.parquet"
+    write_synthetic(path, specs, seed=3)
+    return path
+
+
+def test_fit_uploaded_equals_fit_traces(trace_file):
+    out = compute_io.fit_uploaded((("mine.parquet", trace_file.read_bytes()),), ("method",), n_boot=100, seed=1)
+    ref = fit_traces([trace_file], group_by=("method",), n_boot=100, seed=1)
+    summary = out["summary"].set_index("group")
+    for g in (ref.overall, *ref.groups):
+        assert summary.loc[g.label, "p_s"] == g.p_s.estimate
+        assert (summary.loc[g.label, "p_s_lo"], summary.loc[g.label, "p_s_hi"]) == g.p_s.ci95
+        assert summary.loc[g.label, "p_t"] == g.p_t.estimate
+    assert summary.loc["goose", "p_s"] == pytest.approx(0.6, abs=0.05)
+    assert out["files"] == ["mine.parquet"]
+    assert set(out["spine_curve"]["group"]) == {"all", "goose", "other"}
+    assert not out["bound"]["violated"].any()
+    gof = out["gof"].set_index("group")
+    assert abs(gof.loc["all", "relative_error"]) < 0.05
+
+
+def test_fit_shipped_matches_upload(trace_file):
+    a = compute_io.fit_shipped((str(trace_file),), (0.0,), (), n_boot=50, seed=2)
+    b = compute_io.fit_uploaded((("x.parquet", trace_file.read_bytes()),), (), n_boot=50, seed=2)
+    pd.testing.assert_frame_equal(a["summary"], b["summary"])
+
+
+def _bytes_of(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("empty.parquet", b"", "empty.parquet: the file is empty"),
+    ("notes.parquet", b"hello, not parquet", "notes.parquet: not a readable parquet file"),
+    ("plain.parquet", _bytes_of(pa.table({"a": [1, 2]})), "plain.parquet: no goose_trace_version"),
+])
+def test_fit_uploaded_bad_files(name, data, message):
+    with pytest.raises(TraceFileError, match=message) as info:
+        compute_io.fit_uploaded(((name, data),), ())
+    assert "goose-app-" not in str(info.value)  # the temporary path never leaks into the message
+
+
+def test_fit_shipped_needs_files():
+    with pytest.raises(TraceFileError, match="no trace files chosen"):
+        compute_io.fit_shipped((), (), ())
+
+
+# ---- cost -----------------------------------------------------------------------------------
+
+PROFILE = {"schema": "goose-latency/1", "device": "test", "model": "m", "dtype": "float32",
+           "sizes": [1, 8, 32, 128], "seconds": [0.020, 0.021, 0.026, 0.060], "draft_s": 0.0005,
+           "draft_s_per_node": 0.00001}
+
+
+def test_page_budgets():
+    small = latency_from_dict({**PROFILE, "sizes": [1, 21], "seconds": [0.02, 0.03]})
+    assert compute_io.page_budgets(small) == tuple(range(0, 21))
+    big = latency_from_dict(PROFILE)
+    grid = compute_io.page_budgets(big)
+    assert grid[0] == 0 and grid[-1] == 127 and len(grid) <= compute_io.MAX_BUDGETS
+    assert list(grid) == sorted(set(grid))
+
+
+def test_cost_table_is_cost_aware():
+    text = compute_io.parse_latency(json.dumps(PROFILE).encode(), "p.json")
+    out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal", "paper"))
+    profile = latency_from_dict(PROFILE)
+    for rule in ("optimal", "paper"):
+        ref = cost_aware(Acceptance.parse(0.6, 0.05), profile, rule=rule, budgets=compute_io.page_budgets(profile))
+        mine = out["table"][out["table"]["rule"] == rule]
+        assert mine["tokens_per_s"].tolist() == [r["tokens_per_s"] for r in ref.table]
+        best = out["best"].set_index("rule").loc[rule]
+        assert best["budget"] == ref.best.budget and best["predicted_tau"] == ref.best.predicted_tau
+    assert set(out["table"].columns) >= {"budget", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar", "rule"}
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "p.json: the file is empty"),
+    (b"\xff\xfe", "p.json: not a JSON file"),
+    (b"[1, 2]", "p.json: a latency profile must be a JSON object"),
+    (json.dumps({**PROFILE, "seconds": [0.1]}).encode(), "p.json: sizes and seconds must be"),
+    (json.dumps({**PROFILE, "schema": "other"}).encode(), "p.json: unknown schema"),
+])
+def test_parse_latency_errors(data, message):
+    with pytest.raises(LatencyError, match=message):
+        compute_io.parse_latency(data, "p.json")
