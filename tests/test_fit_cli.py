@@ -117,3 +117,15 @@ def test_bad_options_exit_2(good, capsys, args, needle):
 def test_glob_matching_nothing_exits_2(tmp_path, capsys):
     assert main([str(tmp_path / "nothing*.parquet")]) == 2
     assert "no files match" in capsys.readouterr().err
+
+
+def test_latency_file_makes_the_budget_cost_aware(good, tmp_path, capsys):
+    from goose_theory.latency import LatencyProfile, save_latency
+    prof = tmp_path / "lat.json"
+    save_latency(LatencyProfile(sizes=(1, 8), seconds=(0.02, 0.03)), prof)
+    assert main([str(good), "--latency", str(prof), "--json", "--bootstrap", "50"]) == 0
+    rec = json.loads(capsys.readouterr().out)["recommended"]
+    assert rec["budget_source"] == "cost-aware" and 0 <= rec["budget"] <= 7 and len(rec["cost_table"]) == 8
+    (tmp_path / "bad.json").write_text("{not json")
+    assert main([str(good), "--latency", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o")]) == 2
+    assert "bad.json" in capsys.readouterr().err and not (tmp_path / "o").exists()

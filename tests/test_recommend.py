@@ -1,12 +1,10 @@
 """Recommendation: the optimal tree beats every reference rule at the same budget; cost-aware wiring."""
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 
 from goose_theory.acceptance import Acceptance
+from goose_theory.latency import LatencyProfile, cost_aware
 from goose_theory.optimize import build_topology
 from goose_theory.recommend import COMPARE, recommend
 
@@ -31,20 +29,12 @@ def test_recommendation_matches_the_optimizer_directly():
     assert rec.to_dict()["budget_source"] == "recorded" and rec.to_dict()["rule"] == "optimal"
 
 
-def test_latency_profile_chooses_the_budget(monkeypatch):
-    """The cost-aware path asks goose_theory.latency.cost_aware for the budget, then compares
-    every rule at that budget (a stand-in latency module records the call)."""
-    calls = {}
-
-    def cost_aware(acceptance, latency, *, rule="optimal", budgets=None, **limits):
-        calls.update(rule=rule, latency=latency, limits=limits)
-        best = build_topology("optimal", acceptance, budget=7)
-        return types.SimpleNamespace(best=best, table=[{"budget": 7, "tau_per_s": 1.0}])
-
-    fake = types.ModuleType("goose_theory.latency")
-    fake.cost_aware = cost_aware
-    monkeypatch.setitem(sys.modules, "goose_theory.latency", fake)
-    rec = recommend(Acceptance.parse(0.5, 0.05), budget=60, latency="profile")
-    assert calls["rule"] == "optimal" and calls["latency"] == "profile"
-    assert rec.budget == 7 and rec.budget_source == "cost-aware" and rec.cost_table[0]["budget"] == 7
-    assert all(r["budget"] <= 7 for r in rec.rows)
+def test_latency_profile_chooses_the_budget():
+    """With a latency profile the budget is the cost-aware one, and every rule is compared there."""
+    steep = LatencyProfile(sizes=(1, 41), seconds=(0.02, 0.06))  # +5% per node: small trees win
+    acc = Acceptance.parse(0.5, 0.05)
+    rec = recommend(acc, budget=60, latency=steep)
+    chosen = cost_aware(acc, steep)
+    assert rec.budget_source == "cost-aware" and rec.budget == chosen.best.budget < 40
+    assert rec.best.predicted_tau == pytest.approx(chosen.best.predicted_tau)
+    assert len(rec.cost_table) == 41 and all(r["budget"] <= rec.budget for r in rec.rows)
