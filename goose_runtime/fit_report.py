@@ -73,8 +73,10 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
         where = f" -> {files[g.label]}" if files and g.label in files else ""
         lines.append(f"recommended for {g.label}: {rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
                      f"predicted tau {rec.best.predicted_tau:.3f}{where}")
-    lines += ["", format_table(analysis.overall.recommendation.rows, ["rule", "budget", "predicted_tau",
-                                                                      "spine_length", "gain_vs_paper"])]
+    rec = analysis.overall.recommendation
+    if rec is not None:
+        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",
+                  format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
     return "\n".join(lines)
 
 
