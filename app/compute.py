@@ -2,7 +2,7 @@
 
 No Streamlit here: the page wraps these with ``st.cache_data``, so every function depends only
 on its arguments (hashable scalars, tuples, bytes). Bad input raises the library's own one-line
-errors (:data:`BAD_INPUT`); the page shows them with ``st.error``.
+errors (subclasses of :class:`goose_theory.errors.InputError`); the page shows them with ``st.error``.
 
 Example:
     >>> r = whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=20_000)
@@ -17,15 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from goose_theory.acceptance import Acceptance, AcceptanceError
+from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
-from goose_theory.optimize import OptimizeError, build_topology
+from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
 from goose_theory.topology import SOURCE_NAMES, Topology, TopologyError, topology_from_dict
-from goose_theory.traceio import TraceFileError
 from goose_theory.yields import exact_yield
 
-BAD_INPUT: tuple[type[BaseException], ...] = (AcceptanceError, OptimizeError, TopologyError, TraceFileError)
 MC_CYCLES = 200_000  # ~5 ms for a B=60 tree once numba is warm: fits the 300 ms answer budget
 ALLOCATIONS = ("optimal", "linear", "harmonic")
 

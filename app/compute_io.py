@@ -27,8 +27,7 @@ from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, s
 from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
 from goose_theory.traceio import TraceFileError
 
-BAD_INPUT: tuple[type[BaseException], ...] = (TraceFileError, LatencyError)
-MAX_BUDGETS = 24  # budgets per rule on the Cost tab: a whole table stays well under 300 ms
+MAX_BUDGETS = 20  # budgets per rule on the Cost tab: a whole table stays well under 300 ms
 N_BOOT = 300  # bootstrap draws: enough for stable 95% percentiles, cheap enough for the page
 
 

@@ -9,24 +9,24 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app import compute, compute_io
+from app import compute, compute_io, views
 from goose_theory.cli_util import one_line
+from goose_theory.errors import InputError
 
 _cache = st.cache_data(max_entries=256, show_spinner=False)
-whatif = _cache(compute.whatif)
-spine_curves = _cache(compute.spine_curves)
-width_profiles = _cache(compute.width_profiles)
-tree_layout = _cache(compute.tree_layout)
-gain_grid = _cache(compute.gain_grid)
+whatif_view = _cache(views.whatif_view)
+curves_view = _cache(views.curves_view)
+heatmap_view = _cache(views.heatmap_view)
+cost_view = _cache(views.cost_view)
+fit_shipped_view = _cache(views.fit_shipped_view)
+fit_uploaded_view = _cache(views.fit_uploaded_view)
 topology_download = _cache(compute.topology_download)
 parse_topology_json = _cache(compute.parse_topology_json)
-fit_shipped = _cache(compute_io.fit_shipped)
-fit_uploaded = _cache(compute_io.fit_uploaded)
 parse_latency = _cache(compute_io.parse_latency)
-cost_table = _cache(compute_io.cost_table)
 
-# Errors that mean "the input is bad", shown as one readable line; anything else is a bug.
-INPUT_ERRORS: tuple[type[BaseException], ...] = compute.BAD_INPUT + compute_io.BAD_INPUT
+# Errors that mean "the input is bad" (the library's one base class for them), shown as one
+# readable line; anything else is a bug and Streamlit shows it as such.
+INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError,)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ class Params:
     def shape(self) -> dict[str, int]:
         return {"budget": self.budget, "max_depth": self.max_depth, "max_spine": self.max_spine,
                 "top_k": self.top_k}
+
+
+def chart(spec: dict) -> None:
+    """Draw a cached vega-lite spec across the column."""
+    st.vega_lite_chart(spec, width="stretch")
 
 
 def show_error(where: str, exc: BaseException) -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import charts, compute_io
+from app import compute_io
 from app.sections import common
-from app.sections.common import INPUT_ERRORS, Params, show_error
+from app.sections.common import INPUT_ERRORS, Params, chart, show_error
 
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "latency"
 COST_RULES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
@@ -44,15 +44,15 @@ def render(p: Params) -> None:
     """Draw the Cost tab for the sidebar's acceptance parameters."""
     st.subheader("Predicted speed from a latency profile")
     profile = _profile()
-    rules = tuple(st.multiselect("rules", COST_RULES, default=["optimal", "paper", "linear", "isotropic:3"],
+    rules = tuple(st.multiselect("rules", COST_RULES, default=["optimal", "paper", "isotropic:3"],
                                  key="cost_rules"))
     if profile is None or not rules:
         return
     facts = compute_io.profile_summary(profile)
     st.caption("Profile: " + ", ".join(f"{k} = {v}" for k, v in facts.items() if k != "schema" and v != ""))
     try:
-        out = common.cost_table(p.p_s, p.p_t, p.model, profile, rules, max_depth=p.max_depth,
-                                max_spine=p.max_spine, top_k=p.top_k)
+        out = common.cost_view(p.p_s, p.p_t, p.model, profile, rules, max_depth=p.max_depth,
+                               max_spine=p.max_spine, top_k=p.top_k)
     except INPUT_ERRORS as exc:
         show_error("cost model", exc)
         return
@@ -62,7 +62,7 @@ def render(p: Params) -> None:
     c1.metric("best budget", f"{int(top['budget'])}", delta=f"rule {top['rule']}", delta_color="off", delta_arrow="off")
     c2.metric("predicted speedup vs AR", f"{top['speedup_vs_ar']:.3f}x")
     c3.metric("predicted E[tau] there", f"{top['predicted_tau']:.4f}")
-    st.altair_chart(charts.speedup_chart(out["table"]), width="stretch")
+    chart(out["spec"])
     budgets = out["budgets"]
     st.caption(f"{len(budgets)} budgets evaluated, {budgets[0]} .. {budgets[-1]} (the profile's measured range).")
     st.markdown("**Best budget per rule**")

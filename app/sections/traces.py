@@ -11,7 +11,6 @@ import streamlit as st
 
 from app.sections import common
 from app.sections.common import INPUT_ERRORS, show_error
-from goose_runtime import charts as fit_charts
 
 TRACES_DIR = Path(__file__).resolve().parents[2] / "traces"
 GROUP_COLUMNS = ("model", "benchmark", "method")
@@ -55,14 +54,14 @@ def _show(fit: dict[str, Any]) -> None:
     st.caption("Intervals: cluster bootstrap over prompts (naive binomial intervals in the table, for contrast).")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
     left, right = st.columns(2)
-    left.altair_chart(fit_charts.p_s_by_depth_chart(fit["spine_curve"]), width="stretch")
-    right.altair_chart(fit_charts.p_t_by_rank_chart(fit["rank_curve"]), width="stretch")
+    left.vega_lite_chart(fit["spine_spec"], width="stretch")
+    right.vega_lite_chart(fit["rank_spec"], width="stretch")
     left, right = st.columns(2)
-    if not fit["calibration"].empty:
-        left.altair_chart(fit_charts.predicted_vs_observed_chart(fit["calibration"]), width="stretch")
+    if fit["calibration_spec"] is not None:
+        left.vega_lite_chart(fit["calibration_spec"], width="stretch")
     left.dataframe(fit["gof"], hide_index=True, key="trace_gof_table")
     bound: pd.DataFrame = fit["bound"]
-    right.altair_chart(fit_charts.bound_check_chart(bound), width="stretch")
+    right.vega_lite_chart(fit["bound_spec"], width="stretch")
     right.dataframe(bound, hide_index=True, key="trace_bound_table")
     violated = bound[bound["violated"]]
     if violated.empty:
@@ -81,9 +80,9 @@ def render() -> None:
     try:
         if kind == "shipped":
             mtimes = tuple(os.path.getmtime(p) for p in value)
-            fit = common.fit_shipped(value, mtimes, group_by)
+            fit = common.fit_shipped_view(value, mtimes, group_by)
         else:
-            fit = common.fit_uploaded(value, group_by)
+            fit = common.fit_uploaded_view(value, group_by)
     except INPUT_ERRORS as exc:
         show_error("cannot fit these traces", exc)
         return

@@ -6,9 +6,8 @@ from typing import Any
 
 import streamlit as st
 
-from app import charts
 from app.sections import common
-from app.sections.common import INPUT_ERRORS, Params, show_error
+from app.sections.common import INPUT_ERRORS, Params, chart, show_error
 
 HEATMAP_BUDGETS = (20, 40, 60, 100)
 
@@ -34,19 +33,16 @@ def _metrics(r: dict[str, Any]) -> None:
 
 
 def _curves(p: Params) -> None:
+    try:
+        view = common.curves_view(p.p_s, p.p_t, p.model, **p.shape)
+    except INPUT_ERRORS as exc:
+        show_error("E[tau] against spine length and branch widths", exc)
+        return
     left, right = st.columns(2)
     with left:
-        try:
-            df = common.spine_curves(p.p_s, p.p_t, p.model, **p.shape)
-            st.altair_chart(charts.spine_curve_chart(df), width="stretch")
-        except INPUT_ERRORS as exc:
-            show_error("E[tau] against spine length", exc)
+        chart(view["curve_spec"])
     with right:
-        try:
-            df = common.width_profiles(p.p_s, p.p_t, p.model, **p.shape)
-            st.altair_chart(charts.widths_chart(df), width="stretch")
-        except INPUT_ERRORS as exc:
-            show_error("branch widths", exc)
+        chart(view["widths_spec"])
 
 
 def _heatmap(p: Params) -> None:
@@ -54,12 +50,12 @@ def _heatmap(p: Params) -> None:
     budget = st.select_slider("heatmap budget B", HEATMAP_BUDGETS, value=60, key="heatmap_budget",
                               help="its own budget, so moving the sidebar's does not recompute the grid")
     try:
-        df = common.gain_grid(p.model, budget=budget, max_depth=p.max_depth, max_spine=p.max_spine,
-                              top_k=p.top_k)
+        view = common.heatmap_view(p.model, budget=budget, max_depth=p.max_depth, max_spine=p.max_spine,
+                                   top_k=p.top_k)
     except INPUT_ERRORS as exc:
         show_error("gain heatmap", exc)
         return
-    st.altair_chart(charts.gain_heatmap_chart(df), width="stretch")
+    chart(view["spec"])
     st.caption(f"gain = optimal E[tau] / best isotropic:K E[tau] (K = 1..{p.top_k}) - 1, {p.model} model, "
                f"B = {budget}; outlined cells: the paper's measured +12% .. +33% over Iso(3)/Iso(5).")
 
@@ -68,21 +64,17 @@ def render(p: Params) -> dict[str, Any] | None:
     """Draw the What-if tab; returns the what-if result (for Export) or None on bad input."""
     result = None
     try:
-        result = common.whatif(p.p_s, p.p_t, p.model, p.rule if p.topology_json is None else "optimal",
-                               budget=p.budget, max_depth=p.max_depth, max_spine=p.max_spine, top_k=p.top_k,
-                               seed=p.seed, topology_json=p.topology_json)
+        result = common.whatif_view(p.p_s, p.p_t, p.model, p.rule if p.topology_json is None else "optimal",
+                                    seed=p.seed, topology_json=p.topology_json, **p.shape)
     except INPUT_ERRORS as exc:
         show_error("this tree cannot be evaluated", exc)
     if result is not None:
         _metrics(result)
         left, right = st.columns([3, 2])
         with left:
-            nodes, edges = common.tree_layout(result["topology"], tuple(result["reach"]))
-            leaves = int(nodes["y"].nunique())
-            st.altair_chart(charts.tree_chart(nodes, edges, height=min(max(260, 9 * leaves), 640)),
-                            width="stretch")
+            chart(result["tree_spec"])
         with right:
-            st.altair_chart(charts.pmf_chart(result["pmf"]), width="stretch")
+            chart(result["pmf_spec"])
     _curves(p)
     _heatmap(p)
     return result
