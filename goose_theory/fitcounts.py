@@ -17,8 +17,12 @@ rows (root included: the bonus token). Rows must come grouped by cycle, root fir
 index order (as the runtime writes them); anything else is a :class:`TraceFileError`.
 
 Example:
-    >>> counts = count_tables([table], group_by=("method",))          # doctest: +SKIP
-    >>> counts.spine_reached.sum(), counts.shape_table.n.sum()        # doctest: +SKIP
+    >>> from goose_theory.topology import Topology
+    >>> from goose_theory.synthetic import SyntheticSpec, synthetic_table
+    >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    >>> counts = count_tables([synthetic_table(SyntheticSpec(0.6, 0.2, (t,), prompts=3, cycles=5), seed=0)])
+    >>> int(counts.spine_reached.sum()), int(counts.shape_table["n"].sum()), len(counts.shapes)
+    (15, 15, 1)
 """
 from __future__ import annotations
 
@@ -32,15 +36,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
 from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
 from .traceio import TraceFileError, open_trace
 
-CAP = 64  # depth / rank bins; deeper or higher values share the last bin
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 @dataclass(frozen=True)
@@ -76,49 +79,6 @@ class FitCounts:
 
     def group_label(self, g: int) -> str:
         return "-".join(self.groups[g]) if self.groups[g] else "all"
-
-
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-class _Codes:
-    """Global integer codes for the values of one string column across batches and files."""
-
-    def __init__(self) -> None:
-        self.index: dict[str, int] = {}
-        self.values: list[str] = []
-
-    def encode(self, column: pa.Array, name: str, file: str) -> np.ndarray:
-        if column.null_count:
-            raise TraceFileError(f"{file}: column {name} has null values")
-        if not pa.types.is_dictionary(column.type):
-            column = column.dictionary_encode()
-        lookup = np.array([self._code(v) for v in column.dictionary.to_pylist()] or [0], dtype=np.int64)
-        return lookup[column.indices.to_numpy(zero_copy_only=False)]
-
-    def _code(self, value: str) -> int:
-        if value not in self.index:
-            self.index[value] = len(self.values)
-            self.values.append(value)
-        return self.index[value]
-
-
-class _Grid:
-    """A (clusters x CAP) int64 table that grows with the number of clusters."""
-
-    def __init__(self) -> None:
-        self.data = np.zeros((64, CAP), dtype=np.int64)
-
-    def add(self, n_clusters: int, keys: np.ndarray) -> None:
-        if n_clusters > self.data.shape[0]:
-            grown = np.zeros((max(n_clusters, 2 * self.data.shape[0]), CAP), dtype=np.int64)
-            grown[: self.data.shape[0]] = self.data
-            self.data = grown
-        flat = np.bincount(keys, minlength=n_clusters * CAP)
-        self.data[:n_clusters] += flat.reshape(n_clusters, CAP)
 
 
 class _Accumulator:
@@ -199,10 +159,14 @@ class _Accumulator:
 
     def _cluster_ids(self, a: dict[str, np.ndarray], roots: np.ndarray) -> np.ndarray:
         cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
-        keys = np.stack([a[c][roots] for c in cols], axis=1) if roots.size else np.zeros((0, len(cols)), np.int64)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-        ids = np.array([self.clusters.setdefault(tuple(k), len(self.clusters)) for k in uniq.tolist()], dtype=np.int64)
-        return ids[inverse.reshape(-1)] if roots.size else np.zeros(0, np.int64)
+        keys = np.stack([a[c][roots] for c in cols], axis=1) if roots.size else None
+        if not roots.size:
+            return np.zeros(0, np.int64)
+        uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        ids = np.empty(uniq.shape[0], dtype=np.int64)
+        for j in np.argsort(first).tolist():  # order of first appearance: batch-independent ids
+            ids[j] = self.clusters.setdefault(tuple(uniq[j].tolist()), len(self.clusters))
+        return ids[inverse.reshape(-1)]
 
     def _add_shapes(self, node, parent, source, rank, roots, lens, cyc_cluster, tau) -> None:
         if not roots.size:
@@ -212,7 +176,8 @@ class _Accumulator:
         cyc_hash = np.add.reduceat(_splitmix(h), roots) ^ _splitmix(lens.astype(np.uint64))
         uniq, first, inverse = np.unique(cyc_hash, return_index=True, return_inverse=True)
         ids = np.empty(uniq.shape[0], dtype=np.int64)
-        for j, (hv, f) in enumerate(zip(uniq.tolist(), first.tolist())):
+        for j in np.argsort(first).tolist():  # register in order of first appearance: batch-independent ids
+            hv, f = int(uniq[j]), int(first[j])
             if hv not in self.shape_ids:
                 s, e = roots[f], roots[f] + lens[f]
                 self.shape_ids[hv] = len(self.shapes)

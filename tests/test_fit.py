@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from goose_theory.fit import Z95, fit_counts, fit_traces, wilson
 from goose_theory.fitcounts import count_files, count_tables
@@ -118,3 +119,20 @@ def test_rows_out_of_order_are_rejected():
     shuffled = table.take(np.r_[1, 0, 2:table.num_rows])
     with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
         count_tables([shuffled])
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stream") / "t.parquet"
+    write_synthetic(path, SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=4, cycles=15, prompt_sd=0.5), seed=12)
+    return path, count_files([path])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch_rows=st.integers(min_value=1, max_value=400))
+def test_any_batch_size_gives_the_same_counts(small_trace, batch_rows):
+    path, ref = small_trace
+    got = count_files([path], batch_rows=batch_rows)
+    for name in ("spine_reached", "spine_matched", "rank_reached", "rank_matched", "depth_reached", "depth_matched"):
+        assert np.array_equal(getattr(ref, name), getattr(got, name)), name
+    assert ref.shape_table.equals(got.shape_table)
