@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from goose_theory.errors import InputError
+
 BENCHMARKS = ("humaneval", "mtbench", "stdlib")
 RAW_BENCHMARKS = frozenset({"stdlib"})
 MTBENCH_FILE = Path(__file__).parent / "data" / "mt_bench" / "question.jsonl"
@@ -46,7 +48,7 @@ STDLIB_MIN_REST = 8
 HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the whole function in one Python code block."
 
 
-class PromptError(ValueError):
+class PromptError(InputError):
     """A prompt set that cannot be loaded; the message names the file (and line) and the problem."""
 
 

@@ -1,0 +1,243 @@
+"""``goose decode``, ``goose profile-latency`` and ``goose record-traces``.
+
+torch and transformers are imported inside the handlers only, so ``goose yield`` stays fast.
+Bad input (unknown method or prompt set, a topology that does not validate, an empty or over-long
+prompt, a missing model path, ``--limit < 1``) ends with one line on stderr and exit code 2.
+
+Example:
+    goose decode --method goose --compare ar,pld,tr --bench humaneval --limit 5 --max-new-tokens 128
+    goose decode --method goose --prompt "def fib(n):" --json
+    goose profile-latency --sizes 1,2,4,8,16,32,64 --out latency.json
+    goose record-traces --out-dir traces
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from goose_theory.cli_util import UsageError, format_table, print_json
+
+DEFAULT_COMPARE = "ar"
+RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
+RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose")
+
+
+def register(subparsers) -> None:
+    decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
+    decode.add_argument("--method", default="goose", help="ar, pld, tr, iso:K, mixed-iso:K, goose, topology:FILE")
+    decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts")
+    source = decode.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bench", help="humaneval, mtbench, stdlib or a .jsonl file")
+    source.add_argument("--prompt", help="one prompt text")
+    decode.add_argument("--limit", type=int, help="first N prompts of --bench")
+    decode.add_argument("--budget", type=int, help="tree node budget of the tree methods")
+    decode.add_argument("--topology", help="topology JSON (goose optimize) for --method topology")
+    decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
+    _decode_options(decode)
+    decode.add_argument("--json", action="store_true", help="print one JSON object")
+    decode.set_defaults(handler=decode_handler)
+
+    prof = subparsers.add_parser("profile-latency", help="verification latency against tree size on this device")
+    prof.add_argument("--sizes", default="1,2,4,8,16,32,64,128", help="comma-separated forward sizes (tokens)")
+    prof.add_argument("--repeats", type=int, default=5)
+    prof.add_argument("--out", required=True, help="latency JSON to write (goose-latency/1)")
+    _model_options(prof)
+    prof.add_argument("--json", action="store_true")
+    prof.set_defaults(handler=profile_handler)
+
+    rec = subparsers.add_parser("record-traces", help="record the committed traces in traces/ (default model, fp32)")
+    rec.add_argument("--out-dir", default="traces")
+    rec.add_argument("--limit", type=int, default=8, help="prompts per set")
+    rec.add_argument("--max-new-tokens", type=int, default=128)
+    rec.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    rec.set_defaults(handler=record_handler)
+
+
+def _model_options(parser) -> None:
+    parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 is steadier "
+                        "on a machine shared with other jobs")
+
+
+def _decode_options(parser) -> None:
+    _model_options(parser)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    adj = parser.add_mutually_exclusive_group()
+    adj.add_argument("--reset-adjacency", dest="reset_adjacency", action="store_true", default=True,
+                     help="clear the adjacency table before each prompt (default)")
+    adj.add_argument("--keep-adjacency", dest="reset_adjacency", action="store_false",
+                     help="carry the adjacency table across prompts (as Token Recycling does)")
+
+
+@contextlib.contextmanager
+def bad_input(*extra: type[Exception]):
+    """Turn the runtime's validation errors (and ``extra``) into UsageError (one line, exit code 2)."""
+    from .methods import MethodError
+    from .model import ModelLoadError
+    from .prompts import PromptError
+    from .runner import PromptLengthError
+
+    try:
+        yield
+    except (MethodError, ModelLoadError, PromptError, PromptLengthError, *extra) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_quietly(args):
+    """Load ``--model`` without transformers' weight-loading bar (stderr stays one line on errors)."""
+    from transformers.utils import logging as hf_logging
+
+    from . import model as model_mod
+
+    hf_logging.disable_progress_bar()
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return model_mod.load_model(args.model, device=args.device, dtype=args.dtype)
+
+
+def _method_list(args) -> list[str]:
+    names = [args.method] + [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    if "ar" not in names:
+        names.append("ar")  # the speedup is always against ar measured in the same run
+    return list(dict.fromkeys(names))
+
+
+def _check_numbers(args) -> None:
+    for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+
+
+def decode_handler(args: argparse.Namespace) -> int:
+    _check_numbers(args)
+    if args.prompt is not None and args.limit is not None:
+        raise UsageError("--limit applies to --bench only")
+    from .decoder import DecodeConfig
+    from .methods import parse_method
+    from .prompts import Prompt, load_prompts
+    from .runner import run_methods, summarize
+
+    with bad_input():
+        specs = [parse_method(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
+        if args.prompt is not None:
+            if not args.prompt.strip():
+                raise UsageError("--prompt is empty")
+            prompts = [Prompt(id="prompt", text=args.prompt, benchmark="prompt")]
+        else:
+            prompts = load_prompts(args.bench, limit=args.limit)
+        bundle = load_quietly(args)
+        config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
+                              record=True)
+        with _progress(len(prompts) * len(specs)) as bar:
+            results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
+    summaries = summarize(results)
+    trace_rows = _maybe_trace(args, bundle, specs, results, config) if args.trace_out else None
+    primary = next(iter(results))
+    if args.json:
+        print_json(_json_report(args, bundle, results, summaries, primary, trace_rows))
+    else:
+        print(format_table(_table(summaries)))
+        if args.prompt is not None:
+            print(f"\n[{primary}] {results[primary][0].text}")
+        if trace_rows is not None:
+            print(f"trace: {args.trace_out} ({trace_rows} rows)")
+    return 0
+
+
+@contextlib.contextmanager
+def _progress(total: int):
+    from tqdm import tqdm
+
+    # disable=None: a bar on an interactive stderr only, so pipes and tests stay clean
+    with tqdm(total=total, unit="decode", file=sys.stderr, disable=None, leave=False) as bar:
+        yield bar
+
+
+def _table(summaries) -> list[dict]:
+    return [{"method": s.method, "prompts": s.prompts, "tokens": s.new_tokens, "tau": s.tau,
+             "tokens/s": s.tokens_per_s, "speedup": s.speedup_vs_ar, "nodes": s.mean_nodes,
+             "draft ms": s.draft_ms, "verify ms": s.verify_ms, "= ar": "yes" if s.matches_ar else "NO"}
+            for s in summaries.values()]
+
+
+def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
+    head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
+            "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency}
+    if args.prompt is not None:
+        methods = {}
+        for label, (res,) in results.items():
+            s = summaries[label]
+            methods[label] = {"text": res.text, "token_ids": res.token_ids, "tau": res.mean_tau,
+                              "tokens_per_s": res.tokens_per_s, "speedup_vs_ar": s.speedup_vs_ar,
+                              "matches_ar": s.matches_ar, "cycles": len(res.cycles)}
+        top = methods[primary]
+        report = {"prompt": args.prompt, **head, "text": top["text"], "token_ids": top["token_ids"],
+                  "tau": top["tau"], "tokens_per_s": top["tokens_per_s"], "methods": methods}
+    else:
+        s = summaries[primary]
+        report = {"benchmark": args.bench, "prompts": s.prompts, **head, "tau": s.tau,
+                  "tokens_per_s": s.tokens_per_s, "speedup_vs_ar": s.speedup_vs_ar,
+                  "all_match_ar": all(x.matches_ar for x in summaries.values()),
+                  "methods": {k: v.to_dict() for k, v in summaries.items()}}
+    if trace_rows is not None:
+        report.update(trace=args.trace_out, trace_rows=trace_rows)
+    return report
+
+
+def _maybe_trace(args, bundle, specs, results, config) -> int:
+    import torch
+
+    from .runner import new_run_id, run_config
+    from .tracing import write_run_trace
+
+    flat = [r for runs in results.values() for r in runs]
+    bench = args.bench if args.bench is not None else "prompt"
+    return write_run_trace(args.trace_out, flat, run_id=new_run_id("decode"), model=bundle.name,
+                           device=str(bundle.device), dtype=args.dtype,
+                           config=run_config(specs, config, benchmark=bench, prompt_ids=[r.prompt_id for r in flat],
+                                              threads=torch.get_num_threads()))
+
+
+def profile_handler(args: argparse.Namespace) -> int:
+    _check_numbers(args)
+    try:
+        sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    except ValueError:
+        raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
+    if not sizes or sizes[0] < 1:
+        raise UsageError(f"--sizes must be positive integers, got {args.sizes!r}")
+    from goose_theory.latency import LatencyError, save_latency
+    from .profile import profile_latency
+
+    with bad_input(LatencyError):
+        bundle = load_quietly(args)
+        profile = profile_latency(bundle, sizes=sizes, repeats=args.repeats)
+        save_latency(profile, args.out)
+    rows = [{"size": n, "ms": 1e3 * s, "x decode step": s / profile.seconds[0]}
+            for n, s in zip(profile.sizes, profile.seconds)]
+    if args.json:
+        print_json({"out": args.out, "device": profile.device, "model": profile.model, "dtype": profile.dtype,
+                    "sizes": list(profile.sizes), "seconds": list(profile.seconds),
+                    "draft_s": profile.draft_s, "draft_s_per_node": profile.draft_s_per_node})
+    else:
+        print(format_table(rows))
+        print(f"draft overhead: {1e3 * profile.draft_s:.3f} ms/cycle + {1e6 * profile.draft_s_per_node:.2f} us/node")
+        print(f"wrote {args.out}")
+    return 0
+
+
+def record_handler(args: argparse.Namespace) -> int:
+    _check_numbers(args)
+    from .runner import record_traces
+
+    with bad_input():
+        files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                              benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads)
+    print(format_table(files))
+    return 0

@@ -1,0 +1,130 @@
+"""Measuring what a speculation tree costs on this device: the library behind ``goose profile-latency``.
+
+- :func:`verify_latency`: seconds of one verification forward of ``n`` tree tokens after a realistic
+  prefix in the KV cache (median of ``repeats``, after a warm-up; synchronised on CUDA). The cache is
+  cropped back to the prefix after every call, as the decoder does after a cycle.
+- :func:`draft_overhead`: per-cycle seconds outside the forward pass (matching, tree building, mask,
+  walk, cache compaction, harvesting), from a short real ``goose`` run: a least-squares line
+  ``draft_s = a + b * nodes`` over its cycles.
+- :func:`profile_latency`: both, as a :class:`goose_theory.latency.LatencyProfile` (the JSON
+  ``goose optimize --latency`` reads).
+
+Example:
+    >>> from goose_runtime.model import tiny_random_bundle
+    >>> seconds = verify_latency(tiny_random_bundle(), sizes=(1, 4), repeats=2, prefix_len=16)
+    >>> len(seconds)
+    2
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from goose_theory.latency import LatencyProfile
+
+DEFAULT_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+PREFIX_LEN = 256
+
+
+def _prefix_ids(bundle, prefix_len: int) -> list[int]:
+    """Token ids of real code (the first stdlib prompt), repeated up to ``prefix_len``."""
+    from .prompts import encode_prompt, load_prompts
+
+    ids = encode_prompt(bundle.tokenizer, load_prompts("stdlib", limit=1)[0])
+    ids = (ids * (prefix_len // max(len(ids), 1) + 1))[:prefix_len]
+    return [min(i, bundle.model.config.vocab_size - 1) for i in ids]
+
+
+def ternary_parents(n: int) -> list[int]:
+    """Parents of an n-node complete ternary tree (root first): a shape like iso:3's. The forward's
+    cost depends on n, not on the shape, but positions and mask follow a real tree all the same."""
+    return [-1] + [(i - 1) // 3 for i in range(1, n)]
+
+
+@torch.inference_mode()
+def verify_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len: int = PREFIX_LEN,
+                   seed: int = 0) -> tuple[float, ...]:
+    """Median seconds of one forward of ``n`` tokens after a ``prefix_len``-token cache, per size.
+
+    Uses the decoder's own pieces (growable KV cache, float tree mask, forward), so the numbers
+    are what a cycle's ``verify_s`` measures.
+    """
+    from .kvcache import new_cache
+    from .verify import MaskBuilder, forward
+
+    if repeats < 1 or not sizes or min(sizes) < 1:
+        raise ValueError("verify_latency needs repeats >= 1 and sizes >= 1")
+    model, device = bundle.model, bundle.device
+    masks = MaskBuilder(bundle.dtype, device)
+    cache = new_cache()
+    prefix = torch.tensor(_prefix_ids(bundle, prefix_len), device=device)
+    forward(model, prefix, torch.arange(prefix_len, device=device), masks.causal_mask(prefix_len), cache)
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for n in sizes:
+        parent = ternary_parents(n)
+        depth = [0] * n
+        for i in range(1, n):
+            depth[i] = depth[parent[i]] + 1
+        tokens = torch.randint(0, model.config.vocab_size, (n,), generator=gen).to(device)
+        positions = torch.tensor(depth, device=device) + prefix_len
+        times = []
+        for rep in range(repeats + 1):  # the first call warms up kernels and the allocator
+            bundle.synchronize()
+            start = time.perf_counter()
+            forward(model, tokens, positions, masks.tree_mask(parent, prefix_len), cache)
+            bundle.synchronize()
+            if rep:
+                times.append(time.perf_counter() - start)
+            cache.crop(-n)  # back to the prefix, as compaction does after a cycle
+        out.append(statistics.median(times))
+    return tuple(out)
+
+
+def draft_overhead(bundle, *, prompt_ids: list[int], max_new_tokens: int = 64,
+                   budget: int | None = None) -> tuple[float, float]:
+    """(intercept seconds per cycle, seconds per tree node) of the goose draft overhead.
+
+    Fits ``draft_s = a + b * non_root_nodes`` over the cycles of one goose run; with a single tree
+    size the slope is 0 and ``a`` is the mean.
+    """
+    from .decoder import DecodeConfig, Decoder
+    from .methods import parse_method
+
+    decoder = Decoder(bundle, parse_method("goose", budget=budget), DecodeConfig(max_new_tokens=max_new_tokens))
+    result = decoder.decode(prompt_ids, prompt_id="profile", benchmark="profile")
+    nodes = np.array([c.n_nodes - 1 for c in result.cycles], dtype=float)
+    draft = np.array([c.draft_s for c in result.cycles], dtype=float)
+    if len(draft) == 0:
+        return 0.0, 0.0
+    if np.ptp(nodes) == 0:
+        return float(draft.mean()), 0.0
+    slope, intercept = np.polyfit(nodes, draft, 1)
+    return float(max(intercept, 0.0)), float(max(slope, 0.0))
+
+
+def profile_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len: int = PREFIX_LEN,
+                    draft_tokens: int = 64, seed: int = 0) -> LatencyProfile:
+    """Verification latency per tree size plus the goose draft overhead, as a LatencyProfile."""
+    sizes = tuple(sorted(set(int(s) for s in sizes)))
+    seconds = verify_latency(bundle, sizes=sizes, repeats=repeats, prefix_len=prefix_len, seed=seed)
+    from .prompts import encode_prompt, load_prompts
+
+    prompt_ids = encode_prompt(bundle.tokenizer, load_prompts("stdlib", limit=1)[0])
+    draft_s, per_node = draft_overhead(bundle, prompt_ids=prompt_ids, max_new_tokens=draft_tokens)
+    dtype = str(bundle.dtype).removeprefix("torch.")
+    device = torch.cuda.get_device_name(bundle.device) if bundle.device.type == "cuda" else _cpu_name()
+    return LatencyProfile(sizes=sizes, seconds=seconds, draft_s=draft_s, draft_s_per_node=per_node,
+                          device=device, model=bundle.name, dtype=dtype)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            name = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "cpu")
+    except OSError:
+        name = "cpu"
+    return f"cpu: {name} ({torch.get_num_threads()} threads)"

@@ -1,0 +1,200 @@
+"""Running several methods on the same prompts in one run, and summarising them against ``ar``.
+
+Used by ``goose decode``, ``goose record-traces`` and ``bench/bench_runtime.py``, so the CLI and
+the benchmark measure the same way:
+
+- one :class:`~goose_runtime.decoder.Decoder` per method, kept for the whole run (so
+  ``reset_adjacency=False`` really carries the adjacency table across prompts);
+- prompts outer, methods inner, so every method sees the machine in the same state;
+- a short untimed warm-up decode before the first prompt (first forwards allocate and are slow);
+- summaries pool cycles over prompts: ``tau`` = all tokens produced by verification cycles / all
+  cycles (prefill excluded), ``tokens_per_s`` = new tokens / decode seconds (prefill excluded),
+  ``speedup_vs_ar`` = tokens_per_s / ar's tokens_per_s in the same run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from goose_theory.errors import InputError
+
+from .prompts import Prompt, encode_prompt
+from .records import PromptResult
+
+
+class PromptLengthError(InputError):
+    """A prompt that is empty or does not fit the model's context with the requested new tokens."""
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    """One method over a prompt set (see the module docstring for the definitions)."""
+
+    method: str
+    prompts: int
+    new_tokens: int
+    cycles: int
+    tau: float
+    tokens_per_s: float
+    decode_s: float
+    speedup_vs_ar: float
+    matches_ar: bool          # token for token equal to ar on every prompt
+    agree_with_ar: float      # share of ar's tokens before the first divergence
+    draft_ms: float           # mean per-cycle time outside the forward pass
+    verify_ms: float          # mean per-cycle forward time
+    mean_nodes: float         # mean non-root nodes per verified tree
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def method_label(spec) -> str:
+    """A unique label for a method spec: its name, plus ``@B`` when the budget is not the method's default.
+
+    Example: ``goose`` (budget 60), ``goose@16``, ``iso:3``, ``iso:3@16``, ``ar``.
+    """
+    from .methods import DEFAULT_BUDGET, TR_BUDGET
+
+    default = {"ar": spec.budget, "pld": None, "tr": TR_BUDGET}.get(spec.kind, DEFAULT_BUDGET)
+    if spec.kind == "topology":
+        default = spec.topology.budget
+    return spec.name if spec.budget == default else f"{spec.name}@{spec.budget}"
+
+
+def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: int = 32) -> list[list[int]]:
+    """Encoded prompts; raises :class:`PromptLengthError` for an empty or over-long one."""
+    context = getattr(bundle.model.config, "max_position_embeddings", None)
+    out = []
+    for prompt in prompts:
+        if not prompt.text.strip():
+            raise PromptLengthError(f"prompt {prompt.id!r} is empty")
+        ids = encode_prompt(bundle, prompt)
+        if context and len(ids) + max_new_tokens + margin > context:
+            raise PromptLengthError(f"prompt {prompt.id!r} has {len(ids)} tokens; with {max_new_tokens} new tokens "
+                                    f"it does not fit the model's context of {context} tokens")
+        out.append(ids)
+    return out
+
+
+def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
+                on_result: Callable[[PromptResult], None] | None = None,
+                warmup: bool = True) -> dict[str, list[PromptResult]]:
+    """Decode every prompt with every method; ``{label: [PromptResult per prompt]}`` in prompt order."""
+    from .decoder import Decoder
+    from .methods import parse_method
+
+    ids = encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens,
+                     margin=max(config.max_spine, config.max_depth) + 2)
+    if warmup and ids:
+        warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
+        Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")
+    decoders = {method_label(s): Decoder(bundle, s, config) for s in specs}
+    results: dict[str, list[PromptResult]] = {label: [] for label in decoders}
+    for prompt, prompt_ids in zip(prompts, ids):
+        for label, decoder in decoders.items():
+            result = decoder.decode(prompt_ids, prompt_id=prompt.id, benchmark=prompt.benchmark)
+            result = dataclasses.replace(result, method=label)
+            results[label].append(result)
+            if on_result is not None:
+                on_result(result)
+    return results
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def summarize(results: dict[str, list[PromptResult]], *, reference: str = "ar") -> dict[str, MethodSummary]:
+    """Per-method summaries; ``speedup_vs_ar`` and agreement are against ``results[reference]``."""
+    ref = results.get(reference)
+    ref_rate = _rate(ref) if ref else float("nan")
+    out = {}
+    for label, runs in results.items():
+        cycles = [c for r in runs for c in r.cycles]
+        new_tokens = sum(len(r.token_ids) for r in runs)
+        rate = _rate(runs)
+        agree, matches = float("nan"), False
+        if ref:
+            matches = all(r.token_ids == a.token_ids for r, a in zip(runs, ref))
+            total = sum(len(a.token_ids) for a in ref)
+            agree = sum(common_prefix(r.token_ids, a.token_ids) for r, a in zip(runs, ref)) / total if total else 1.0
+        out[label] = MethodSummary(
+            method=label, prompts=len(runs), new_tokens=new_tokens, cycles=len(cycles),
+            tau=_mean([c.tau for c in cycles]), tokens_per_s=rate, decode_s=sum(r.decode_s for r in runs),
+            speedup_vs_ar=rate / ref_rate if ref_rate > 0 else float("nan"),
+            matches_ar=matches, agree_with_ar=agree,
+            draft_ms=1e3 * _mean([c.draft_s for c in cycles]), verify_ms=1e3 * _mean([c.verify_s for c in cycles]),
+            mean_nodes=_mean([c.n_nodes - 1 for c in cycles]))
+    return out
+
+
+def _rate(runs: list[PromptResult]) -> float:
+    seconds = sum(r.decode_s for r in runs)
+    return sum(len(r.token_ids) for r in runs) / seconds if seconds > 0 else float("nan")
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def run_config(specs, config, **extra) -> dict:
+    """The full config of a run, as stored in the trace metadata."""
+    methods = [{"label": method_label(s), "name": s.name, "budget": s.budget,
+                "topology": s.topology.to_dict() if s.topology is not None else None} for s in specs]
+    return {"methods": methods, "decode": dataclasses.asdict(config),
+            "reset_adjacency": config.reset_adjacency, **extra}
+
+
+def new_run_id(prefix: str) -> str:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],
+                  methods: tuple[str, ...], model: str = "default", threads: int | None = None) -> list[dict]:
+    """Record one trace file per prompt set (all ``methods``) with ``model`` in fp32 on the CPU.
+
+    Returns one row per file: benchmark, file, rows, MB, seconds, and the methods' tau/speedup.
+    """
+    from transformers.utils import logging as hf_logging
+
+    from . import model as model_mod
+    from .decoder import DecodeConfig
+    from .methods import parse_method
+    from .prompts import load_prompts
+    from .tracing import write_run_trace
+
+    import torch
+
+    hf_logging.disable_progress_bar()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    bundle = model_mod.load_model(model, device="cpu", dtype="float32")
+    specs = [parse_method(m) for m in methods]
+    config = DecodeConfig(max_new_tokens=max_new_tokens, record=True)
+    rows = []
+    for bench in benches:
+        prompts = load_prompts(bench, limit=limit)
+        start = time.perf_counter()
+        results = run_methods(bundle, specs, prompts, config=config)
+        path = os.path.join(out_dir, f"{bench}.parquet")
+        n = write_run_trace(path, [r for runs in results.values() for r in runs], run_id=new_run_id(f"record-{bench}"),
+                            model=bundle.name, device="cpu", dtype="float32",
+                            config=run_config(specs, config, benchmark=bench, prompt_ids=[p.id for p in prompts],
+                                              threads=torch.get_num_threads()))
+        summary = summarize(results)
+        rows.append({"benchmark": bench, "file": path, "rows": n, "MB": os.path.getsize(path) / 1e6,
+                     "seconds": time.perf_counter() - start,
+                     **{f"tau {k}": v.tau for k, v in summary.items()},
+                     "all = ar": all(v.matches_ar for v in summary.values())})
+    return rows

@@ -1,0 +1,164 @@
+"""goose decode / record-traces: JSON contracts, traces, summaries and one-line errors (exit 2).
+
+Fast tests swap the real model for the tiny random one (monkeypatching load_model); the ones
+marked slow use the embedded default model on a few prompts with few new tokens.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+import goose_runtime.model as model_mod
+from goose_runtime import decode_cli
+from goose_runtime.cli import main
+from goose_theory.topology import Topology, save_topology
+from goose_theory.traceio import open_trace, trace_metadata
+
+NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0), (1, "transition", 0)]
+
+
+@pytest.fixture()
+def tiny(monkeypatch):
+    bundle = model_mod.tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: bundle)
+    return bundle
+
+
+@pytest.fixture()
+def jsonl(tmp_path):
+    path = tmp_path / "set.jsonl"
+    rows = [{"id": "a", "prompt": "abc abc abc abc abc abc"}, {"id": "b", "prompt": "the cat sat on the mat"},
+            {"id": "c", "prompt": "xyz"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def run_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_prompt_json_has_every_method_and_is_lossless(capsys, tiny):
+    out = run_json(capsys, ["decode", "--method", "goose", "--compare", "pld,tr", "--prompt", "abc abc abc abc",
+                            "--max-new-tokens", "12", "--json"])
+    assert list(out["methods"]) == ["goose", "pld", "tr", "ar"]  # ar added for the speedup
+    ar = out["methods"]["ar"]
+    assert len(ar["token_ids"]) == 12 and ar["tau"] == 1.0 and ar["speedup_vs_ar"] == pytest.approx(1.0)
+    for name, m in out["methods"].items():
+        assert m["token_ids"] == ar["token_ids"] and m["matches_ar"], name
+        assert m["tokens_per_s"] > 0 and m["tau"] >= 1.0
+    assert out["token_ids"] == out["methods"]["goose"]["token_ids"] and out["method"] == "goose"
+    assert out["text"] == tiny.tokenizer.decode(out["token_ids"], skip_special_tokens=True)
+
+
+def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
+    trace = tmp_path / "run.parquet"
+    out = run_json(capsys, ["decode", "--method", "iso:3", "--compare", "ar,pld", "--bench", jsonl, "--limit", "2",
+                            "--max-new-tokens", "10", "--budget", "8", "--trace-out", str(trace), "--json"])
+    assert out["prompts"] == 2 and out["all_match_ar"] is True
+    assert set(out["methods"]) == {"iso:3@8", "ar", "pld@8"}
+    iso = out["methods"]["iso:3@8"]
+    assert iso["new_tokens"] == 20 and iso["tau"] >= 1.0 and iso["mean_nodes"] <= 8
+    assert out["tau"] == iso["tau"] and out["speedup_vs_ar"] == iso["speedup_vs_ar"]
+    pf = open_trace(trace)
+    assert out["trace_rows"] == pf.metadata.num_rows
+    df = pq.read_table(trace).to_pandas()
+    assert set(df.method) == {"iso:3@8", "ar", "pld@8"} and set(df.prompt_id) == {"a", "b"}
+    assert df.groupby(["method", "prompt_id", "cycle"]).tau.first().groupby("method").sum().to_dict() == \
+        {"iso:3@8": 20, "ar": 20, "pld@8": 20}
+    meta = trace_metadata(pf)
+    assert meta["config"]["reset_adjacency"] is True and meta["config"]["decode"]["max_new_tokens"] == 10
+    assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]
+
+
+def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
+    assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--keep-adjacency"]) == 0
+    out = capsys.readouterr().out
+    assert "speedup" in out and "tau" in out and "tokens/s" in out
+    assert {line.split()[0] for line in out.splitlines()[2:]} == {"tr", "ar"}
+
+
+def test_topology_method_from_file(capsys, tiny, tmp_path):
+    path = tmp_path / "shape.json"
+    save_topology(Topology.from_nodes(NODES), path)
+    out = run_json(capsys, ["decode", "--method", "topology", "--topology", str(path), "--prompt", "ab ab ab ab",
+                            "--max-new-tokens", "8", "--json"])
+    assert "topology:shape" in out["methods"] and out["methods"]["topology:shape"]["matches_ar"]
+
+
+def _fails(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "nope", "--prompt", "x"], "unknown method 'nope'"),
+    (["--method", "goose", "--compare", "iso:0", "--prompt", "x"], "K in iso:K"),
+    (["--prompt", "   "], "--prompt is empty"),
+    (["--bench", "nope"], "unknown prompt set 'nope'"),
+    (["--bench", "humaneval", "--limit", "0"], "--limit must be at least 1"),
+    (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
+    (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
+    (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
+])
+def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):
+    trace = tmp_path / "t.parquet"
+    _fails(capsys, ["decode", *argv, "--trace-out", str(trace)], message)
+    assert not trace.exists()
+
+
+def test_bad_topology_and_missing_model(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "goose-topology/1", "nodes": [[0, "spine", 0]]}')
+    _fails(capsys, ["decode", "--method", f"topology:{bad}", "--prompt", "x"], "bad topology")
+    _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--model", str(tmp_path / "absent")], "does not exist")
+
+
+def test_bad_jsonl_line_named(capsys, tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"prompt": "ok"}\n{oops\n')
+    _fails(capsys, ["decode", "--method", "ar", "--bench", str(path)], "broken.jsonl:2")
+
+
+def test_cli_subprocess_unknown_method_fast():
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.run([sys.executable, "-m", "goose_runtime.cli", "decode", "--method", "bogus", "--prompt", "x"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == ["error: unknown method 'bogus' (expected one of ar, pld, tr, iso:K, "
+                                                "mixed-iso:K, goose, topology:FILE)"]
+
+
+def test_record_traces_writes_one_file_per_bench(capsys, tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_cli, "RECORD_BENCHES", ("humaneval", "mtbench"))
+    monkeypatch.setattr(decode_cli, "RECORD_METHODS", ("ar", "pld", "goose"))
+    assert main(["record-traces", "--out-dir", str(tmp_path), "--limit", "1", "--max-new-tokens", "6"]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["humaneval.parquet", "mtbench.parquet"]
+    df = pq.read_table(tmp_path / "mtbench.parquet").to_pandas()
+    assert set(df.method) == {"ar", "pld", "goose"} and set(df.benchmark) == {"mtbench"}
+    assert "humaneval.parquet" in capsys.readouterr().out
+
+
+def test_record_traces_rejects_bad_limit(capsys, tmp_path):
+    _fails(capsys, ["record-traces", "--out-dir", str(tmp_path), "--limit", "0"], "--limit must be at least 1")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_real_model_bench_lossless(capsys):
+    out = run_json(capsys, ["decode", "--method", "goose", "--compare", "ar,pld,tr,iso:3,mixed-iso:3",
+                            "--bench", "humaneval", "--limit", "1", "--max-new-tokens", "48", "--json"])
+    assert out["all_match_ar"] is True and out["model"] == "SmolLM2-135M-Instruct"
+    assert all(m["new_tokens"] == out["methods"]["ar"]["new_tokens"] for m in out["methods"].values())
+    assert out["methods"]["goose"]["tau"] > 1.0
+
+
+@pytest.mark.slow
+def test_real_model_prompt_over_context(capsys):
+    _fails(capsys, ["decode", "--method", "ar", "--prompt", "word " * 9000], "does not fit the model's context")

@@ -1,0 +1,65 @@
+"""profile-latency: verification latency per size, draft overhead, the goose-latency/1 JSON."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import goose_runtime.model as model_mod
+from goose_runtime.cli import main
+from goose_runtime.profile import draft_overhead, profile_latency, ternary_parents, verify_latency
+from goose_theory.latency import load_latency
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return model_mod.tiny_random_bundle(seed=2)
+
+
+def test_ternary_parents():
+    assert ternary_parents(1) == [-1]
+    assert ternary_parents(6) == [-1, 0, 0, 0, 1, 1]
+
+
+def test_verify_latency_positive_per_size(bundle):
+    seconds = verify_latency(bundle, sizes=(1, 8, 64), repeats=2, prefix_len=32)
+    assert len(seconds) == 3 and all(s > 0 for s in seconds)
+
+
+def test_verify_latency_rejects_bad_arguments(bundle):
+    with pytest.raises(ValueError):
+        verify_latency(bundle, sizes=(0, 4), repeats=1)
+    with pytest.raises(ValueError):
+        verify_latency(bundle, sizes=(4,), repeats=0)
+
+
+def test_draft_overhead_non_negative(bundle):
+    a, b = draft_overhead(bundle, prompt_ids=[5, 6, 7, 5, 6, 7, 5, 6], max_new_tokens=12, budget=8)
+    assert a >= 0 and b >= 0 and a + 8 * b > 0
+
+
+def test_profile_latency_builds_a_valid_profile(bundle):
+    prof = profile_latency(bundle, sizes=(4, 1, 2, 4), repeats=1, prefix_len=16, draft_tokens=8)
+    assert prof.sizes == (1, 2, 4) and len(prof.seconds) == 3
+    assert prof.model == "tiny-random" and prof.dtype == "float32" and prof.device.startswith("cpu")
+
+
+def test_cli_writes_latency_json(capsys, tmp_path, bundle, monkeypatch):
+    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: bundle)
+    out = tmp_path / "lat.json"
+    assert main(["profile-latency", "--sizes", "1,2,8", "--repeats", "1", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    prof = load_latency(out)
+    assert list(prof.sizes) == report["sizes"] == [1, 2, 8]
+    assert list(prof.seconds) == pytest.approx(report["seconds"])
+    assert json.loads(out.read_text())["schema"] == "goose-latency/1"
+
+
+@pytest.mark.parametrize("sizes", ["1,x", "0,4", ""])
+def test_cli_bad_sizes(capsys, tmp_path, sizes):
+    out = tmp_path / "lat.json"
+    assert main(["profile-latency", "--sizes", sizes, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --sizes") and len(err.splitlines()) == 1
+    assert not out.exists()
