@@ -20,13 +20,15 @@ from goose_theory.cli_util import UsageError, format_table, print_json
 
 DEFAULT_COMPARE = "ar"
 RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
-RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose")
+RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16")
 
 
 def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
-    decode.add_argument("--method", default="goose", help="ar, pld, tr, iso:K, mixed-iso:K, goose, topology:FILE")
-    decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts")
+    decode.add_argument("--method", default="goose",
+                        help="ar, pld, tr, iso:K, mixed-iso:K, goose, topology:FILE; NAME@B sets its budget")
+    decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
+                        "(e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
     source.add_argument("--bench", help="humaneval, mtbench, stdlib or a .jsonl file")
     source.add_argument("--prompt", help="one prompt text")
@@ -48,9 +50,10 @@ def register(subparsers) -> None:
 
     rec = subparsers.add_parser("record-traces", help="record the committed traces in traces/ (default model, fp32)")
     rec.add_argument("--out-dir", default="traces")
-    rec.add_argument("--limit", type=int, default=8, help="prompts per set")
+    rec.add_argument("--limit", type=int, default=6, help="prompts per set")
     rec.add_argument("--max-new-tokens", type=int, default=128)
-    rec.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "
+                     "on a machine shared with other jobs)")
     rec.set_defaults(handler=record_handler)
 
 
@@ -119,12 +122,11 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     from .decoder import DecodeConfig
-    from .methods import parse_method
     from .prompts import Prompt, load_prompts
-    from .runner import run_methods, summarize
+    from .runner import parse_labeled, run_methods, summarize
 
     with bad_input():
-        specs = [parse_method(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
+        specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
         if args.prompt is not None:
             if not args.prompt.strip():
                 raise UsageError("--prompt is empty")

@@ -66,6 +66,17 @@ def method_label(spec) -> str:
     return spec.name if spec.budget == default else f"{spec.name}@{spec.budget}"
 
 
+def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | None = None):
+    """:func:`~goose_runtime.methods.parse_method`, plus the ``NAME@B`` form of :func:`method_label`
+    (``goose@16``: goose with budget 16), so labels round-trip."""
+    from .methods import parse_method
+
+    name, at, tail = spec.strip().rpartition("@")
+    if at and tail.isdigit():
+        return parse_method(name, budget=int(tail), topology_path=topology_path)
+    return parse_method(spec, budget=budget, topology_path=topology_path)
+
+
 def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: int = 32) -> list[list[int]]:
     """Encoded prompts; raises :class:`PromptLengthError` for an empty or over-long one."""
     context = getattr(bundle.model.config, "max_position_embeddings", None)
@@ -93,7 +104,9 @@ def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
     if warmup and ids:
         warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
         Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")
-    decoders = {method_label(s): Decoder(bundle, s, config) for s in specs}
+    decoders = {}
+    for s in specs:  # one decoder per distinct label: "goose" and "goose@60" are the same method
+        decoders.setdefault(method_label(s), Decoder(bundle, s, config))
     results: dict[str, list[PromptResult]] = {label: [] for label in decoders}
     for prompt, prompt_ids in zip(prompts, ids):
         for label, decoder in decoders.items():
@@ -170,7 +183,6 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
 
     from . import model as model_mod
     from .decoder import DecodeConfig
-    from .methods import parse_method
     from .prompts import load_prompts
     from .tracing import write_run_trace
 
@@ -180,7 +192,7 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
     if threads is not None:
         torch.set_num_threads(threads)
     bundle = model_mod.load_model(model, device="cpu", dtype="float32")
-    specs = [parse_method(m) for m in methods]
+    specs = [parse_labeled(m) for m in methods]
     config = DecodeConfig(max_new_tokens=max_new_tokens, record=True)
     rows = []
     for bench in benches:

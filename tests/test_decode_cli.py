@@ -76,6 +76,13 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]
 
 
+def test_budget_suffix_labels_round_trip(capsys, tiny):
+    out = run_json(capsys, ["decode", "--method", "goose@8", "--compare", "goose,goose@60,ar", "--prompt", "ab ab ab",
+                            "--max-new-tokens", "6", "--json"])
+    assert list(out["methods"]) == ["goose@8", "goose", "ar"]  # goose@60 is goose (the default budget)
+    assert all(m["matches_ar"] for m in out["methods"].values())
+
+
 def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--keep-adjacency"]) == 0
     out = capsys.readouterr().out

@@ -1,0 +1,123 @@
+"""Benchmark the runtime: every method on the same prompts in one run, per prompt set and dtype.
+
+For each dtype (default fp32 and bf16) and prompt set (HumanEval, MT-Bench, CPython stdlib):
+``ar``, ``pld``, ``tr``, ``iso:3``, ``mixed-iso:3`` (budget 60) and ``goose`` at several budgets
+run on the same first N prompts (prompts outer, methods inner; goose_runtime.runner). Reported:
+tau (tokens per verification call, bonus included, prefill excluded), tokens/s and speedup against
+``ar`` of the same run (prefill excluded), whether the output equals ``ar`` token for token (fp32:
+must be "yes" everywhere) and the share of ``ar``'s tokens before the first divergence (bf16),
+mean nodes per tree, and the per-cycle time outside the forward pass (CycleRecord.draft_s:
+matching, tree building, mask, walk, cache compaction, harvesting) beside the forward time.
+Also the verification latency of 1..81-token forwards relative to a decode step.
+
+Usage:
+    .venv/bin/python bench/bench_runtime.py                       # ~15 min on a 2-core CPU
+    .venv/bin/python bench/bench_runtime.py --prompts 5 --max-new-tokens 128 --dtypes float32
+Writes the tables to stdout (markdown) and the raw numbers to ``--out`` (JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from goose_runtime.decoder import DecodeConfig
+from goose_runtime.methods import parse_method
+from goose_runtime.model import load_model
+from goose_runtime.profile import verify_latency
+from goose_runtime.prompts import load_prompts
+from goose_runtime.runner import run_methods, summarize
+from goose_theory.cli_util import format_table, to_jsonable
+
+BASELINES = ("ar", "pld", "tr", "iso:3", "mixed-iso:3")
+LATENCY_SIZES = (1, 9, 17, 33, 61, 81)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sets", default="humaneval,mtbench,stdlib")
+    p.add_argument("--prompts", type=int, default=3, help="first N prompts of each set")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--budgets", default="8,16,32,60", help="goose budgets")
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--bf16-methods", default="ar,pld,tr,goose@16,goose",
+                   help="methods run in bf16 (a subset keeps the run short)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--model", default="default")
+    p.add_argument("--out", default="bench/results/bench_runtime.json")
+    return p.parse_args(argv)
+
+
+def machine() -> dict:
+    cpu = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((l.split(":", 1)[1].strip() for l in fh if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(), "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str]) -> list:
+    specs = [parse_method(m) for m in BASELINES] + [parse_method("goose", budget=b) for b in budgets]
+    if dtype == "float32":
+        return specs
+    from goose_runtime.runner import method_label
+    return [s for s in specs if method_label(s) in bf16_methods]
+
+
+def run_set(bundle, bench: str, specs: list, args) -> list[dict]:
+    prompts = load_prompts(bench, limit=args.prompts)
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+    t0 = time.perf_counter()
+    results = run_methods(bundle, specs, prompts, config=config)
+    wall = time.perf_counter() - t0
+    rows = []
+    for s in summarize(results).values():
+        rows.append({"set": bench, "method": s.method, "tau": s.tau, "tok/s": s.tokens_per_s,
+                     "speedup": s.speedup_vs_ar, "= ar": "yes" if s.matches_ar else "NO",
+                     "agree": s.agree_with_ar, "nodes": s.mean_nodes, "draft ms": s.draft_ms,
+                     "verify ms": s.verify_ms, "tokens": s.new_tokens})
+    print(f"  {bench}: {len(prompts)} prompts x {len(specs)} methods in {wall:.0f} s", file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    hf_logging.disable_progress_bar()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    budgets = [int(b) for b in args.budgets.split(",")]
+    report = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "machine": machine(),
+              "prompts_per_set": args.prompts, "max_new_tokens": args.max_new_tokens, "runs": {}}
+    start = time.perf_counter()
+    for dtype in args.dtypes.split(","):
+        bundle = load_model(args.model, device="auto", dtype=dtype)
+        lat = verify_latency(bundle, sizes=LATENCY_SIZES, repeats=3)
+        specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")))
+        rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args)]
+        report["runs"][dtype] = {"device": str(bundle.device), "rows": rows,
+                                 "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
+        print(f"\n## {bundle.name}, {dtype}, {bundle.device}\n")
+        print("forward of n tokens / decode step: " +
+              ", ".join(f"n={n}: {t / lat[0]:.2f}x" for n, t in zip(LATENCY_SIZES, lat)) +
+              f" (decode step {1e3 * lat[0]:.1f} ms)\n")
+        print("```\n" + format_table(rows) + "\n```")
+    report["wall_s"] = time.perf_counter() - start
+    print(f"\nmachine: {json.dumps(report['machine'])}\nwall: {report['wall_s']:.0f} s")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        json.dump(to_jsonable(report), fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
