@@ -11,11 +11,14 @@ from typing import Any
 
 import pandas as pd
 
-from goose_theory.cli_util import format_table
+from goose_theory.cli_util import format_table, to_jsonable
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.topology import save_topology, write_json_atomic  # noqa: F401  (re-exported for callers)
 
 from . import charts
+
+
+FEW_PROMPTS = 10
 
 
 def _ci(ci: tuple[float, float] | list[float], digits: int = 3) -> str:
@@ -63,6 +66,10 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
              f"p_t = {o.p_t.estimate:.4f} {_ci(o.p_t.ci95, 4)}  naive {_ci(o.p_t.naive_ci95, 4)}  n = {o.p_t.n}",
              f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}", "",
              format_table(group_rows(analysis)), ""]
+    few = [f"{g.label} ({g.fit.prompts})" for g in analysis.groups if 0 < g.fit.prompts < FEW_PROMPTS]
+    if few:
+        lines.append(f"note: fewer than {FEW_PROMPTS} prompts in {', '.join(few)}: a cluster bootstrap over so few "
+                     f"prompts understates the uncertainty; record more prompts before trusting these intervals")
     for b in analysis.violations:
         lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
                      f"{b.observed_tau:.3f} {_ci(b.ci95)}")
@@ -90,6 +97,10 @@ def _group_section(g: GroupAnalysis) -> list[str]:
            f"-> {'rank-dependent' if c.transition_rank.supported else 'constant'}",
            f"- over-dispersion across prompts: p_s rho = {c.spine_dispersion.rho:.3g} (p = {c.spine_dispersion.p_value:.3g}), "
            f"p_t rho = {c.transition_dispersion.rho:.3g} (p = {c.transition_dispersion.p_value:.3g})",
+           "- spine offers (spine_avail): " + (
+               f"a(1) = {c.availability[0]:.3f}, a(2..5) = {', '.join(f'{a:.2f}' for a in c.availability[1:5])}; "
+               "the recommendation scales p_s(d) by a(d)" if c.availability else
+               "not recorded; the recommendation assumes a spine token is always offered"),
            f"- goodness of fit ({g.gof.model} model): observed tau {g.gof.observed:.3f} {_ci(g.gof.observed_ci95)}, "
            f"predicted {g.gof.predicted:.3f} (scalar model {g.gof.predicted_scalar:.3f}), "
            f"relative error {g.gof.relative_error:+.1%}, naive z {g.gof.z:.2f}",
@@ -129,12 +140,12 @@ def render_markdown(analysis: Analysis, files: dict[str, str], chart_files: list
 
 def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
     f = g.fit
-    return {"tool": "fit-acceptance", "traces": [os.path.abspath(p) for p in analysis.fit.counts.files],
+    return to_jsonable({"tool": "fit-acceptance", "traces": [os.path.abspath(p) for p in analysis.fit.counts.files],
             "group": g.label, "group_key": f.key, "cycles": f.cycles, "prompts": f.prompts,
             "fitted": {"p_s": f.p_s.to_dict(), "p_t": f.p_t.to_dict(), "ratio": f.ratio.to_dict(),
                        "selected": g.checks.selected.to_dict()},
             "bootstrap": analysis.fit.n_boot, "seed": analysis.fit.seed,
-            "budget_source": g.recommendation.budget_source if g.recommendation else None}
+            "budget_source": g.recommendation.budget_source if g.recommendation else None})  # NaN -> null
 
 
 def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, str]:

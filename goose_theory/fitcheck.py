@@ -146,6 +146,24 @@ def overdispersion(matched: np.ndarray, reached: np.ndarray, *, name: str = "p")
                           float(0.5 * stats.chi2.sf(lr, 1)))
 
 
+def spine_availability(hist: np.ndarray, *, max_spine: int = 20) -> tuple[float, ...]:
+    """a(d) = P(the matcher offers >= d spine tokens | it offered >= d - 1), d = 1..max_spine,
+    from a histogram of offered tokens per cycle (``hist[v]``: cycles that offered v). Empty
+    when nothing was recorded; 0 past the longest offer.
+
+    Example:
+        >>> spine_availability(np.array([50, 0, 25, 25]), max_spine=4)
+        (0.5, 1.0, 0.5, 0.0)
+    """
+    hist = np.asarray(hist, dtype=float)
+    if hist.sum() <= 0:
+        return ()
+    hist = np.pad(hist, (0, max(0, max_spine + 1 - hist.size)))
+    at_least = hist[::-1].cumsum()[::-1]  # at_least[v] = cycles that offered >= v tokens
+    return tuple(float(at_least[d] / at_least[d - 1]) if at_least[d - 1] > 0 else 0.0
+                 for d in range(1, max_spine + 1))
+
+
 @dataclass(frozen=True)
 class GroupChecks:
     """All model checks of one group, and the acceptance model they select."""
@@ -156,12 +174,24 @@ class GroupChecks:
     transition_dispersion: OverDispersion
     scalar: Acceptance
     selected: Acceptance
+    availability: tuple[float, ...] = ()  # a(d): see spine_availability; () = not recorded
+
+    @property
+    def for_recommendation(self) -> Acceptance:
+        """The selected model with p_s(d) scaled by a(d): a fixed tree's spine node at depth d
+        can only match when the matcher offered a d-th token (as recorded in ``spine_avail``)."""
+        if not self.availability:
+            return self.selected
+        p_s = [self.selected.spine_q(d) * a for d, a in enumerate(self.availability, start=1)]
+        return Acceptance.parse(p_s, self.selected.p_t, self.selected.model)
 
     def to_dict(self) -> dict[str, Any]:
         return {"spine_depth": self.spine_depth.to_dict(), "transition_rank": self.transition_rank.to_dict(),
                 "spine_dispersion": self.spine_dispersion.to_dict(),
                 "transition_dispersion": self.transition_dispersion.to_dict(),
-                "scalar": self.scalar.to_dict(), "selected": self.selected.to_dict()}
+                "scalar": self.scalar.to_dict(), "selected": self.selected.to_dict(),
+                "spine_availability": list(self.availability),
+                "for_recommendation": self.for_recommendation.to_dict()}
 
 
 def _prob(x: float) -> float:
@@ -182,7 +212,8 @@ def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n
     p_s = [_prob(x) for x in depth.curve] if depth.supported else scalar.p_s
     p_t = [_prob(x) for x in rank.curve] if rank.supported else scalar.p_t
     return GroupChecks(depth, rank, overdispersion(sm.sum(1), sr.sum(1), name="p_s"),
-                       overdispersion(rm.sum(1), rr.sum(1), name="p_t"), scalar, Acceptance.parse(p_s, p_t, model))
+                       overdispersion(rm.sum(1), rr.sum(1), name="p_t"), scalar, Acceptance.parse(p_s, p_t, model),
+                       spine_availability(counts.spine_avail[c].sum(0)))
 
 
 def select_acceptance(group: GroupFit, counts: Any, *, model: str = "exclusive") -> Acceptance:

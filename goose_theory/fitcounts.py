@@ -71,6 +71,7 @@ class FitCounts:
     depth_matched: np.ndarray
     shapes: tuple[Shape, ...]
     shape_table: pd.DataFrame  # columns cluster, shape, n, tau_sum, tau_sq
+    spine_avail: np.ndarray  # (C, CAP) cycles by spine tokens offered (where recorded)
     files: tuple[str, ...]
 
     @property
@@ -87,13 +88,13 @@ class _Accumulator:
         self.string_cols = tuple(dict.fromkeys((*self.group_by, *CLUSTER_COLUMNS, "source")))
         self.codes = {c: _Codes() for c in self.string_cols}
         self.clusters: dict[tuple[int, ...], int] = {}
-        self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm")}
+        self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm", "av")}
         self.shape_ids: dict[int, int] = {}
         self.shapes: list[Shape] = []
         self.shape_parts: list[pd.DataFrame] = []
 
-    def columns(self, has_reached: bool) -> list[str]:
-        return [*self.string_cols, *_NUMERIC, *(["reached"] if has_reached else [])]
+    def columns(self, names: Sequence[str]) -> list[str]:
+        return [*self.string_cols, *_NUMERIC, *(c for c in ("reached", "spine_avail") if c in names)]
 
     def to_arrays(self, batch: pa.RecordBatch, file: str) -> dict[str, np.ndarray]:
         out = {}
@@ -101,6 +102,9 @@ class _Accumulator:
             col = batch.column(name)
             if name == "reached" and col.null_count:
                 continue  # an extra column the recorder did not fill: derive it instead
+            if name == "spine_avail":  # per cycle; null = not recorded
+                out[name] = col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+                continue
             if name in self.codes:
                 out[name] = self.codes[name].encode(col, name, file)
             else:
@@ -142,6 +146,10 @@ class _Accumulator:
             sel = reached & nonroot & (source == kind)
             self.grids[reach_key].add(n_c, (row_cluster + bins)[sel])
             self.grids[match_key].add(n_c, (row_cluster + bins)[matched & (source == kind)])
+        if "spine_avail" in a:  # histogram of the spine tokens the matcher offered, per cycle
+            av = a["spine_avail"][roots]
+            ok = av >= 0
+            self.grids["av"].add(n_c, cyc_cluster[ok] * CAP + np.clip(av[ok], 0, CAP - 1))
         tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
         self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
 
@@ -204,7 +212,7 @@ class _Accumulator:
         g = {k: v.data[:n_c].copy() for k, v in self.grids.items()}
         return FitCounts(self.group_by, names, np.array([gindex[k] for k in group_keys], dtype=np.int64),
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
-                         tuple(self.shapes), table, tuple(files))
+                         tuple(self.shapes), table, g["av"], tuple(files))
 
 
 def _check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
@@ -229,7 +237,7 @@ def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] =
         saved = copy.deepcopy(acc) if on_bad is not None else None
         try:
             pf = open_trace(name)
-            cols = acc.columns("reached" in pf.schema_arrow.names)
+            cols = acc.columns(pf.schema_arrow.names)
             pf = pq.ParquetFile(name, read_dictionary=list(acc.string_cols))
             _stream(acc, pf.iter_batches(batch_size=batch_rows, columns=cols), name)
         except (pa.ArrowException, OSError) as exc:
@@ -250,7 +258,7 @@ def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), na
     acc = _Accumulator(_check_group_by(group_by))
     names = []
     for i, table in enumerate(tables):
-        cols = acc.columns("reached" in table.column_names)
+        cols = acc.columns(table.column_names)
         names.append(f"{name}[{i}]")
         _stream(acc, table.select(cols).to_batches(max_chunksize=BATCH_ROWS), names[-1])
     return acc.finish(names)

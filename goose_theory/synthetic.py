@@ -138,7 +138,8 @@ def _spec_columns(spec: SyntheticSpec, rng: np.random.Generator) -> dict[str, An
             out[name][pos] = np.broadcast_to(values, (cyc.size, topo.n_nodes)).ravel()
         out["match"][pos], out["accepted"][pos], out["reached"][pos] = match.ravel(), accepted.ravel(), reached.ravel()
     row_cycle = np.repeat(np.arange(n_cyc), sizes)
-    spine_len = np.array([t.spine_length for t in spec.topologies], dtype=np.int16)[which]
+    # the matcher is taken to offer a full max_spine continuation every cycle (a(d) = 1)
+    spine_len = np.array([t.max_spine for t in spec.topologies], dtype=np.int16)[which]
     tau = np.bincount(row_cycle, weights=out["accepted"], minlength=n_cyc).astype(np.int16)
     prompt_names = [f"p{i:05d}" for i in range(spec.prompts)]
     nan = np.full(rows, np.nan, dtype=np.float32)

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from scipy import stats
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.fit import fit_counts
-from goose_theory.fitcheck import check_group, curve_test, overdispersion
+from goose_theory.fitcheck import check_group, curve_test, overdispersion, spine_availability
 from goose_theory.fitcounts import count_tables
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
 from goose_theory.optimize import build_topology
@@ -91,3 +92,22 @@ def test_bound_check_silent_on_clean_data_across_seeds():
         g = fit.groups[0]
         assert not bound_check(g, fit.counts, shape_topologies(fit.counts),
                                scalar=check_group(g, fit.counts).scalar).violated
+
+
+def test_spine_availability_from_offer_histogram():
+    assert spine_availability(np.array([50, 0, 25, 25]), max_spine=4) == (0.5, 1.0, 0.5, 0.0)
+    assert spine_availability(np.zeros(8)) == ()
+
+
+def test_recorded_spine_offers_scale_p_s_for_the_recommendation():
+    table = synthetic_table(SyntheticSpec(0.6, 0.1, (DEEP,), prompts=10, cycles=40), seed=5)
+    cyc = np.cumsum(table.column("node").to_numpy() == 0)
+    offers = np.where(cyc % 2 == 0, 0, 20).astype(np.int16)  # cycles alternate: 0 or 20 tokens offered
+    i = table.schema.get_field_index("spine_avail")
+    table = table.set_column(i, table.schema.field(i), pa.array(offers, pa.int16()))
+    fit = fit_counts(count_tables([table]), n_boot=100)
+    checks = check_group(fit.overall, fit.counts)
+    assert checks.availability[0] == pytest.approx(0.5) and checks.availability[1:] == (1.0,) * 19
+    rec = checks.for_recommendation
+    assert rec.spine_q(1) == pytest.approx(0.5 * checks.selected.spine_q(1))
+    assert rec.spine_q(2) == pytest.approx(checks.selected.spine_q(2))
