@@ -13,7 +13,7 @@ import pandas as pd
 
 from goose_theory.cli_util import format_table, to_jsonable
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
-from goose_theory.topology import save_topology, write_json_atomic  # noqa: F401  (re-exported for callers)
+from goose_theory.topology import save_topology
 
 from . import charts
 
