@@ -115,21 +115,23 @@ def run_naive(topo: Topology, acc: Acceptance, cycles: int, seed: int) -> float:
 
 
 # ---- timing helpers ----------------------------------------------------------------------
-def median_time(fn, repeats: int) -> float:
+def median_time(fn, repeats: int) -> tuple[float, float]:
+    """Median wall seconds and median process CPU seconds (all threads) of ``fn()``."""
     fn()  # warm-up: compilation, caches
-    times = []
+    wall, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        w0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
 
 
 def per_call(fn, calls: int, repeats: int) -> float:
     def batch():
         for _ in range(calls):
             fn()
-    return median_time(batch, repeats) / calls
+    return median_time(batch, repeats)[0] / calls
 
 
 def machine_info() -> list[str]:
@@ -157,49 +159,59 @@ def draws_per_cycle(topo: Topology, acc: Acceptance) -> float:
 
 
 def simulator_rows(topo: Topology, acc: Acceptance, cycles: int, repeats: int) -> tuple[list, dict]:
-    rate = {}
-    rate["numba"] = cycles / median_time(lambda: simulate(topo, acc, cycles=cycles, seed=1), repeats)
-    rate["naive"] = cycles / median_time(lambda: run_naive(topo, acc, cycles, 1), repeats)
+    """Wall-clock rates, plus work per CPU-second (per core busy: robust to other jobs)."""
+    rate, cpu = {}, {}
+
+    def measure(key, work, fn):
+        wall_s, cpu_s = median_time(fn, repeats)
+        rate[key], cpu[key] = work / wall_s, work / cpu_s
+
     np_cycles = max(cycles // 50, 1)
-    rate["numpy"] = np_cycles / median_time(lambda: simulate_numpy(topo, acc, cycles=np_cycles, seed=1), repeats)
     ind = acc.with_model("independent")
-    rate["independent"] = cycles / median_time(lambda: simulate(topo, ind, cycles=cycles, seed=1), repeats)
-    per = draws_per_cycle(topo, acc)
-    n_draws = 1 << 24
-    keys = np.random.SeedSequence(0).generate_state(64, np.uint64).reshape(16, 4)
-    rate["rng_ours"] = 16 * n_draws / median_time(lambda: K.uniform_throughput(n_draws, keys), repeats)
-    seeds = np.arange(16, dtype=np.int64)
-    rate["rng_numba"] = 16 * n_draws / median_time(lambda: numba_random_throughput(n_draws, seeds), repeats)
+    n_draws, keys = 1 << 24, np.random.SeedSequence(0).generate_state(64, np.uint64).reshape(16, 4)
     gen, out = np.random.default_rng(0), np.empty(1 << 20)
-    rate["rng_numpy"] = 64 * out.size / median_time(lambda: [gen.random(out=out) for _ in range(64)], repeats)
-    m = 1e6
+    measure("numba", cycles, lambda: simulate(topo, acc, cycles=cycles, seed=1))
+    measure("independent", cycles, lambda: simulate(topo, ind, cycles=cycles, seed=1))
+    measure("naive", cycles, lambda: run_naive(topo, acc, cycles, 1))
+    measure("numpy", np_cycles, lambda: simulate_numpy(topo, acc, cycles=np_cycles, seed=1))
+    measure("rng_ours", 16 * n_draws, lambda: K.uniform_throughput(n_draws, keys))
+    measure("rng_numba", 16 * n_draws, lambda: numba_random_throughput(n_draws, np.arange(16, dtype=np.int64)))
+    measure("rng_numpy", 64 * out.size, lambda: [gen.random(out=out) for _ in range(64)])
+    per = draws_per_cycle(topo, acc)
+
+    def row(label, key, unit, target, note):
+        return (label, f"{rate[key] / 1e6:.1f} M {unit}/s", f"{cpu[key] / 1e6:.1f} M", target, note)
+
+    def limit(rng, key, what):
+        return (f"limit {rate[rng] / per / 1e6:.0f} M cycles/s; {what} at "
+                f"{rate[key] / (rate[rng] / per):.0%} of it")
+
     rows = [
-        ("(1) numba simulator, exclusive", f"{rate['numba'] / m:.1f} M cycles/s", ">= 50 M/s",
-         f"{rate['numba'] / rate['naive']:.2f}x straightforward, {rate['numba'] / rate['numpy']:.1f}x numpy (target >= 10x)"),
-        ("(1b) numba simulator, independent model", f"{rate['independent'] / m:.1f} M cycles/s", "-", "same tree, same p"),
-        ("(2) straightforward numba loop (np.random)", f"{rate['naive'] / m:.1f} M cycles/s", "(~24 M/s)", ""),
-        ("(3) numpy-vectorised reference (1 thread)", f"{rate['numpy'] / m:.2f} M cycles/s", "-", ""),
-        ("(4a) RNG: our xoshiro256** 32-bit uniforms", f"{rate['rng_ours'] / m:.0f} M draws/s",
-         "-", f"limit {rate['rng_ours'] / per / m:.0f} M cycles/s; simulator at {rate['numba'] / (rate['rng_ours'] / per):.0%} of it"),
-        ("(4b) RNG: numba np.random.random()", f"{rate['rng_numba'] / m:.0f} M draws/s",
-         "-", f"limit {rate['rng_numba'] / per / m:.0f} M cycles/s; straightforward loop at {rate['naive'] / (rate['rng_numba'] / per):.0%}"),
-        ("(4c) RNG: numpy default_rng().random (1 thread)", f"{rate['rng_numpy'] / m:.0f} M draws/s",
-         "-", f"limit {rate['rng_numpy'] / per / m:.0f} M cycles/s; numpy reference at {rate['numpy'] / (rate['rng_numpy'] / per):.0%}"),
+        row("(1) numba simulator, exclusive", "numba", "cycles", ">= 50 M/s",
+            f"{rate['numba'] / rate['naive']:.2f}x straightforward; {rate['numba'] / rate['numpy']:.1f}x numpy "
+            f"(target >= 10x)"),
+        row("(1b) numba simulator, independent model", "independent", "cycles", "-", "same tree and p"),
+        row("(2) straightforward numba loop (np.random)", "naive", "cycles", "(~24 M/s)", ""),
+        row("(3) numpy-vectorised reference (1 thread)", "numpy", "cycles", "-", ""),
+        row("(4a) RNG: our xoshiro256** 32-bit uniforms", "rng_ours", "draws", "-", limit("rng_ours", "numba", "(1)")),
+        row("(4b) RNG: numba np.random.random()", "rng_numba", "draws", "-", limit("rng_numba", "naive", "(2)")),
+        row("(4c) RNG: numpy default_rng().random (1 thread)", "rng_numpy", "draws", "-",
+            limit("rng_numpy", "numpy", "(3)")),
     ]
     return rows, {"draws_per_cycle": per}
 
 
 def exact_and_optimizer_rows(topo: Topology, acc: Acceptance, repeats: int) -> list:
     us = per_call(lambda: exact_yield(topo, acc), 2000, repeats) * 1e6
-    rows = [("(5) exact E[tau], B=60 (exact_yield)", f"{us:.1f} us/call", "< 20 us", "prebuilt Topology")]
+    rows = [("(5) exact E[tau], B=60 (exact_yield)", f"{us:.1f} us/call", "-", "< 20 us", "prebuilt Topology")]
     try:
         from goose_theory.optimize import build_topology
     except ImportError:
-        return rows + [(f"(6) optimal rule, B={b}", "n/a (optimize not available)", target, "")
+        return rows + [(f"(6) optimal rule, B={b}", "n/a (optimize not available)", "-", target, "")
                        for b, target in ((60, "< 5 ms"), (1000, "< 100 ms"))]
     for b, target, calls in ((60, "< 5 ms", 50), (1000, "< 100 ms", 3)):
         ms = per_call(lambda: build_topology("optimal", acc, budget=b), calls, repeats) * 1e3
-        rows.append((f"(6) optimal rule, B={b} (build_topology)", f"{ms:.2f} ms/call", target, ""))
+        rows.append((f"(6) optimal rule, B={b} (build_topology)", f"{ms:.2f} ms/call", "-", target, ""))
     return rows
 
 
@@ -208,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=100_000_000, help="cycles per numba simulator run")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per row (median reported)")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]  # other processes on the machine skew every rate below
     acc = Acceptance.parse(P_S, P_T)  # exclusive: 0.45 + 10 * 0.05 <= 1
     topo, how = paper_tree(acc, BUDGET)
     exact = exact_yield(topo, acc)
@@ -215,13 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = sim_rows + exact_and_optimizer_rows(topo, acc, args.repeats)
     print("## Machine")
     print("\n".join(machine_info()))
+    print(f"- 1-minute load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+          f"(the run itself adds up to 2 by the end; more means other work competed for the 2 cores)")
     print(f"\n## Tree: paper-default B={topo.budget} via {how}; spine {topo.spine_length}, "
           f"first-level widths {topo.first_level_widths.tolist()}, max depth {int(topo.depth.max())}")
     print(f"p_s={P_S}, p_t={P_T}, exclusive model: exact E[tau] = {exact.expected_tau:.6f}, "
           f"draws per cycle = {extra['draws_per_cycle']:.4f}; {args.cycles:,} cycles per simulator run "
           f"(numpy: {max(args.cycles // 50, 1):,}), median of {args.repeats} repeats\n")
-    print("| measurement | result | target | notes |")
-    print("|---|---|---|---|")
+    print("| measurement | wall-clock rate | per CPU-second (one core busy) | target | notes |")
+    print("|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
     return 0
