@@ -1,0 +1,150 @@
+"""Feeding optimised topologies back into the runtime: predicted against measured tau.
+
+For each prompt set, on held-out prompts (those whose ids do not appear in the traces the
+topology was fitted on, in the set's fixed order), one run decodes with ``ar``, the paper's
+adaptive ``goose`` at the topology's budget (and at the paper's default budget 60), and
+``topology:FILE``. Each row reports:
+
+* ``predicted_tau``: the topology's exported E[tau] under the fitted model (a priori);
+* ``realised_tau``: mean exact E[tau] of the trees the runtime actually built, same model
+  (see :mod:`goose_theory.validation`);
+* ``measured_tau`` with a 95% bootstrap interval over prompts, tokens/s and speedup against the
+  ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import pyarrow.parquet as pq
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.topology import Topology, load_topology
+from goose_theory.validation import cluster_ratio_ci, realised_prediction
+
+from .prompts import Prompt, load_prompts
+from .records import PromptResult
+
+PAPER_BUDGET = 60
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    benchmark: str
+    method: str
+    budget: int
+    predicted_tau: float
+    realised_tau: float
+    measured_tau: float
+    ci_low: float
+    ci_high: float
+    error_pct: float       # (predicted - measured) / measured, percent
+    tokens_per_s: float
+    speedup_vs_ar: float
+    lossless: bool
+    prompts: int
+    cycles: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fitted_prompt_ids(topology: Topology, benchmark: str) -> set[str]:
+    """Prompt ids of ``benchmark`` in the traces named by the topology's provenance."""
+    files = (topology.meta.get("provenance") or {}).get("traces") or []
+    ids: set[str] = set()
+    for path in files:
+        if not os.path.exists(path):
+            continue
+        table = pq.read_table(path, columns=["benchmark", "prompt_id"])
+        bench = table.column("benchmark").to_pylist()
+        ids.update(p for b, p in zip(bench, table.column("prompt_id").to_pylist()) if b == benchmark)
+    return ids
+
+
+def holdout_prompts(benchmark: str, *, exclude: set[str], limit: int) -> list[Prompt]:
+    """The first ``limit`` prompts of the set (fixed order) not in ``exclude``."""
+    return [p for p in load_prompts(benchmark) if p.id not in exclude][:limit]
+
+
+def _acceptance_from(acc: Any) -> Acceptance | None:
+    if not isinstance(acc, dict) or "p_s" not in acc or "p_t" not in acc:
+        return None
+    return Acceptance.parse(acc["p_s"], acc["p_t"], acc.get("model", "exclusive"))
+
+
+def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:
+    """(a priori, realised) acceptance models of a topology.
+
+    A priori: what it was optimised for (its ``acceptance`` meta; fit-acceptance scales p_s(d) by
+    the chance that the matcher offers a d-th token). Realised: the fitted model *given* that a
+    node exists (``provenance.fitted.selected``), for the trees the runtime actually built.
+    """
+    a_priori = _acceptance_from(topology.meta.get("acceptance"))
+    fitted = ((topology.meta.get("provenance") or {}).get("fitted") or {}).get("selected")
+    return a_priori, _acceptance_from(fitted) or a_priori
+
+
+def _trees(results: Sequence[PromptResult]):
+    for r in results:
+        for c in r.cycles:
+            yield tuple(c.parent), tuple(c.source), tuple(c.rank)
+
+
+def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
+                   predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0) -> list[ValidationRow]:
+    """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
+    acceptance model)."""
+    rows = []
+    for label, runs in results.items():
+        budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
+        tau, lo, hi = cluster_ratio_ci([sum(c.tau for c in r.cycles) for r in runs],
+                                       [len(r.cycles) for r in runs], seed=seed)
+        realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
+        s = summaries[label]
+        rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
+                                  100.0 * (predicted - tau) / tau if tau == tau and tau > 0 else float("nan"),
+                                  s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
+                                  sum(len(r.cycles) for r in runs)))
+    return rows
+
+
+def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
+                       holdout: bool = True, on_result=None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
+    """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set."""
+    from .runner import parse_labeled, run_methods, summarize
+
+    topologies = [(path, load_topology(path)) for path in topology_paths]
+    exclude: set[str] = set()
+    if holdout:
+        for _, topo in topologies:
+            exclude |= fitted_prompt_ids(topo, benchmark)
+    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
+    specs, predictions = [parse_labeled("ar")], {}
+    for path, topo in topologies:
+        a_priori, realised = fitted_acceptance(topo)
+        for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
+            spec = parse_labeled("goose", budget=max(budget, 1))
+            specs.append(spec)
+            predictions.setdefault(_label(spec), (spec.budget, _paper_prediction(a_priori, spec.budget), realised))
+        spec = parse_labeled(f"topology:{path}")
+        specs.append(spec)
+        predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
+    specs = list({_label(s): s for s in specs}.values())
+    results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
+    return summarize_rows(benchmark, results, summarize(results), predictions), results
+
+
+def _label(spec) -> str:
+    from .runner import method_label
+    return method_label(spec)
+
+
+def _paper_prediction(acceptance: Acceptance | None, budget: int) -> float:
+    """E[tau] of the paper's BuildSpineTree shape under the fitted model (goose is adaptive, so
+    this is only indicative)."""
+    if acceptance is None:
+        return float("nan")
+    from goose_theory.optimize import build_topology
+    return build_topology("paper", acceptance, budget=budget).predicted_tau

@@ -1,0 +1,160 @@
+"""``goose validate`` and ``goose loop`` (the README's main job).
+
+``goose loop`` closes the loop on the embedded default model: fit the shipped traces per prompt
+set -> profile verification latency on this device (cached) -> export the cost-aware optimal
+topology per set -> validate each on held-out prompts against the paper's ``goose`` and ``ar``
+-> print the table and write it (markdown + JSON) beside the fit report.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
+from goose_theory.topology import write_json_atomic
+
+from .decode_cli import _model_options, bad_input, load_quietly
+
+TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
+                 "ci_high", "error_pct", "tokens_per_s", "speedup_vs_ar", "lossless"]
+LOOP_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("validate", help="run exported topologies in the runtime: predicted vs measured tau")
+    p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
+    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, FILE.jsonl)")
+    p.add_argument("--limit", type=int, default=3, help="held-out prompts per set")
+    p.add_argument("--holdout", action="store_true", default=True,
+                   help="skip the prompts of the traces the topology was fitted on (default)")
+    p.add_argument("--no-holdout", dest="holdout", action="store_false")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--out", help="write the table as JSON here")
+    p.add_argument("--json", action="store_true")
+    _model_options(p)
+    p.set_defaults(handler=validate_handler)
+
+    p = sub.add_parser("loop", help="main job: fit traces -> optimise (cost-aware) -> validate on held-out prompts")
+    p.add_argument("--traces", default="traces", help="trace files, a folder or a glob (default: traces/)")
+    p.add_argument("--bench", default="humaneval,mtbench,stdlib")
+    p.add_argument("--limit", type=int, default=2, help="held-out prompts per set")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
+    p.add_argument("--out-dir", default="runs/loop")
+    p.add_argument("--json", action="store_true")
+    _model_options(p)
+    p.set_defaults(handler=loop_handler)
+
+
+def _check(args) -> list[str]:
+    for flag in ("limit", "max_new_tokens"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+    benches = [b.strip() for b in args.bench.split(",") if b.strip()]
+    if not benches:
+        raise UsageError("--bench is empty")
+    return benches
+
+
+def _progress(message: str) -> None:
+    print(f"[goose] {message}", file=sys.stderr, flush=True)
+
+
+def _run_validation(args, bundle, plan: list[tuple[str, list[str]]]) -> list:
+    from .decoder import DecodeConfig
+    from .validate import validate_benchmark
+
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens, record=True)
+    rows = []
+    for bench, files in plan:
+        start = time.perf_counter()
+        _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
+        bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
+                                           holdout=getattr(args, "holdout", True))
+        rows += bench_rows
+        _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
+    return rows
+
+
+def _emit(args, rows, extra: dict) -> None:
+    table = [{k: r.to_dict()[k] for k in TABLE_COLUMNS} for r in rows]
+    report = {"rows": [r.to_dict() for r in rows], **extra}
+    if getattr(args, "out", None):
+        write_json_atomic(args.out, to_jsonable(report))
+    if args.json:
+        print_json(report)
+    else:
+        print(format_table(table, TABLE_COLUMNS))
+
+
+def validate_handler(args: argparse.Namespace) -> int:
+    benches = _check(args)
+    from goose_theory.topology import load_topology
+    for path in args.topology:
+        load_topology(path)  # every file validates before the model loads
+    with bad_input():
+        bundle = load_quietly(args)
+        rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches])
+    _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
+    return 0
+
+
+def _trace_files(spec: str) -> list[str]:
+    if os.path.isdir(spec):
+        files = sorted(glob.glob(os.path.join(spec, "*.parquet")))
+    else:
+        files = sorted(glob.glob(spec))
+    if not files:
+        raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
+    return files
+
+
+def _latency(args, bundle):
+    from goose_theory.latency import load_latency, save_latency
+    if args.latency:
+        return load_latency(args.latency), args.latency
+    from .model import _cache_root
+    from .profile import profile_latency
+    path = os.path.join(_cache_root(), f"latency-{os.path.basename(str(bundle.name))}-{bundle.device.type}-{args.dtype}.json")
+    if os.path.exists(path):
+        _progress(f"using the cached latency profile {path} (delete it to re-measure)")
+        return load_latency(path), path
+    _progress("measuring verification latency against tree size on this device (once; cached)")
+    profile = profile_latency(bundle, sizes=LOOP_SIZES, repeats=5)
+    save_latency(profile, path)
+    return profile, path
+
+
+def loop_handler(args: argparse.Namespace) -> int:
+    benches = _check(args)
+    files = _trace_files(args.traces)
+    from goose_theory.fit import fit_traces
+    from goose_theory.fitanalysis import analyze
+    from .fit_report import write_report
+
+    with bad_input():
+        _progress("loading the model")
+        bundle = load_quietly(args)
+        profile, profile_path = _latency(args, bundle)
+        _progress(f"fitting {len(files)} trace files per prompt set")
+        fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
+        analysis = analyze(fit, latency=profile)
+        os.makedirs(args.out_dir, exist_ok=True)
+        written = write_report(analysis, args.out_dir)
+        plan = []
+        for g in analysis.groups:
+            bench = g.fit.key.get("benchmark")
+            if bench in benches and g.label in written:
+                plan.append((bench, [written[g.label]]))
+        if not plan:
+            raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
+        rows = _run_validation(args, bundle, plan)
+    args.out = os.path.join(args.out_dir, "validation.json")
+    _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
+                       "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
+    if not args.json:
+        print(f"\nfit report, topologies and validation.json in {args.out_dir}/")
+    return 0
