@@ -22,6 +22,15 @@ from goose_theory.traceio import open_trace, trace_metadata
 NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0), (1, "transition", 0)]
 
 
+@pytest.fixture(autouse=True)
+def keep_torch_threads():
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)  # --threads is process-wide; do not leak it into other tests
+
+
 @pytest.fixture()
 def tiny(monkeypatch):
     bundle = model_mod.tiny_random_bundle(seed=1)
@@ -160,7 +169,8 @@ def test_record_traces_rejects_bad_limit(capsys, tmp_path):
 @pytest.mark.slow
 def test_real_model_bench_lossless(capsys):
     out = run_json(capsys, ["decode", "--method", "goose", "--compare", "ar,pld,tr,iso:3,mixed-iso:3",
-                            "--bench", "humaneval", "--limit", "1", "--max-new-tokens", "48", "--json"])
+                            "--bench", "humaneval", "--limit", "1", "--max-new-tokens", "40", "--threads", "1",
+                            "--json"])
     assert out["all_match_ar"] is True and out["model"] == "SmolLM2-135M-Instruct"
     assert all(m["new_tokens"] == out["methods"]["ar"]["new_tokens"] for m in out["methods"].values())
     assert out["methods"]["goose"]["tau"] > 1.0
