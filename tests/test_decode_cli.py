@@ -179,3 +179,10 @@ def test_real_model_bench_lossless(capsys):
 @pytest.mark.slow
 def test_real_model_prompt_over_context(capsys):
     _fails(capsys, ["decode", "--method", "ar", "--prompt", "word " * 9000], "does not fit the model's context")
+
+
+def test_registering_the_commands_imports_no_torch():
+    code = ("import sys\nfrom goose_runtime.cli import build_parser\nbuild_parser()\n"
+            "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
