@@ -189,4 +189,6 @@ class Decoder:
                            rank=list(tree.rank), token=list(tree.token), match=match, accepted=accepted,
                            score=list(tree.score), spine_pos=list(tree.spine_pos), tau=tau, verify_s=verify_s,
                            draft_s=draft_s, ngram=tree.match.ngram, consensus=tree.match.consensus,
-                           ema=self.policy.ema if goose else float("nan"), bypass=tree.bypass)
+                           ema=self.policy.ema if goose else float("nan"), bypass=tree.bypass,
+                           # what the matcher offered, before the tree cut it (-1: method has no matcher)
+                           spine_avail=len(tree.match) if self.method.uses_matcher else -1)
