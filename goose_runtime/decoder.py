@@ -24,7 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from goose_theory.latency import LatencyProfile
+
 from .adjacency import AdjacencyTable
+from .autotree import AutoPolicy
 from .goose import GoosePolicy, build_goose
 from .kvcache import compact, new_cache
 from .matcher import NO_MATCH, ContextMatcher
@@ -55,6 +58,7 @@ class DecodeConfig:
     bypass_len: int = 8
     score: str = "logit"   # adjacency score: "logit" (free with the top-k) or "prob" (one more
                            # pass over the vocabulary per cycle, ~1 ms for 60 nodes on this CPU)
+    latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
 
 
 class Decoder:
@@ -73,6 +77,9 @@ class Decoder:
                           if method.uses_adjacency else None)
         self.masks = MaskBuilder(bundle.dtype, bundle.device)
         self.eos = frozenset(bundle.eos_token_ids)
+        if method.kind == "auto" and config.latency is None:
+            raise ValueError("method 'auto' needs a latency profile (DecodeConfig.latency)")
+        self._auto_choices: dict = {}  # auto's decisions, shared across prompts (pure functions of state)
 
     # ---- one prompt ---------------------------------------------------------------------------
     def decode(self, prompt_ids: list[int], *, prompt_id: str = "prompt", benchmark: str = "prompt") -> PromptResult:
@@ -86,6 +93,9 @@ class Decoder:
         if self.adjacency is not None and cfg.reset_adjacency:
             self.adjacency.reset()
         self.policy = GoosePolicy(alpha=cfg.ema_alpha, rho=cfg.rho, bypass_len=cfg.bypass_len)
+        if self.method.kind == "auto":
+            self.auto = AutoPolicy(cfg.latency, top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine,
+                                   alpha=cfg.ema_alpha, max_budget=self.method.budget, _choices=self._auto_choices)
         matcher = ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine) \
             if self.method.uses_matcher else None
         cache = new_cache()
@@ -132,6 +142,11 @@ class Decoder:
             return new_tree(anchor)
         if m.kind == "pld":
             return build_chain(anchor, match, m.budget)
+        if m.kind == "auto":
+            topology = self.auto.choose(match_len=len(match))
+            if topology.budget == 0:
+                return new_tree(anchor, match)
+            return build_from_topology(topology, match, self.adjacency, before, anchor)
         if m.kind == "goose":
             return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
                                top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine)
@@ -172,6 +187,8 @@ class Decoder:
         n_spine = tree.n_spine
         if self.method.kind == "goose":
             self.policy.observe(n_spine, sum(1 for n in path[1:] if tree.source[n] == 1))
+        elif self.method.kind == "auto":
+            self.auto.observe(tree.parent, tree.source, tree.rank, tree.token, argmax, path)
         record = None
         if cfg.record:
             record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
@@ -189,6 +206,7 @@ class Decoder:
                            rank=list(tree.rank), token=list(tree.token), match=match, accepted=accepted,
                            score=list(tree.score), spine_pos=list(tree.spine_pos), tau=tau, verify_s=verify_s,
                            draft_s=draft_s, ngram=tree.match.ngram, consensus=tree.match.consensus,
-                           ema=self.policy.ema if goose else float("nan"), bypass=tree.bypass,
+                           ema=self.policy.ema if goose else (self.auto.p_s if self.method.kind == "auto"
+                                                              else float("nan")), bypass=tree.bypass,
                            # what the matcher offered, before the tree cut it (-1: method has no matcher)
                            spine_avail=len(tree.match) if self.method.uses_matcher else -1)

@@ -3,7 +3,9 @@
 Canonical names: ``ar`` (no draft), ``pld`` (the matched chain), ``tr`` (static adjacency tree,
 80 nodes, depth 6), ``iso:K`` (K-ary adjacency tree, budget B), ``mixed-iso:K`` (same shape, the
 rank-0 slot under the root and spine nodes takes the spine token), ``goose`` (the paper's adaptive
-tree, budget B) and ``topology:NAME`` (a fixed ``goose-topology/1`` file; NAME is the file stem).
+tree, budget B), ``auto`` (the cost-aware optimal tree chosen every cycle from online acceptance
+estimates and the device's latency profile; :mod:`goose_runtime.autotree`) and ``topology:NAME``
+(a fixed ``goose-topology/1`` file; NAME is the file stem).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
 smaller explicit budget truncates it breadth-first.
 
@@ -23,8 +25,9 @@ from goose_theory.topology import Topology, TopologyError, load_topology
 from .goose import iso_topology, tr_topology
 
 DEFAULT_BUDGET = 60
+AUTO_MAX_BUDGET = 63
 TR_BUDGET = 80
-KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology")
+KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
 
 class MethodError(ValueError):
@@ -43,11 +46,11 @@ class MethodSpec:
 
     @property
     def uses_adjacency(self) -> bool:
-        return self.kind in ("tr", "iso", "mixed-iso", "goose", "topology")
+        return self.kind in ("tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
     @property
     def uses_matcher(self) -> bool:
-        return self.kind in ("pld", "mixed-iso", "goose", "topology")
+        return self.kind in ("pld", "mixed-iso", "goose", "topology", "auto")
 
 
 def _positive(value: str | int | None, what: str) -> int:
@@ -73,7 +76,7 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
     kind = kind.lower()
     if budget is not None:
         budget = _positive(budget, "budget")
-    if kind in ("ar", "pld", "tr", "goose") and arg:
+    if kind in ("ar", "pld", "tr", "goose", "auto") and arg:
         raise MethodError(f"method {kind!r} takes no argument, got {spec!r}")
     if kind == "ar":
         return MethodSpec("ar", "ar", 0, None)
@@ -84,6 +87,8 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
         return MethodSpec("tr", "tr", b, tr_topology(b))
     if kind == "goose":
         return MethodSpec("goose", "goose", budget or DEFAULT_BUDGET, None)
+    if kind == "auto":  # cost-aware optimal tree per cycle; budget = the largest it may choose
+        return MethodSpec("auto", "auto", budget or AUTO_MAX_BUDGET, None)
     if kind in ("iso", "mixed-iso"):
         k = _positive(arg or None, f"K in {kind}:K")
         b = budget or DEFAULT_BUDGET
@@ -99,5 +104,5 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
         b = topo.budget if budget is None else min(budget, topo.budget)
         name = os.path.splitext(os.path.basename(path))[0]
         return MethodSpec(f"topology:{name}", "topology", b, topo)
-    raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, "
+    raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")
