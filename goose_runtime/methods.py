@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from goose_theory.errors import InputError
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -30,7 +31,7 @@ TR_BUDGET = 80
 KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
 
-class MethodError(ValueError):
+class MethodError(InputError):
     """An unknown or malformed method; the message is one line."""
 
 

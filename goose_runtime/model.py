@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from goose_theory.errors import InputError
+
 DEFAULT_NAME = "default"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CACHE_NAME = "SmolLM2-135M-Instruct-fp32"
@@ -30,7 +32,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 DEVICES = ("auto", "cpu", "cuda")
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(InputError):
     """The model could not be loaded; the message is one line naming the problem."""
 
 
@@ -135,6 +137,8 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     Raises :class:`ModelLoadError` with one line on a bad name, device or dtype.
     """
     torch_device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # its weight-loading bar would break one-line errors on stderr
     if name == DEFAULT_NAME:
         path, label = str(default_model_dir()), "SmolLM2-135M-Instruct"
     else:

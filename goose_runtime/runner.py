@@ -58,9 +58,9 @@ def method_label(spec) -> str:
 
     Example: ``goose`` (budget 60), ``goose@16``, ``iso:3``, ``iso:3@16``, ``ar``.
     """
-    from .methods import DEFAULT_BUDGET, TR_BUDGET
+    from .methods import AUTO_MAX_BUDGET, DEFAULT_BUDGET, TR_BUDGET
 
-    default = {"ar": spec.budget, "pld": None, "tr": TR_BUDGET}.get(spec.kind, DEFAULT_BUDGET)
+    default = {"ar": spec.budget, "pld": None, "tr": TR_BUDGET, "auto": AUTO_MAX_BUDGET}.get(spec.kind, DEFAULT_BUDGET)
     if spec.kind == "topology":
         default = spec.topology.budget
     return spec.name if spec.budget == default else f"{spec.name}@{spec.budget}"

@@ -254,6 +254,7 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1, default=_json_default, allow_nan=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; exported files are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -101,6 +101,7 @@ def write_trace(path: str | os.PathLike, columns: Mapping[str, Any], metadata: M
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a trace is meant to be shared
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -148,7 +148,7 @@ def test_cli_subprocess_unknown_method_fast():
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == ["error: unknown method 'bogus' (expected one of ar, pld, tr, iso:K, "
-                                                "mixed-iso:K, goose, topology:FILE)"]
+                                                "mixed-iso:K, goose, auto, topology:FILE)"]
 
 
 def test_record_traces_writes_one_file_per_bench(capsys, tiny, tmp_path, monkeypatch):
