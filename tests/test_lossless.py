@@ -15,8 +15,12 @@ from goose_theory.topology import Topology, save_topology
 
 pytestmark = pytest.mark.slow
 
-METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology"]
+METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology", "auto"]
 NEW_TOKENS = 64
+# auto needs a latency profile: this is one `goose profile-latency` measured on the 2-core CPU
+CPU_PROFILE = dict(sizes=(1, 2, 4, 8, 16, 24, 32, 48, 64),
+                   seconds=(0.0244, 0.0253, 0.0251, 0.0304, 0.0333, 0.0394, 0.0451, 0.0595, 0.0719),
+                   draft_s=0.00073, draft_s_per_node=3.4e-05)
 
 
 def stdlib_text(name: str) -> str:
@@ -79,8 +83,10 @@ def reference(bundle, prompts):
 def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, method):
     from goose_runtime.decoder import DecodeConfig, Decoder
     from goose_runtime.methods import parse_method
+    from goose_theory.latency import LatencyProfile
     spec = parse_method(method, topology_path=topology_path)
-    dec = Decoder(bundle, spec, DecodeConfig(max_new_tokens=NEW_TOKENS))
+    latency = LatencyProfile(**CPU_PROFILE) if method == "auto" else None
+    dec = Decoder(bundle, spec, DecodeConfig(max_new_tokens=NEW_TOKENS, latency=latency))
     spine_hits = {}
     for name, ids in prompts.items():
         res = dec.decode(ids, prompt_id=name)
