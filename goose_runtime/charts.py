@@ -14,10 +14,11 @@ Example:
 from __future__ import annotations
 
 import os
-import tempfile
 
 import altair as alt
 import pandas as pd
+
+from goose_theory.fileio import atomic_output
 
 CURVE_FIELDS = ("group", "estimate", "lo", "hi", "naive_lo", "naive_hi", "n")
 
@@ -95,14 +96,5 @@ def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
 
 def save_chart(chart: alt.Chart, path: str | os.PathLike) -> None:
     """Write ``chart`` as standalone HTML, atomically (temp file, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".html")
-    os.close(fd)
-    try:
+    with atomic_output(path, ".html") as tmp:
         chart.save(tmp, format="html")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from goose_theory.cli_util import format_table, to_jsonable
+from goose_theory.fileio import write_text_atomic
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.topology import save_topology
 
@@ -172,18 +173,5 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, st
         path = os.path.join(out_dir, f"{name}.html")
         charts.save_chart(_BUILDERS[name](frame), path)
         chart_files.append(path)
-    _write_text_atomic(os.path.join(out_dir, "report.md"), render_markdown(analysis, files, chart_files))
+    write_text_atomic(os.path.join(out_dir, "report.md"), render_markdown(analysis, files, chart_files))
     return files
-
-
-def _write_text_atomic(path: str, text: str) -> None:
-    import tempfile
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".md")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -22,7 +22,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .errors import InputError
+from .fileio import read_json
 from .optimize import OptimizeResult, _check_int, build_topology
 from .topology import write_json_atomic
 
@@ -119,13 +119,7 @@ def latency_from_dict(data: Any) -> LatencyProfile:
 
 def load_latency(path: str | os.PathLike) -> LatencyProfile:
     """Read and validate a latency profile; every failure is a one-line LatencyError."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise LatencyError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise LatencyError(f"{path}: malformed JSON ({exc})") from None
+    data = read_json(path, LatencyError)
     try:
         return latency_from_dict(data)
     except LatencyError as exc:

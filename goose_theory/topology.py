@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Iterable, Mapping
@@ -27,6 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import InputError
+from .fileio import atomic_output, read_json
 
 SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
@@ -224,13 +224,7 @@ def topology_from_dict(data: Any) -> Topology:
 
 def load_topology(path: str | os.PathLike) -> Topology:
     """Read and validate a topology JSON file; every failure is a one-line TopologyError."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise TopologyError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"{path}: malformed JSON ({exc})") from None
+    data = read_json(path, TopologyError)
     try:
         return topology_from_dict(data)
     except TopologyError as exc:
@@ -247,19 +241,10 @@ def _json_default(value: Any) -> Any:
 
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write JSON to a temp file beside ``path`` and rename it over: never a half file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, default=_json_default, allow_nan=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; exported files are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    text = json.dumps(data, indent=1, default=_json_default, allow_nan=False) + "\n"
+    with atomic_output(path, ".json") as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
 
 
 def save_topology(topology: Topology, path: str | os.PathLike) -> None:

@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
+from .fileio import atomic_output
 
 TRACE_VERSION = "1"
 VERSION_KEY = b"goose_trace_version"
@@ -95,18 +95,8 @@ def write_trace(path: str | os.PathLike, columns: Mapping[str, Any], metadata: M
     n_rows = len(columns["node"])
     table = pa.table({f.name: (pa.array(columns[f.name], type=f.type) if f.name in columns
                                else pa.nulls(n_rows, type=f.type)) for f in schema}, schema=schema)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".parquet")
-    os.close(fd)
-    try:
+    with atomic_output(path, ".parquet") as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a trace is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def open_trace(path: str | os.PathLike) -> pq.ParquetFile:

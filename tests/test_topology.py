@@ -82,11 +82,11 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     save_topology(Topology.from_nodes(SAMPLE), path)
     before = path.read_text()
-    import goose_theory.topology as topology_module
+    import goose_theory.fileio as fileio
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
-    monkeypatch.setattr(topology_module.json, "dump", boom)
+    monkeypatch.setattr(fileio.os, "replace", boom)  # fail at the last moment: the rename
     with pytest.raises(RuntimeError):
         save_topology(Topology.root_only(), path)
     assert path.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["t.json"]

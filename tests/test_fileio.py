@@ -1,0 +1,41 @@
+"""Atomic output and validated JSON input shared by every writer and loader."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from goose_theory.errors import InputError
+from goose_theory.fileio import atomic_output, read_json, write_text_atomic
+
+
+def test_success_renames_with_shared_mode(tmp_path):
+    target = tmp_path / "sub" / "out.txt"
+    write_text_atomic(target, "hello")
+    assert target.read_text() == "hello"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["out.txt"]
+
+
+def test_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target, ".txt") as tmp:
+            with open(tmp, "w") as fh:
+                fh.write("half")
+            raise RuntimeError("crash mid-write")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_read_json_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(InputError, match=r"bad\.json: malformed JSON"):
+        read_json(bad, InputError)
+    with pytest.raises(InputError, match=r"missing\.json: no such file"):
+        read_json(tmp_path / "missing.json", InputError)
+    good = tmp_path / "good.json"
+    good.write_text('{"a": [1, 2]}')
+    assert read_json(good, InputError) == {"a": [1, 2]}
