@@ -40,15 +40,17 @@ class Codes:
 
 
 class Grid:
-    """A (clusters x CAP) int64 table that grows with the number of clusters."""
+    """A (clusters x width) int64 table that grows with the number of clusters (width CAP for
+    one curve; 3 * CAP for a curve per parent source)."""
 
-    def __init__(self) -> None:
-        self.data = np.zeros((64, CAP), dtype=np.int64)
+    def __init__(self, width: int = CAP) -> None:
+        self.width = width
+        self.data = np.zeros((64, width), dtype=np.int64)
 
     def add(self, n_clusters: int, keys: np.ndarray) -> None:
         if n_clusters > self.data.shape[0]:
-            grown = np.zeros((max(n_clusters, 2 * self.data.shape[0]), CAP), dtype=np.int64)
+            grown = np.zeros((max(n_clusters, 2 * self.data.shape[0]), self.width), dtype=np.int64)
             grown[: self.data.shape[0]] = self.data
             self.data = grown
-        flat = np.bincount(keys, minlength=n_clusters * CAP)
-        self.data[:n_clusters] += flat.reshape(n_clusters, CAP)
+        flat = np.bincount(keys, minlength=n_clusters * self.width)
+        self.data[:n_clusters] += flat.reshape(n_clusters, self.width)

@@ -6,7 +6,9 @@ Everything the fit needs reduces to small count tables, so files are streamed wi
 memory. Per *cluster* (one prompt: ``(group..., run_id, benchmark, prompt_id)``) we count
 reached and matched nodes:
 
-* spine nodes by spine depth, transition nodes by rank and by depth;
+* spine nodes by spine depth, transition nodes by rank and by depth, and transition nodes by
+  the parent's source (root / spine / transition) and rank -- transition acceptance depends
+  strongly on what the node hangs on;
 * cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and
   sum of squares of the observed tau, so the exact E[tau] of each recorded tree is computed
   once per distinct shape, not once per cycle.
@@ -73,6 +75,8 @@ class FitCounts:
     shape_table: pd.DataFrame  # columns cluster, shape, n, tau_sum, tau_sq
     spine_avail: np.ndarray  # (C, CAP) cycles by spine tokens offered (where recorded)
     files: tuple[str, ...]
+    parent_rank_reached: np.ndarray | None = None  # (C, 3, CAP) transition nodes by parent source, rank
+    parent_rank_matched: np.ndarray | None = None
 
     @property
     def n_clusters(self) -> int:
@@ -89,6 +93,7 @@ class _Accumulator:
         self.codes = {c: _Codes() for c in self.string_cols}
         self.clusters: dict[tuple[int, ...], int] = {}
         self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm", "av")}
+        self.grids.update({k: _Grid(3 * CAP) for k in ("pr", "pm")})  # columns: parent source * CAP + rank
         self.shape_ids: dict[int, int] = {}
         self.shapes: list[Shape] = []
         self.shape_parts: list[pd.DataFrame] = []
@@ -146,6 +151,11 @@ class _Accumulator:
             sel = reached & nonroot & (source == kind)
             self.grids[reach_key].add(n_c, (row_cluster + bins)[sel])
             self.grids[match_key].add(n_c, (row_cluster + bins)[matched & (source == kind)])
+        # parent's source (rows are grouped by cycle, so the parent row is in this batch)
+        pkey = np.repeat(cyc_cluster, lens) * (3 * CAP) + source[gparent] * CAP + rank
+        trans = nonroot & (source == TRANSITION)
+        self.grids["pr"].add(n_c, pkey[reached & trans])
+        self.grids["pm"].add(n_c, pkey[matched & trans])
         if "spine_avail" in a:  # histogram of the spine tokens the matcher offered, per cycle
             av = a["spine_avail"][roots]
             ok = av >= 0
@@ -212,7 +222,8 @@ class _Accumulator:
         g = {k: v.data[:n_c].copy() for k, v in self.grids.items()}
         return FitCounts(self.group_by, names, np.array([gindex[k] for k in group_keys], dtype=np.int64),
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
-                         tuple(self.shapes), table, g["av"], tuple(files))
+                         tuple(self.shapes), table, g["av"], tuple(files),
+                         g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
 
 
 def _check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
