@@ -71,7 +71,7 @@ def holdout_prompts(benchmark: str, *, exclude: set[str], limit: int) -> list[Pr
 def _acceptance_from(acc: Any) -> Acceptance | None:
     if not isinstance(acc, dict) or "p_s" not in acc or "p_t" not in acc:
         return None
-    return Acceptance.parse(acc["p_s"], acc["p_t"], acc.get("model", "exclusive"))
+    return Acceptance.from_dict(acc)
 
 
 def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:

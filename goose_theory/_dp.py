@@ -128,7 +128,7 @@ def _types(cand, budget: int):
     for t, (kind, d, spine_ok) in enumerate(types):
         eligible = spine_ok and cand.spine_eligible(kind, d)
         kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if eligible else []
-        kids += [(acc.transition_q(r), ms + d + 1, TRANSITION, r)
+        kids += [(acc.transition_q(r, kind), ms + d + 1, TRANSITION, r)
                  for r in range(cand.rank_cap(kind, d, eligible))]
         n_child[t] = len(kids)
         for j, (q, ct, ck, cr) in enumerate(kids):

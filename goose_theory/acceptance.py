@@ -22,8 +22,8 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -63,30 +63,60 @@ def _as_probabilities(name: str, value: Any) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class Acceptance:
-    """Validated acceptance parameters and the model that combines them."""
+    """Validated acceptance parameters and the model that combines them.
+
+    ``p_t`` applies to transition nodes hung on the root. Measured traces show that transition
+    acceptance depends strongly on the parent (humaneval, rank 0: 0.36 under the root, 0.27
+    under a spine node, 0.51 under a transition node), so two optional overrides exist:
+    ``p_t_spine`` for transition children of spine nodes and ``p_t_chain`` for transition
+    children of transition nodes. Each is a scalar or a list by rank; ``None`` means "as p_t".
+    """
 
     p_s: tuple[float, ...]
     p_t: tuple[float, ...]
     model: str = "exclusive"
+    p_t_spine: tuple[float, ...] | None = None
+    p_t_chain: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "p_s", _as_probabilities("p_s", self.p_s))
         object.__setattr__(self, "p_t", _as_probabilities("p_t", self.p_t))
+        for name in ("p_t_spine", "p_t_chain"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _as_probabilities(name, value))
         if self.model not in MODELS:
             raise AcceptanceError(f"model: unknown acceptance model {self.model!r} (expected one of {', '.join(MODELS)})")
 
     @classmethod
-    def parse(cls, p_s: Any, p_t: Any, model: str = "exclusive") -> "Acceptance":
+    def parse(cls, p_s: Any, p_t: Any, model: str = "exclusive", *, p_t_spine: Any = None,
+              p_t_chain: Any = None) -> "Acceptance":
         """Accept scalars, sequences or comma-separated strings (the CLI form)."""
-        return cls(_as_probabilities("p_s", p_s), _as_probabilities("p_t", p_t), model)
+        return cls(_as_probabilities("p_s", p_s), _as_probabilities("p_t", p_t), model,
+                   None if p_t_spine is None else _as_probabilities("p_t_spine", p_t_spine),
+                   None if p_t_chain is None else _as_probabilities("p_t_chain", p_t_chain))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Acceptance":
+        """Inverse of :meth:`to_dict` (missing overrides mean "as p_t")."""
+        return cls.parse(data["p_s"], data["p_t"], data.get("model", "exclusive"),
+                         p_t_spine=data.get("p_t_spine"), p_t_chain=data.get("p_t_chain"))
 
     def spine_q(self, spine_depth: int) -> float:
         """Match probability of the spine node at depth ``spine_depth`` (>= 1)."""
         return self.p_s[min(spine_depth, len(self.p_s)) - 1]
 
-    def transition_q(self, rank: int) -> float:
-        """Match probability of a transition node of 0-based ``rank``."""
-        return self.p_t[min(rank, len(self.p_t) - 1)]
+    def transition_list(self, parent_source: int = 0) -> tuple[float, ...]:
+        """p_t by rank for transition children of a parent of ``parent_source`` (0 root, 1 spine,
+        2 transition)."""
+        override = (None, self.p_t_spine, self.p_t_chain)[parent_source]
+        return self.p_t if override is None else override
+
+    def transition_q(self, rank: int, parent_source: int = 0) -> float:
+        """Match probability of a transition node of 0-based ``rank`` whose parent is of
+        ``parent_source`` (0 root, 1 spine, 2 transition)."""
+        values = self.transition_list(parent_source)
+        return values[min(rank, len(values) - 1)]
 
     @property
     def p_s_array(self) -> np.ndarray:
@@ -97,13 +127,30 @@ class Acceptance:
         return np.asarray(self.p_t, dtype=np.float64)
 
     @property
+    def p_t_matrix(self) -> np.ndarray:
+        """(3, K) p_t by parent source (rows: root, spine, transition) and rank; shorter lists
+        are padded with their last value, so row[min(rank, K - 1)] is always right."""
+        rows = [self.transition_list(k) for k in range(3)]
+        width = max(len(r) for r in rows)
+        return np.asarray([list(r) + [r[-1]] * (width - len(r)) for r in rows], dtype=np.float64)
+
+    @property
+    def by_parent(self) -> bool:
+        """True when transition acceptance depends on the parent's source."""
+        return self.p_t_spine is not None or self.p_t_chain is not None
+
+    @property
     def independent(self) -> bool:
         return self.model == "independent"
 
     def with_model(self, model: str) -> "Acceptance":
-        return Acceptance(self.p_s, self.p_t, model)
+        return replace(self, model=model)
 
     def to_dict(self) -> dict[str, Any]:
         def compact(v: Sequence[float]) -> float | list[float]:
             return v[0] if len(v) == 1 else list(v)
-        return {"p_s": compact(self.p_s), "p_t": compact(self.p_t), "model": self.model}
+        out: dict[str, Any] = {"p_s": compact(self.p_s), "p_t": compact(self.p_t), "model": self.model}
+        for name in ("p_t_spine", "p_t_chain"):
+            if getattr(self, name) is not None:
+                out[name] = compact(getattr(self, name))
+        return out

@@ -64,7 +64,7 @@ def paper_lower_bound(topology: Topology, acceptance: Acceptance, lbar: str | fl
         start, index = topology.children
         for c in index[start[node]:start[node + 1]]:
             if topology.source[c] == TRANSITION:
-                miss *= 1.0 - acceptance.transition_q(topology.rank[c])
+                miss *= 1.0 - acceptance.transition_q(topology.rank[c], topology.source[node])
                 if i < m:
                     first_level.append(int(c))
         phi[i] = 1.0 - miss

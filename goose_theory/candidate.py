@@ -57,19 +57,19 @@ class Candidate:
     def rank_cap(self, kind: int, depth: int, with_spine: bool) -> int:
         """How many transition ranks (0..cap-1) a node may have: 0 past max_depth, top_k under
         the independent model, and the feasible prefix under the exclusive model."""
-        key = ("cap", depth + 1 <= self.max_depth, depth if with_spine else -1)
+        key = ("cap", kind, depth + 1 <= self.max_depth, depth if with_spine else -1)
         if key not in self._cache:
-            self._cache[key] = self._cap(depth, with_spine)
+            self._cache[key] = self._cap(kind, depth, with_spine)
         return self._cache[key]
 
-    def _cap(self, depth: int, with_spine: bool) -> int:
+    def _cap(self, kind: int, depth: int, with_spine: bool) -> int:
         if depth + 1 > self.max_depth:
             return 0
         if self.acceptance.independent:
             return self.top_k
         total = self.acceptance.spine_q(depth + 1) if with_spine else 0.0
         for r in range(self.top_k):
-            total += self.acceptance.transition_q(r)
+            total += self.acceptance.transition_q(r, kind)
             if total > 1.0 + EXCLUSIVE_TOLERANCE:
                 return r
         return self.top_k
@@ -90,14 +90,14 @@ class Candidate:
         """The model's effective probabilities (qeff, as in :mod:`goose_theory.yields`) of a
         node's candidate children, assuming the spine child is present iff ``with_spine``.
         Ranks come sorted by qeff, highest first (rank order when p_t is non-increasing)."""
-        key = ("keys", depth + 1 <= self.max_depth, depth if with_spine else -1)
+        key = ("keys", kind, depth + 1 <= self.max_depth, depth if with_spine else -1)
         if key not in self._cache:
             acc = self.acceptance
             spine_q = acc.spine_q(depth + 1) if with_spine else None
             survive = 1.0 - spine_q if (with_spine and acc.independent) else 1.0
             ranks = []
             for r in range(self.rank_cap(kind, depth, with_spine)):
-                q = acc.transition_q(r)
+                q = acc.transition_q(r, kind)  # transition acceptance depends on the parent's kind
                 ranks.append((r, q * survive))
                 if acc.independent:
                     survive *= 1.0 - q

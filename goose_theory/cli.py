@@ -18,7 +18,10 @@ from .yields import exact_yield
 
 def _add_acceptance(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-s", required=True, help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
-    p.add_argument("--p-t", required=True, help="transition acceptance: a probability or a list by rank (0.05,0.03,...)")
+    p.add_argument("--p-t", required=True, help="transition acceptance (under the root; everywhere unless "
+                   "overridden): a probability or a list by rank (0.05,0.03,...)")
+    p.add_argument("--p-t-spine", help="transition acceptance under spine nodes, by rank (default: as --p-t)")
+    p.add_argument("--p-t-chain", help="transition acceptance under transition nodes, by rank (default: as --p-t)")
     p.add_argument("--model", default="exclusive", help="acceptance model: exclusive (default) or independent")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -61,7 +64,7 @@ def register(sub: Any) -> None:
 
 
 def _acceptance(args: argparse.Namespace) -> Acceptance:
-    return Acceptance.parse(args.p_s, args.p_t, args.model)
+    return Acceptance.parse(args.p_s, args.p_t, args.model, p_t_spine=args.p_t_spine, p_t_chain=args.p_t_chain)
 
 
 def _check_shape(args: argparse.Namespace) -> None:

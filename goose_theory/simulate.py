@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,7 +72,7 @@ def node_q(topology: Topology, acceptance: Acceptance, p_s: float | None = None)
         if topology.source[v] == SPINE:
             q[v] = acceptance.spine_q(int(topology.depth[v])) if p_s is None else p_s
         else:
-            q[v] = acceptance.transition_q(topology.rank[v])
+            q[v] = acceptance.transition_q(topology.rank[v], topology.source[topology.parent[v]])
     return q
 
 
@@ -223,7 +223,7 @@ def simulate_bursty(topology: Topology, acceptance: Acceptance, regime: BurstyRe
     """
     cycles, seed = check_cycles_seed(cycles, seed)
     p_states = (regime.p_s_repetitive, regime.p_s_novel)
-    exact = [exact_yield(topology, Acceptance(p, acceptance.p_t, acceptance.model)).expected_tau
+    exact = [exact_yield(topology, replace(acceptance, p_s=(p,))).expected_tau
              for p in p_states]  # also the exclusive model's q-sum check, per state
     pi = regime.stationary_repetitive
     start, index = topology.children

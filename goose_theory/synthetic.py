@@ -64,7 +64,7 @@ def _node_q(topology: Topology, acc: Acceptance) -> tuple[np.ndarray, np.ndarray
     q = np.ones(topology.n_nodes)
     spine = topology.source_array == SPINE
     for i in range(1, topology.n_nodes):
-        q[i] = acc.spine_q(int(topology.depth[i])) if spine[i] else acc.transition_q(topology.rank[i])
+        q[i] = acc.spine_q(int(topology.depth[i])) if spine[i] else acc.transition_q(topology.rank[i], topology.source[topology.parent[i]])
     return q, spine
 
 

@@ -37,14 +37,15 @@ class ExclusiveModelError(AcceptanceError):
 
 
 @jit
-def _node_q(source, rank, depth, p_s, p_t, out):
-    """q(v) of every node: p_s by spine depth, p_t by rank, last value repeated."""
+def _node_q(parent, source, rank, depth, p_s, p_t, out):
+    """q(v) of every node: p_s by spine depth; p_t[parent's source, rank] (rows root, spine,
+    transition); last value repeated."""
     out[0] = 1.0
     for i in range(1, source.shape[0]):
         if source[i] == 1:
             out[i] = p_s[min(depth[i], p_s.shape[0]) - 1]
         else:
-            out[i] = p_t[min(rank[i], p_t.shape[0] - 1)]
+            out[i] = p_t[source[parent[i]], min(rank[i], p_t.shape[1] - 1)]
 
 
 @jit
@@ -105,8 +106,8 @@ class YieldResult:
 
 def _compiled(topology: Topology, acceptance: Acceptance) -> tuple[np.ndarray, np.ndarray]:
     q = np.empty(topology.n_nodes)
-    _node_q(topology.source_array, topology.rank_array, topology.depth,
-            acceptance.p_s_array, acceptance.p_t_array, q)
+    _node_q(topology.parent_array, topology.source_array, topology.rank_array, topology.depth,
+            acceptance.p_s_array, acceptance.p_t_matrix, q)
     qeff = np.empty_like(q)
     start, index = topology.children
     node, total = _effective_q(q, start, index, acceptance.independent, qeff)

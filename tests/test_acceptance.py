@@ -41,3 +41,20 @@ def test_parser_accepts_exactly_probabilities(values):
     else:
         with pytest.raises(AcceptanceError):
             Acceptance.parse(text, 0.1)
+
+
+def test_parent_overrides_round_trip():
+    a = Acceptance.parse(0.9, "0.4,0.1", p_t_spine="0.05", p_t_chain="0.6,0.1")
+    assert a.by_parent and a.transition_q(0, 0) == 0.4 and a.transition_q(0, 1) == 0.05
+    assert a.transition_q(5, 2) == 0.1
+    assert a.p_t_matrix.tolist() == [[0.4, 0.1], [0.05, 0.05], [0.6, 0.1]]
+    assert Acceptance.from_dict(a.to_dict()) == a
+    assert a.to_dict()["p_t_spine"] == 0.05 and "p_t_chain" in a.to_dict()
+    plain = Acceptance.parse(0.9, 0.1)
+    assert not plain.by_parent and "p_t_spine" not in plain.to_dict()
+    assert a.with_model("independent").p_t_chain == (0.6, 0.1)
+
+
+def test_parent_override_validated():
+    with pytest.raises(AcceptanceError, match=r"p_t_chain: 1\.5 is not a probability"):
+        Acceptance.parse(0.5, 0.1, p_t_chain="1.5")

@@ -14,10 +14,12 @@ from goose_theory.yields import ExclusiveModelError
 
 @settings(max_examples=300, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), p_s=st.floats(0, 1), p_t=st.floats(0, 1),
+       p_t_spine=st.none() | st.floats(0, 1), p_t_chain=st.none() | st.floats(0, 1),
        lbar=st.sampled_from(["zero", "topology"]))
-def test_bound_never_exceeds_exact_independent(seed, n, p_s, p_t, lbar):
+def test_bound_never_exceeds_exact_independent(seed, n, p_s, p_t, p_t_spine, p_t_chain, lbar):
     topo = random_topology(np.random.default_rng(seed), n)
-    result = paper_lower_bound(topo, Acceptance.parse(p_s, p_t, "independent"), lbar=lbar)
+    acc = Acceptance.parse(p_s, p_t, "independent", p_t_spine=p_t_spine, p_t_chain=p_t_chain)
+    result = paper_lower_bound(topo, acc, lbar=lbar)
     assert result.lower_bound <= result.exact + 1e-12
     assert result.gap >= -1e-12
 

@@ -37,6 +37,14 @@ def test_yield_json(capsys, topo_file):
     assert out["lower_bound"] <= out["exact"] and sum(out["pmf"]) == pytest.approx(1)
 
 
+def test_yield_per_parent_transition_acceptance(capsys, topo_file):
+    out = run_json(capsys, ["yield", "--topology", topo_file, "--p-s", "0.6", "--p-t", "0.1", "--p-t-spine", "0.02",
+                            "--p-t-chain", "0.5", "--json"])
+    acc = Acceptance.parse(0.6, 0.1, p_t_spine=0.02, p_t_chain=0.5)
+    assert out["exact"] == pytest.approx(exact_yield(Topology.from_nodes(NODES), acc).expected_tau)
+    assert out["exact"] != pytest.approx(exact_yield(Topology.from_nodes(NODES), Acceptance.parse(0.6, 0.1)).expected_tau)
+
+
 def test_yield_lists_and_table(capsys, topo_file):
     assert main(["yield", "--topology", topo_file, "--p-s", "0.6,0.5", "--p-t", "0.1,0.05", "--model", "independent"]) == 0
     text = capsys.readouterr().out
@@ -72,6 +80,7 @@ def test_compare_lists_rules(capsys):
     (["yield", "--p-s", "nan", "--p-t", "0.1"], "p_s: nan is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.5"], "exclusive model: the children of node 0"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--model", "magic"], "unknown acceptance model 'magic'"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.1", "--p-t-chain", "2"], "p_t_chain: 2.0 is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),
     (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", "0"], "--cycles must be >= 1"),
     (["optimize", "--budget", "-1", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "--budget must be >= 0"),

@@ -59,12 +59,12 @@ def brute_tau(nodes, members, acc: Acceptance) -> float:
     reach, total = {0: 1.0}, 1.0
     for v in members[1:]:
         p, s, r, d = nodes[v]
-        q = acc.spine_q(d) if s == SPINE else acc.transition_q(r)
+        q = acc.spine_q(d) if s == SPINE else acc.transition_q(r, nodes[p][1])
         if acc.independent:
             for u in members:
                 pu, su, ru, du = nodes[u]
                 if u != v and pu == p and (su == SPINE and s == TRANSITION or su == s == TRANSITION and ru < r):
-                    q *= 1.0 - (acc.spine_q(du) if su == SPINE else acc.transition_q(ru))
+                    q *= 1.0 - (acc.spine_q(du) if su == SPINE else acc.transition_q(ru, nodes[p][1]))
         reach[v] = reach[p] * q
         total += reach[v]
     return total
@@ -82,11 +82,13 @@ probs = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=3)
 
 
 @settings(max_examples=150, deadline=None)
-@given(small, probs, probs, st.floats(0.0, 1.0))
-def test_optimal_is_exact_under_exclusive_model(limits, p_s, p_t, scale):
+@given(small, probs, probs, st.floats(0.0, 1.0), st.none() | probs, st.none() | probs)
+def test_optimal_is_exact_under_exclusive_model(limits, p_s, p_t, scale, p_t_spine, p_t_chain):
     # scale p_t so every candidate node is feasible: then "all valid trees" = all subtrees
-    room = (1.0 - max(p_s)) / (limits["top_k"] * max(max(p_t), 1e-12))
-    acc = Acceptance.parse(p_s, [min(1.0, x * scale * room) for x in p_t], "exclusive")
+    lists = [x for x in (p_t, p_t_spine, p_t_chain) if x is not None]
+    room = (1.0 - max(p_s)) / (limits["top_k"] * max(max(max(x) for x in lists), 1e-12))
+    scaled = [None if x is None else [min(1.0, v * scale * room) for v in x] for x in (p_t, p_t_spine, p_t_chain)]
+    acc = Acceptance.parse(p_s, scaled[0], "exclusive", p_t_spine=scaled[1], p_t_chain=scaled[2])
     got = build_topology("optimal", acc, **limits)
     best = exhaustive_best(acc, **limits)
     assert got.predicted_tau == pytest.approx(best, rel=1e-12, abs=1e-12)
@@ -94,9 +96,9 @@ def test_optimal_is_exact_under_exclusive_model(limits, p_s, p_t, scale):
 
 
 @settings(max_examples=150, deadline=None)
-@given(small, probs, probs)
-def test_optimal_is_exact_under_independent_model(limits, p_s, p_t):
-    acc = Acceptance.parse(p_s, p_t, "independent")
+@given(small, probs, probs, st.none() | probs, st.none() | probs)
+def test_optimal_is_exact_under_independent_model(limits, p_s, p_t, p_t_spine, p_t_chain):
+    acc = Acceptance.parse(p_s, p_t, "independent", p_t_spine=p_t_spine, p_t_chain=p_t_chain)
     got = build_topology("optimal", acc, **limits)
     best = exhaustive_best(acc, **limits)
     assert got.predicted_tau == pytest.approx(best, rel=1e-12, abs=1e-12)

@@ -239,3 +239,15 @@ def test_regime_properties():
     assert regime.stationary_repetitive == pytest.approx(0.75)
     assert regime.persistence == pytest.approx(0.92)
     assert BurstyRegime(0.8, 0.1, to_novel=0.0, to_repetitive=0.3).stationary_repetitive == 1.0
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_per_parent_transition_acceptance_matches_exact(model):
+    # spine chain with branches, and transition chains under the root: all three parent kinds
+    nodes = [(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0), (3, "transition", 0),
+             (4, "transition", 0), (1, "transition", 0), (1, "transition", 1), (7, "transition", 0)]
+    topo = Topology.from_nodes(nodes)
+    acc = Acceptance.parse(0.6, 0.3, model, p_t_spine="0.1,0.05", p_t_chain=0.7)
+    result = simulate(topo, acc, cycles=400_000, seed=11)
+    exact = exact_yield(topo, acc).expected_tau
+    assert abs(result.mean - exact) < 4 * result.std / np.sqrt(result.cycles)

@@ -16,7 +16,8 @@ from goose_theory.yields import ExclusiveModelError, continuation, exact_yield, 
 def _q(topo: Topology, acc: Acceptance) -> list[float]:
     q = [1.0]
     for i in range(1, topo.n_nodes):
-        q.append(acc.spine_q(int(topo.depth[i])) if topo.source[i] == 1 else acc.transition_q(topo.rank[i]))
+        q.append(acc.spine_q(int(topo.depth[i])) if topo.source[i] == 1
+                 else acc.transition_q(topo.rank[i], topo.source[topo.parent[i]]))
     return q
 
 
@@ -55,12 +56,16 @@ def brute_force_pmf(topo: Topology, acc: Acceptance) -> dict[int, float]:
 SMALL = dict(max_examples=120, deadline=None)
 
 
+P_T = st.lists(st.floats(0, 0.3), min_size=1, max_size=3)
+
+
 @settings(**SMALL)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 9), model=st.sampled_from(["exclusive", "independent"]),
-       p_s=st.lists(st.floats(0, 1), min_size=1, max_size=3), p_t=st.lists(st.floats(0, 0.3), min_size=1, max_size=3))
-def test_pmf_equals_brute_force(seed, n, model, p_s, p_t):
+       p_s=st.lists(st.floats(0, 1), min_size=1, max_size=3), p_t=P_T,
+       p_t_spine=st.none() | P_T, p_t_chain=st.none() | P_T)
+def test_pmf_equals_brute_force(seed, n, model, p_s, p_t, p_t_spine, p_t_chain):
     topo = random_topology(np.random.default_rng(seed), n, max_depth=4, max_spine=4)
-    acc = Acceptance.parse(p_s, p_t, model)
+    acc = Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
     try:
         result = exact_yield(topo, acc)
     except ExclusiveModelError:
@@ -104,6 +109,16 @@ def test_exclusive_rejects_children_summing_above_one():
     with pytest.raises(ExclusiveModelError, match=r"children of node 0 .* summing to 1\.1 > 1"):
         exact_yield(topo, Acceptance.parse(0.6, 0.05))
     assert exact_yield(topo, Acceptance.parse(0.6, 0.05, "independent")).expected_tau > 1.6
+
+
+def test_transition_acceptance_by_parent_source():
+    # root -> spine -> transition(a); root -> transition(b) -> transition(c)
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "transition", 0), (0, "transition", 0),
+                                (3, "transition", 0)])
+    acc = Acceptance.parse(0.5, 0.2, p_t_spine=0.1, p_t_chain=0.6)
+    np.testing.assert_allclose(exact_yield(topo, acc).qeff, [1, 0.5, 0.1, 0.2, 0.6])
+    # without overrides every transition node uses p_t
+    np.testing.assert_allclose(exact_yield(topo, Acceptance.parse(0.5, 0.2)).qeff, [1, 0.5, 0.2, 0.2, 0.2])
 
 
 def test_root_only_is_plain_decoding():
