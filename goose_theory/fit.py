@@ -2,7 +2,8 @@
 
 Estimates come from *reached* nodes (parent accepted): p_s = matched / reached spine nodes,
 p_t = matched / reached transition nodes, pooled, and as curves (p_s by spine depth, p_t by
-rank and by depth). Cycles of one prompt share text and so are not independent; the 95%
+rank and by depth). p_t is also split by the parent's source (root / spine / transition), each
+with its by-rank curve: measured traces show transition acceptance depends strongly on it. Cycles of one prompt share text and so are not independent; the 95%
 interval is therefore a **cluster bootstrap over prompts** (prompt = (run_id, benchmark,
 prompt_id); resample prompts with replacement, recompute the ratio of sums; percentile
 interval; seeded). The naive binomial (Wilson) interval, which treats every node as
@@ -81,6 +82,21 @@ class Interval:
 
 
 @dataclass(frozen=True)
+class ParentFit:
+    """p_t of transition nodes whose parent has one source (``root``, ``spine``, ``transition``)."""
+
+    source: str
+    p_t: Estimate
+    by_rank: pd.DataFrame = field(repr=False)  # index: rank; CURVE_COLUMNS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.p_t.to_dict(), "by_rank": self.by_rank.reset_index().to_dict(orient="records")}
+
+
+PARENT_SOURCES = ("root", "spine", "transition")
+
+
+@dataclass(frozen=True)
 class GroupFit:
     """Fit of one group (or of everything: label ``all``)."""
 
@@ -97,11 +113,16 @@ class GroupFit:
     cycles: int = 0
     prompts: int = 0
     budget: int = 0  # largest recorded tree (non-root nodes): the runs' budget
+    p_t_by_parent: tuple[ParentFit, ...] = ()  # root, spine, transition (empty: not counted)
+
+    def parent(self, source: str) -> ParentFit | None:
+        return next((p for p in self.p_t_by_parent if p.source == source), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "key": self.key, "p_s": self.p_s.to_dict(), "p_t": self.p_t.to_dict(),
                 "ratio": self.ratio.to_dict(), "observed_tau": self.observed_tau.to_dict(),
-                "cycles": self.cycles, "prompts": self.prompts, "budget": self.budget}
+                "cycles": self.cycles, "prompts": self.prompts, "budget": self.budget,
+                "p_t_by_parent": {p.source: p.to_dict() for p in self.p_t_by_parent}}
 
 
 @dataclass(frozen=True)
@@ -164,13 +185,16 @@ def _fit_group(label: str, key: dict[str, str], clusters: np.ndarray, counts: Fi
     local = pd.Series(np.arange(clusters.size), index=clusters)
     cyc = np.bincount(local[tab["cluster"]].to_numpy(), weights=tab["n"], minlength=clusters.size)
     tau = np.bincount(local[tab["cluster"]].to_numpy(), weights=tab["tau_sum"], minlength=clusters.size)
+    by_parent = counts.parent_rank_matched is not None
+    pm_all = counts.parent_rank_matched if by_parent else np.zeros((counts.n_clusters, 3, CAP), np.int64)
+    pr_all = counts.parent_rank_reached if by_parent else pm_all
     tables = [t[clusters] for t in (counts.spine_matched, counts.spine_reached, counts.rank_matched,
-                                     counts.rank_reached, counts.depth_matched, counts.depth_reached)]
+                                     counts.rank_reached, counts.depth_matched, counts.depth_reached, pm_all, pr_all)]
     per_unit = [*tables, cyc, tau]
     if merge is not None:  # same prompt in several groups: one resampling unit
         units, inv = np.unique(merge[clusters], return_inverse=True)
         per_unit = [_sum_rows(x, inv, units.size) for x in per_unit]
-    sm, sr, rm, rr, dm, dr, cyc, tau = per_unit
+    sm, sr, rm, rr, dm, dr, pm, pr, cyc, tau = per_unit
     n_units = cyc.shape[0]
     W = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(np.float64) if n_units > 1 else None
     p_s, p_t = _proportion(sm.sum(1), sr.sum(1), W), _proportion(rm.sum(1), rr.sum(1), W)
@@ -186,7 +210,14 @@ def _fit_group(label: str, key: dict[str, str], clusters: np.ndarray, counts: Fi
     return GroupFit(label, key, clusters, p_s, p_t, Interval(ratio_est, (float(rlo), float(rhi))),
                     Interval(float(tau_mean), (float(tlo), float(thi))),
                     _curve(sm, sr, W, "depth"), _curve(rm, rr, W, "rank"), _curve(dm, dr, W, "depth"),
-                    int(cyc.sum()), int(n_units), int(budget))
+                    int(cyc.sum()), int(n_units), int(budget), _by_parent(pm, pr, W) if by_parent else ())
+
+
+def _by_parent(pm: np.ndarray, pr: np.ndarray, W: np.ndarray | None) -> tuple[ParentFit, ...]:
+    """p_t per parent source (pooled over rank, and by rank) from (units, 3, CAP) counts; the
+    same bootstrap weights as every other statistic of the group."""
+    return tuple(ParentFit(name, _proportion(pm[:, k].sum(1), pr[:, k].sum(1), W), _curve(pm[:, k], pr[:, k], W, "rank"))
+                 for k, name in enumerate(PARENT_SOURCES))
 
 
 def _sum_rows(x: np.ndarray, inv: np.ndarray, n: int) -> np.ndarray:
@@ -219,4 +250,4 @@ def fit_traces(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] = 
     return fit_counts(count_files(paths, group_by=group_by), n_boot=n_boot, seed=seed)
 
 
-__all__ = ["CAP", "Estimate", "Interval", "GroupFit", "FitResult", "fit_counts", "fit_traces", "wilson"]
+__all__ = ["CAP", "PARENT_SOURCES", "Estimate", "Interval", "ParentFit", "GroupFit", "FitResult", "fit_counts", "fit_traces", "wilson"]
