@@ -9,7 +9,10 @@ predict the observed tau?
 * :func:`overdispersion`: a beta-binomial fit (``scipy.stats.betabinom``, MLE by
   ``scipy.optimize``) of the per-prompt counts against a single binomial: intra-prompt
   correlation rho = 1 / (a + b + 1) and a boundary LRT (p = 0.5 * chi2_1 tail).
-* :func:`select_acceptance`: the fitted model the data support (scalar or curves).
+* :func:`parent_test`: one p_t per parent source (root / spine / transition) against pooled p_t,
+  within the rank bins of the pooled model (LRT and AIC, supported only when both agree).
+* :func:`select_acceptance`: the fitted model the data support (scalar or curves; p_t per
+  parent source where supported, via ``Acceptance``'s ``p_t_spine`` / ``p_t_chain``).
 
 Goodness of fit and the paper's bound live in :mod:`goose_theory.fitpredict`.
 
@@ -21,14 +24,14 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 from scipy import optimize, special, stats
 
 from .acceptance import Acceptance
-from .fit import GroupFit
+from .fit import PARENT_SOURCES, GroupFit
 
 MIN_BIN = 30
 
@@ -88,6 +91,59 @@ def curve_test(matched: np.ndarray, reached: np.ndarray, *, start: int = 1, min_
     p_value = float(stats.chi2.sf(lr, df)) if df > 0 else 1.0
     return CurveTest(name, tuple(float(x) for x in pb), tuple(int(x) for x in nb), float(p0), ll0, ll1, lr, df,
                      p_value, 2 * 1 - 2 * ll0, 2 * (df + 1) - 2 * ll1)
+
+
+@dataclass(frozen=True)
+class ParentTest:
+    """Pooled p_t against one p_t per parent source, in ``bins`` rank bins (1 = scalar p_t;
+    ranks >= bins - 1 share the last bin, as in the pooled curve)."""
+
+    estimates: tuple[float, ...]  # root, spine, transition: pooled over rank (NaN = no reached nodes)
+    n: tuple[int, ...]
+    bins: int
+    loglik_pooled: float
+    loglik_by_parent: float
+    lr: float
+    df: int
+    p_value: float
+    aic_pooled: float
+    aic_by_parent: float
+
+    @property
+    def supported(self) -> bool:
+        return bool(self.df > 0 and self.p_value < 0.05 and self.aic_by_parent < self.aic_pooled)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"estimates": dict(zip(PARENT_SOURCES, self.estimates)), "n": dict(zip(PARENT_SOURCES, self.n)),
+                "bins": self.bins, "lr": self.lr, "df": self.df, "p_value": self.p_value,
+                "aic_pooled": self.aic_pooled, "aic_by_parent": self.aic_by_parent, "supported": self.supported}
+
+
+def parent_test(matched: np.ndarray, reached: np.ndarray, *, bins: int = 1) -> ParentTest:
+    """Binomial LRT and AIC of "p_t depends on the parent's source" against pooled p_t.
+
+    ``matched`` / ``reached``: (3, ranks) counts by parent source (root, spine, transition) and
+    rank. Example (rank 0 only, two sources that differ):
+        >>> t = parent_test(np.array([[40], [5], [60]]), np.array([[100], [100], [100]]))
+        >>> t.supported, t.df
+        (True, 2)
+    """
+    k, n = np.asarray(matched, float), np.asarray(reached, float)
+    bins = max(1, min(bins, k.shape[1]))
+    kb = np.concatenate([k[:, : bins - 1], k[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    nb = np.concatenate([n[:, : bins - 1], n[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    with np.errstate(all="ignore"):
+        p0 = np.where(nb.sum(0) > 0, kb.sum(0) / nb.sum(0), 0.0)
+        p1 = np.where(nb > 0, kb / np.where(nb > 0, nb, 1), 0.0)
+        est = tuple(float(x) for x in np.where(n.sum(1) > 0, k.sum(1) / n.sum(1), np.nan))
+    has1, has0 = nb > 0, nb.sum(0) > 0
+    ll0 = _binom_ll(kb[has1], nb[has1], np.broadcast_to(p0, nb.shape)[has1])
+    ll1 = _binom_ll(kb[has1], nb[has1], p1[has1])
+    df = int(has1.sum() - has0.sum())
+    lr = max(0.0, 2 * (ll1 - ll0))
+    p_value = float(stats.chi2.sf(lr, df)) if df > 0 else 1.0
+    return ParentTest(est, tuple(int(x) for x in n.sum(1)), bins, ll0, ll1, lr, df, p_value,
+                      2 * int(has0.sum()) - 2 * ll0, 2 * int(has1.sum()) - 2 * ll1)
 
 
 @dataclass(frozen=True)
@@ -175,18 +231,23 @@ class GroupChecks:
     scalar: Acceptance
     selected: Acceptance
     availability: tuple[float, ...] = ()  # a(d): see spine_availability; () = not recorded
+    parent: ParentTest | None = None  # None: counts without parent sources
+    parent_rank: tuple[CurveTest, ...] = ()  # p_t by rank per parent source (root, spine, transition)
 
     @property
     def for_recommendation(self) -> Acceptance:
         """The selected model with p_s(d) scaled by a(d): a fixed tree's spine node at depth d
-        can only match when the matcher offered a d-th token (as recorded in ``spine_avail``)."""
+        can only match when the matcher offered a d-th token (as recorded in ``spine_avail``).
+        The per-parent p_t overrides are kept."""
         if not self.availability:
             return self.selected
         p_s = [self.selected.spine_q(d) * a for d, a in enumerate(self.availability, start=1)]
-        return Acceptance.parse(p_s, self.selected.p_t, self.selected.model)
+        return replace(self.selected, p_s=tuple(p_s))
 
     def to_dict(self) -> dict[str, Any]:
         return {"spine_depth": self.spine_depth.to_dict(), "transition_rank": self.transition_rank.to_dict(),
+                "p_t_by_parent": None if self.parent is None else self.parent.to_dict(),
+                "p_t_by_parent_rank": {s: t.to_dict() for s, t in zip(PARENT_SOURCES, self.parent_rank)},
                 "spine_dispersion": self.spine_dispersion.to_dict(),
                 "transition_dispersion": self.transition_dispersion.to_dict(),
                 "scalar": self.scalar.to_dict(), "selected": self.selected.to_dict(),
@@ -199,9 +260,12 @@ def _prob(x: float) -> float:
 
 
 def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n: int = MIN_BIN) -> GroupChecks:
-    """Curve tests and over-dispersion for one fitted group; pick the supported model.
+    """Curve tests, the parent-source test and over-dispersion for one fitted group; pick the
+    supported model.
 
-    A source with no reached nodes gets p = 0 (it does not occur in the recorded trees).
+    A source with no reached nodes gets p = 0 (it does not occur in the recorded trees); with
+    p_t by parent supported, a parent source with no reached transition children gets the
+    pooled p_t.
     """
     c = group.clusters
     sm, sr = counts.spine_matched[c], counts.spine_reached[c]
@@ -211,11 +275,29 @@ def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n
     scalar = Acceptance.parse(_prob(group.p_s.estimate), _prob(group.p_t.estimate), model)
     p_s = [_prob(x) for x in depth.curve] if depth.supported else scalar.p_s
     p_t = [_prob(x) for x in rank.curve] if rank.supported else scalar.p_t
+    selected = Acceptance.parse(p_s, p_t, model)
+    parent, parent_rank = None, ()
+    if getattr(counts, "parent_rank_reached", None) is not None:
+        pm, pr = counts.parent_rank_matched[c].sum(0), counts.parent_rank_reached[c].sum(0)
+        parent = parent_test(pm, pr, bins=len(rank.curve) if rank.supported else 1)
+        parent_rank = tuple(curve_test(pm[k], pr[k], start=0, min_n=min_n, name=f"p_t by rank under {s}")
+                            for k, s in enumerate(PARENT_SOURCES))
+        if parent.supported:
+            per = [_source_p_t(t, pm[k], pr[k], p_t) for k, t in enumerate(parent_rank)]
+            selected = Acceptance.parse(p_s, per[0], model, p_t_spine=per[1], p_t_chain=per[2])
     return GroupChecks(depth, rank, overdispersion(sm.sum(1), sr.sum(1), name="p_s"),
-                       overdispersion(rm.sum(1), rr.sum(1), name="p_t"), scalar, Acceptance.parse(p_s, p_t, model),
-                       spine_availability(counts.spine_avail[c].sum(0)))
+                       overdispersion(rm.sum(1), rr.sum(1), name="p_t"), scalar, selected,
+                       spine_availability(counts.spine_avail[c].sum(0)), parent, parent_rank)
+
+
+def _source_p_t(test: CurveTest, matched: np.ndarray, reached: np.ndarray, pooled: Any) -> Any:
+    """One parent source's p_t: its rank curve where supported, else its scalar; pooled if unseen."""
+    if reached.sum() == 0:
+        return pooled
+    return [_prob(x) for x in test.curve] if test.supported else _prob(matched.sum() / reached.sum())
 
 
 def select_acceptance(group: GroupFit, counts: Any, *, model: str = "exclusive") -> Acceptance:
-    """The acceptance model the data support (depth/rank curves only where LRT and AIC agree)."""
+    """The acceptance model the data support (depth/rank curves and p_t per parent source only
+    where LRT and AIC agree)."""
     return check_group(group, counts, model=model).selected
