@@ -12,8 +12,8 @@ Every recorded cycle's tree is known, so the fitted model predicts each cycle's 
   interval (beyond sampling noise).
 
 The exclusive model needs the q's of one node's children to sum to <= 1; where the fitted
-values break that on a recorded tree, the group is evaluated under the independent model and
-``model`` says so.
+values break that on a recorded tree, *that tree* is evaluated under the independent model and
+``model`` says on how many cycles.
 """
 from __future__ import annotations
 
@@ -59,26 +59,40 @@ def _group_shapes(group: GroupFit, counts: FitCounts) -> pd.DataFrame:
 
 
 def _evaluate(shape_ids: np.ndarray, topologies: Sequence[Topology | None], acceptance: Acceptance,
-              with_bound: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """(E[tau], Var[tau], bound) per shape; NaN for unusable shapes; the model actually used."""
-    for model in dict.fromkeys((acceptance.model, "independent")):
-        acc = acceptance.with_model(model)
-        e, v, b = (np.full(shape_ids.size, np.nan) for _ in range(3))
-        try:
-            for j, s in enumerate(shape_ids.tolist()):
-                topo = topologies[s]
-                if topo is None:
-                    continue
+              with_bound: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(E[tau], Var[tau], bound) per shape (NaN for unusable shapes) and a mask of the shapes
+    evaluated under the independent model because the exclusive one is infeasible on them.
+
+    The fallback is per tree shape: a few infeasible trees (children q summing above 1, e.g.
+    a root with a spine child and several transition children) must not push every other tree
+    of the group onto the independent model, which double-discounts transition children whose
+    fitted p_t is already a marginal match rate."""
+    e, v, b = (np.full(shape_ids.size, np.nan) for _ in range(3))
+    fell_back = np.zeros(shape_ids.size, dtype=bool)
+    for j, s in enumerate(shape_ids.tolist()):
+        topo = topologies[s]
+        if topo is None:
+            continue
+        for model in dict.fromkeys((acceptance.model, "independent")):
+            acc = acceptance.with_model(model)
+            try:
                 if with_bound:
                     r = paper_lower_bound(topo, acc)
                     e[j], b[j] = r.exact, r.lower_bound
                 else:
                     y = exact_yield(topo, acc)
                     e[j], v[j] = y.expected_tau, y.variance
-            return e, v, b, model
-        except ExclusiveModelError:
-            continue
-    raise AssertionError("the independent model has no feasibility condition")  # pragma: no cover
+            except ExclusiveModelError:
+                continue
+            fell_back[j] = model != acceptance.model
+            break
+    return e, v, b, fell_back
+
+
+def _model_name(acceptance: Acceptance, fell_back: np.ndarray, n: np.ndarray) -> str:
+    """The model used: the acceptance's own, or e.g. ``exclusive (independent on 60 cycles)``."""
+    k = int(n[fell_back].sum())
+    return acceptance.model if k == 0 else f"{acceptance.model} (independent on {k} cycles)"
 
 
 @dataclass(frozen=True)
@@ -115,8 +129,9 @@ def goodness_of_fit(group: GroupFit, counts: FitCounts, topologies: Sequence[Top
     """Exact E[tau] of every recorded tree under the fitted model against the observed tau."""
     tab = _group_shapes(group, counts)
     ids, n = tab["shape"].to_numpy(), tab["n"].to_numpy(float)
-    e, v, _, model = _evaluate(ids, topologies, selected, with_bound=False)
+    e, v, _, fell = _evaluate(ids, topologies, selected, with_bound=False)
     e0, _, _, _ = _evaluate(ids, topologies, scalar, with_bound=False)
+    model = _model_name(selected, fell, n)
     ok = np.isfinite(e)
     w = n[ok]
     observed = float(tab["tau_sum"].to_numpy(float)[ok].sum() / w.sum()) if w.sum() else math.nan
@@ -176,7 +191,8 @@ def bound_check(group: GroupFit, counts: FitCounts, topologies: Sequence[Topolog
                 scalar: Acceptance) -> BoundCheck:
     """Mean of the paper's bound over the group's recorded trees vs observed tau and interval."""
     tab = _group_shapes(group, counts)
-    e, _, b, model = _evaluate(tab["shape"].to_numpy(), topologies, scalar, with_bound=True)
+    e, _, b, fell = _evaluate(tab["shape"].to_numpy(), topologies, scalar, with_bound=True)
+    model = _model_name(scalar, fell, tab["n"].to_numpy())
     ok = np.isfinite(b)
     w = tab["n"].to_numpy(float)[ok]
     if not w.sum():
