@@ -6,7 +6,9 @@ order), whether or not the node itself is reached -- as the runtime records ``ma
 drafted node. ``accepted`` is then the chain of matches from the root, ``reached`` = parent
 accepted, tau = accepted rows (root = bonus token included).
 
-* ``p_s`` scalar or by spine depth, ``p_t`` scalar or by rank (last value repeats);
+* ``p_s`` scalar or by spine depth, ``p_t`` scalar or by rank (last value repeats); optional
+  ``p_t_spine`` / ``p_t_chain`` for transition children of spine / transition nodes (``p_t``
+  then applies under the root; see :class:`goose_theory.acceptance.Acceptance`);
 * a per-prompt random effect: ``prompt_sd`` is the standard deviation of a normal shift of
   logit(q), one draw per prompt for spine and one for transition nodes. Where shifted q's of one
   node's children sum above 1 they are scaled down to sum to 1 (documented bias, only then);
@@ -52,10 +54,12 @@ class SyntheticSpec:
     method: str = "goose"
     run_id: str = "run-0"
     max_accepted_depth: int | None = None
+    p_t_spine: float | Sequence[float] | None = None  # None: as p_t
+    p_t_chain: float | Sequence[float] | None = None
 
     @property
     def acceptance(self) -> Acceptance:
-        return Acceptance.parse(self.p_s, self.p_t)
+        return Acceptance.parse(self.p_s, self.p_t, p_t_spine=self.p_t_spine, p_t_chain=self.p_t_chain)
 
 
 def _node_q(topology: Topology, acc: Acceptance) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +68,8 @@ def _node_q(topology: Topology, acc: Acceptance) -> tuple[np.ndarray, np.ndarray
     q = np.ones(topology.n_nodes)
     spine = topology.source_array == SPINE
     for i in range(1, topology.n_nodes):
-        q[i] = acc.spine_q(int(topology.depth[i])) if spine[i] else acc.transition_q(topology.rank[i], topology.source[topology.parent[i]])
+        q[i] = acc.spine_q(int(topology.depth[i])) if spine[i] else \
+            acc.transition_q(topology.rank[i], topology.source[topology.parent[i]])  # by the parent's source
     return q, spine
 
 
@@ -182,6 +187,6 @@ def synthetic_table(spec: SyntheticSpec | Sequence[SyntheticSpec], *, seed: int)
 def write_synthetic(path: str | os.PathLike, spec: SyntheticSpec | Sequence[SyntheticSpec], *, seed: int) -> None:
     """Draw and write one trace file atomically (via :func:`goose_theory.traceio.write_trace`)."""
     specs = [spec] if isinstance(spec, SyntheticSpec) else list(spec)
-    truth = [{"method": s.method, "p_s": s.acceptance.to_dict()["p_s"], "p_t": s.acceptance.to_dict()["p_t"],
+    truth = [{"method": s.method, **{k: v for k, v in s.acceptance.to_dict().items() if k != "model"},
               "prompt_sd": s.prompt_sd, "max_accepted_depth": s.max_accepted_depth} for s in specs]
     write_trace(path, synthetic_columns(specs, seed=seed), {"synthetic": "true", "truth": truth, "seed": seed})

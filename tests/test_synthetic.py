@@ -82,3 +82,24 @@ def test_groups_concatenate_with_labels():
     table = synthetic_table(specs, seed=0)
     assert table.num_rows == 2 * 3 * CHAIN.n_nodes + 2 * 3 * TREE.n_nodes
     assert sorted(set(table.column("method").to_pylist())) == ["a", "b"]
+
+
+def test_per_parent_p_t_drives_the_draws():
+    """Transition children draw from p_t, p_t_spine or p_t_chain by their parent's source: the
+    match rates of reached nodes follow, and mean tau matches the exact yield of that model."""
+    spec = SyntheticSpec([0.6, 0.7], 0.15, (TREE,), prompts=50, cycles=400, p_t_spine=0.05, p_t_chain=0.6)
+    acc = spec.acceptance
+    assert acc.by_parent and acc.transition_q(0, 1) == 0.05 and acc.transition_q(0, 2) == 0.6
+    df = _cycles(synthetic_table(spec, seed=4))
+    row_of_parent = df.index.to_numpy() - df["node"].to_numpy() + df["parent"].clip(0).to_numpy()
+    df["ps"] = df["source"].to_numpy()[row_of_parent]
+    reached_t = df[(df["source"] == "transition") & df["reached"]]
+    for source, truth in (("spine", 0.05), ("transition", 0.6)):
+        rate = reached_t[reached_t["ps"] == source]["match"]
+        assert abs(rate.mean() - truth) < 4 * np.sqrt(truth * (1 - truth) / len(rate)), source
+    root_r0 = reached_t[(reached_t["ps"] == "root") & (reached_t["rank"] == 0)]["match"]
+    assert abs(root_r0.mean() - 0.15) < 4 * np.sqrt(0.15 * 0.85 / len(root_r0))
+    tau = df.groupby("cyc")["accepted"].sum()
+    res = exact_yield(TREE, acc)
+    assert abs(tau.mean() - res.expected_tau) < 4 * res.std / np.sqrt(len(tau))
+    assert res.expected_tau != exact_yield(TREE, Acceptance.parse(acc.p_s, acc.p_t)).expected_tau
