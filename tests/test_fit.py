@@ -136,3 +136,22 @@ def test_any_batch_size_gives_the_same_counts(small_trace, batch_rows):
     for name in ("spine_reached", "spine_matched", "rank_reached", "rank_matched", "depth_reached", "depth_matched"):
         assert np.array_equal(getattr(ref, name), getattr(got, name)), name
     assert ref.shape_table.equals(got.shape_table)
+
+
+def test_recovers_p_t_by_parent_source():
+    """Traces drawn with a different p_t under root, spine and transition parents: each per-parent
+    estimate (pooled over rank, and its rank-0 point) has the truth inside its 95% interval, and
+    the parent counts add up to the pooled rank counts."""
+    spec = SyntheticSpec([0.6, 0.7], 0.15, (TREE,), prompts=60, cycles=200, p_t_spine=0.05, p_t_chain=0.5)
+    fit = _fit(spec, seed=21)
+    assert [p.source for p in fit.overall.p_t_by_parent] == ["root", "spine", "transition"]
+    for source, truth in (("root", 0.15), ("spine", 0.05), ("transition", 0.5)):
+        p = fit.overall.parent(source)
+        assert p.p_t.ci95[0] <= truth <= p.p_t.ci95[1], (source, p.p_t)
+        assert p.by_rank.loc[0, "lo"] <= truth <= p.by_rank.loc[0, "hi"]
+    counts = fit.counts
+    assert np.array_equal(counts.parent_rank_reached.sum(1), counts.rank_reached)
+    assert np.array_equal(counts.parent_rank_matched.sum(1), counts.rank_matched)
+    assert sum(p.p_t.n for p in fit.overall.p_t_by_parent) == fit.overall.p_t.n
+    d = fit.overall.to_dict()["p_t_by_parent"]
+    assert set(d) == {"root", "spine", "transition"} and {"estimate", "ci95", "n", "by_rank"} <= set(d["spine"])

@@ -8,7 +8,7 @@ from scipy import stats
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.fit import fit_counts
-from goose_theory.fitcheck import check_group, curve_test, overdispersion, spine_availability
+from goose_theory.fitcheck import check_group, curve_test, overdispersion, parent_test, spine_availability
 from goose_theory.fitcounts import count_tables
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
 from goose_theory.optimize import build_topology
@@ -111,3 +111,47 @@ def test_recorded_spine_offers_scale_p_s_for_the_recommendation():
     rec = checks.for_recommendation
     assert rec.spine_q(1) == pytest.approx(0.5 * checks.selected.spine_q(1))
     assert rec.spine_q(2) == pytest.approx(checks.selected.spine_q(2))
+
+
+def test_parent_test_detects_per_parent_p_t_and_selects_it():
+    """p_t differing by parent source: the LRT and AIC support it and ``selected`` carries the
+    per-parent values (near the truth); for_recommendation keeps them."""
+    mixed = Topology.from_nodes([*zip(DEEP.parent, DEEP.source, DEEP.rank), (7, "transition", 0)])
+    spec = SyntheticSpec(0.6, 0.15, (mixed,), prompts=40, cycles=150, p_t_spine=0.03, p_t_chain=0.5)
+    fit = _fit(spec, seed=31, group_by=())
+    checks = check_group(fit.overall, fit.counts)
+    assert checks.parent.supported and checks.parent.p_value < 1e-6
+    sel = checks.selected
+    assert sel.by_parent
+    for source, truth in enumerate((0.15, 0.03, 0.5)):
+        assert abs(sel.transition_q(0, source) - truth) < 0.06, (source, sel.transition_list(source))
+    rec = checks.for_recommendation
+    assert rec.p_t_spine == sel.p_t_spine and rec.p_t_chain == sel.p_t_chain
+    assert Acceptance.from_dict(checks.to_dict()["selected"]) == sel
+    # DEEP has no transition node under a transition node: that source falls back to pooled p_t
+    fit = _fit(SyntheticSpec(0.6, 0.15, (DEEP,), prompts=40, cycles=150, p_t_spine=0.03), seed=32, group_by=())
+    deep = check_group(fit.overall, fit.counts)
+    pooled = deep.transition_rank.curve if deep.transition_rank.supported else deep.scalar.p_t
+    assert deep.selected.by_parent and deep.selected.p_t_chain == pytest.approx(pooled)
+
+
+def test_parent_test_stays_quiet_when_p_t_is_the_same_for_every_parent():
+    """Equal p_t under every parent: no selection of per-parent p_t in (almost) every seed, and the
+    LRT p-values look uniform (not piled up near 0)."""
+    p_values, chosen = [], 0
+    for seed in range(12):
+        fit = _fit(SyntheticSpec(0.5, 0.12, (DEEP,), prompts=30, cycles=100), seed=100 + seed, group_by=())
+        checks = check_group(fit.overall, fit.counts)
+        p_values.append(checks.parent.p_value)
+        chosen += checks.selected.by_parent
+    assert chosen <= 2
+    assert np.median(p_values) > 0.15
+
+
+def test_parent_test_unit():
+    same = parent_test(np.array([[30, 5], [30, 5], [30, 5]]), np.array([[100, 100]] * 3), bins=2)
+    assert same.lr < 1e-9 and not same.supported and same.df == 4
+    differ = parent_test(np.array([[40, 5], [5, 5], [60, 5]]), np.array([[100, 100]] * 3), bins=1)
+    assert differ.supported and differ.df == 2 and differ.estimates == (0.225, 0.05, 0.325)
+    unseen = parent_test(np.array([[40], [0], [60]]), np.array([[100], [0], [100]]))
+    assert unseen.df == 1 and np.isnan(unseen.estimates[1])
