@@ -30,13 +30,13 @@ from transformers.utils import logging as hf_logging
 from goose_runtime.decoder import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
-from goose_runtime.profile import verify_latency
+from goose_runtime.profile import profile_latency
 from goose_runtime.prompts import load_prompts
 from goose_runtime.runner import run_methods, summarize
 from goose_theory.cli_util import format_table, to_jsonable
 
 BASELINES = ("ar", "pld", "tr", "iso:3", "mixed-iso:3")
-LATENCY_SIZES = (1, 9, 17, 33, 61, 81)
+LATENCY_SIZES = (1, 2, 4, 9, 17, 33, 48, 64, 81)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--budgets", default="8,16,32,60", help="goose budgets")
     p.add_argument("--dtypes", default="float32,bfloat16")
-    p.add_argument("--bf16-methods", default="ar,pld,tr,goose@16,goose",
+    p.add_argument("--bf16-methods", default="ar,pld,tr,goose@16,goose,auto",
                    help="methods run in bf16 (a subset keeps the run short)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--model", default="default")
@@ -68,15 +68,16 @@ def machine() -> dict:
 
 def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str]) -> list:
     specs = [parse_method(m) for m in BASELINES] + [parse_method("goose", budget=b) for b in budgets]
+    specs.append(parse_method("auto"))  # cost-aware per cycle, from this run's latency profile
     if dtype == "float32":
         return specs
     from goose_runtime.runner import method_label
     return [s for s in specs if method_label(s) in bf16_methods]
 
 
-def run_set(bundle, bench: str, specs: list, args) -> list[dict]:
+def run_set(bundle, bench: str, specs: list, args, latency) -> list[dict]:
     prompts = load_prompts(bench, limit=args.prompts)
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens, latency=latency)
     t0 = time.perf_counter()
     results = run_methods(bundle, specs, prompts, config=config)
     wall = time.perf_counter() - t0
@@ -101,9 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for dtype in args.dtypes.split(","):
         bundle = load_model(args.model, device="auto", dtype=dtype)
-        lat = verify_latency(bundle, sizes=LATENCY_SIZES, repeats=3)
+        profile = profile_latency(bundle, sizes=LATENCY_SIZES, repeats=3)
+        lat = profile.seconds
         specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")))
-        rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args)]
+        rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args, profile)]
         report["runs"][dtype] = {"device": str(bundle.device), "rows": rows,
                                  "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
         print(f"\n## {bundle.name}, {dtype}, {bundle.device}\n")
