@@ -58,6 +58,11 @@ def p_t_by_rank_chart(df: pd.DataFrame) -> alt.Chart:
     return curve_chart(df, x="rank", title="p_t by rank (bar: cluster bootstrap 95%, ticks: naive)")
 
 
+def p_t_by_parent_chart(df: pd.DataFrame) -> alt.Chart:
+    """p_t by rank per parent source (``group`` = "<group> / <source>"), with intervals."""
+    return curve_chart(df, x="rank", title="p_t by rank and parent source (bar: cluster bootstrap 95%, ticks: naive)")
+
+
 def p_t_by_depth_chart(df: pd.DataFrame) -> alt.Chart:
     """p_t by tree depth with intervals."""
     return curve_chart(df, x="depth", title="p_t by depth (bar: cluster bootstrap 95%, ticks: naive)")

@@ -49,11 +49,15 @@ def chart_frames(analysis: Analysis) -> dict[str, pd.DataFrame]:
                            "hi": g.bound.ci95[1], "lower_bound": g.bound.lower_bound,
                            "violated": g.bound.violated} for g in analysis.groups])
     calib = pd.concat([g.calibration for g in analysis.groups], ignore_index=True)
+    parents = [p.by_rank.reset_index().assign(group=f"{g.label} / {p.source}")
+               for g in analysis.groups for p in g.fit.p_t_by_parent if len(p.by_rank)]
     return {"p_s_by_depth": curves("spine_by_depth"), "p_t_by_rank": curves("transition_by_rank"),
+            "p_t_by_parent": pd.concat(parents, ignore_index=True) if parents else pd.DataFrame(),
             "p_t_by_depth": curves("transition_by_depth"), "predicted_vs_observed": calib, "bound_check": bound}
 
 
 _BUILDERS = {"p_s_by_depth": charts.p_s_by_depth_chart, "p_t_by_rank": charts.p_t_by_rank_chart,
+             "p_t_by_parent": charts.p_t_by_parent_chart,
              "p_t_by_depth": charts.p_t_by_depth_chart, "predicted_vs_observed": charts.predicted_vs_observed_chart,
              "bound_check": charts.bound_check_chart}
 
@@ -65,7 +69,8 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
              f"95% intervals: cluster bootstrap over prompts ({analysis.fit.n_boot} draws, seed {analysis.fit.seed})",
              f"p_s = {o.p_s.estimate:.4f} {_ci(o.p_s.ci95, 4)}  naive {_ci(o.p_s.naive_ci95, 4)}  n = {o.p_s.n}",
              f"p_t = {o.p_t.estimate:.4f} {_ci(o.p_t.ci95, 4)}  naive {_ci(o.p_t.naive_ci95, 4)}  n = {o.p_t.n}",
-             f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}", "",
+             f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}",
+             *_parent_lines(analysis), "",
              format_table(group_rows(analysis)), ""]
     few = [f"{g.label} ({g.fit.prompts})" for g in analysis.groups if 0 < g.fit.prompts < FEW_PROMPTS]
     if few:
@@ -88,6 +93,21 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     return "\n".join(lines)
 
 
+def _parent_lines(analysis: Analysis) -> list[str]:
+    """p_t by the parent's source, per group, and whether the fit uses it."""
+    lines = []
+    for g in analysis.groups:
+        parts = [f"{p.source} {p.p_t.estimate:.4f} {_ci(p.p_t.ci95, 4)} n={p.p_t.n}"
+                 for p in g.fit.p_t_by_parent if p.p_t.n]
+        if not parts:
+            continue
+        test = g.checks.parent
+        verdict = "" if test is None else (f"; LRT {test.lr:.1f} on {test.df} df, p = {test.p_value:.3g} -> "
+                                           + ("by parent" if test.supported else "pooled"))
+        lines.append(f"p_t by parent [{g.label}]: " + ", ".join(parts) + verdict)
+    return lines
+
+
 def _group_section(g: GroupAnalysis) -> list[str]:
     c = g.checks
     out = [f"### {g.label}", "",
@@ -96,6 +116,10 @@ def _group_section(g: GroupAnalysis) -> list[str]:
            f"{'depth-dependent' if c.spine_depth.supported else 'constant'}",
            f"- p_t by rank: LRT {c.transition_rank.lr:.1f} on {c.transition_rank.df} df, p = {c.transition_rank.p_value:.3g}; "
            f"-> {'rank-dependent' if c.transition_rank.supported else 'constant'}",
+           *([f"- p_t by parent source: LRT {c.parent.lr:.1f} on {c.parent.df} df, p = {c.parent.p_value:.3g}; "
+              f"AIC pooled {c.parent.aic_pooled:.1f} vs by parent {c.parent.aic_by_parent:.1f} -> "
+              f"{'by parent (p_t under root, p_t_spine, p_t_chain)' if c.parent.supported else 'pooled'}"]
+             if c.parent is not None else []),
            f"- over-dispersion across prompts: p_s rho = {c.spine_dispersion.rho:.3g} (p = {c.spine_dispersion.p_value:.3g}), "
            f"p_t rho = {c.transition_dispersion.rho:.3g} (p = {c.transition_dispersion.p_value:.3g})",
            "- spine offers (spine_avail): " + (
@@ -111,7 +135,9 @@ def _group_section(g: GroupAnalysis) -> list[str]:
     if g.recommendation is not None:
         out += [f"Recommendation (budget {g.recommendation.budget}, {g.recommendation.budget_source}):", "",
                 _md_table(pd.DataFrame(g.recommendation.rows)), ""]
-    for title, frame in (("p_s by spine depth", g.fit.spine_by_depth), ("p_t by rank", g.fit.transition_by_rank)):
+    frames = [("p_s by spine depth", g.fit.spine_by_depth), ("p_t by rank", g.fit.transition_by_rank),
+              *((f"p_t by rank under a {p.source} parent", p.by_rank) for p in g.fit.p_t_by_parent)]
+    for title, frame in frames:
         out += [f"{title}:", "", _md_table(frame.reset_index()), ""]
     return out
 

@@ -29,7 +29,7 @@ def _fields(spec) -> set[str]:
 
 
 @pytest.mark.parametrize("builder,x", [(charts.p_s_by_depth_chart, "depth"), (charts.p_t_by_rank_chart, "rank"),
-                                       (charts.p_t_by_depth_chart, "depth")])
+                                       (charts.p_t_by_depth_chart, "depth"), (charts.p_t_by_parent_chart, "rank")])
 def test_curve_charts_encode_estimate_and_both_intervals(builder, x):
     spec = builder(_curve(x)).to_dict()
     marks = [layer["mark"]["type"] for layer in spec["layer"]]

@@ -82,7 +82,12 @@ def test_json_keys_bound_flag_and_exported_topology(good, tmp_path, capsys):
     groups = {g["label"]: g for g in result["groups"]}
     assert set(groups) == {"goose", "broken"}
     for g in groups.values():
-        assert {"p_s", "p_t", "ratio", "observed_tau", "predicted_tau"} <= set(g)
+        assert {"p_s", "p_t", "ratio", "observed_tau", "predicted_tau", "p_t_by_parent"} <= set(g)
+        by_parent = g["p_t_by_parent"]
+        assert set(by_parent) == {"root", "spine", "transition"}
+        assert sum(p["n"] for p in by_parent.values()) == g["p_t"]["n"]
+        assert {"estimate", "ci95", "n", "by_rank"} <= set(by_parent["root"]) and len(by_parent["root"]["ci95"]) == 2
+        assert {"supported", "lr", "p_value"} <= set(g["checks"]["p_t_by_parent"])
     bounds = {b["label"]: b for b in result["bound"]}
     assert bounds["broken"]["violated"] and not bounds["goose"]["violated"]
     assert {"lower_bound", "observed_tau", "ci95", "violated"} <= set(bounds["goose"])
@@ -91,10 +96,12 @@ def test_json_keys_bound_flag_and_exported_topology(good, tmp_path, capsys):
     topo = load_topology(groups["goose"]["file"])
     assert topo.budget == TREE.budget and topo.meta["rule"] == "optimal"
     assert topo.meta["provenance"]["traces"] == [os.path.abspath(good)]
+    assert topo.meta["provenance"]["fitted"]["selected"] == groups["goose"]["checks"]["selected"]
     assert topo.meta["predicted_tau"] == pytest.approx(groups["goose"]["recommended"]["predicted_tau"])
     assert load_topology(rec["file"]).budget == TREE.budget
     names = sorted(os.listdir(out))
     assert "report.md" in names and "bound_check.html" in names and "p_s_by_depth.html" in names
+    assert "p_t_by_parent.html" in names and "p_t by parent source" in (out / "report.md").read_text()
     assert not [n for n in names if n.startswith(".tmp-")]
     assert "VIOLATED" in (out / "report.md").read_text()
 
