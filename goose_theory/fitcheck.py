@@ -115,8 +115,8 @@ class ParentTest:
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimates": dict(zip(PARENT_SOURCES, self.estimates)), "n": dict(zip(PARENT_SOURCES, self.n)),
-                "bins": self.bins, "lr": self.lr, "df": self.df, "p_value": self.p_value,
-                "aic_pooled": self.aic_pooled, "aic_by_parent": self.aic_by_parent, "supported": self.supported}
+                "bins": self.bins, "lr": self.lr, "df": self.df, "p_value": self.p_value, "aic_pooled": self.aic_pooled,
+                "aic_by_parent": self.aic_by_parent, "supported": self.supported}
 
 
 def parent_test(matched: np.ndarray, reached: np.ndarray, *, bins: int = 1) -> ParentTest:
@@ -260,13 +260,9 @@ def _prob(x: float) -> float:
 
 
 def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n: int = MIN_BIN) -> GroupChecks:
-    """Curve tests, the parent-source test and over-dispersion for one fitted group; pick the
-    supported model.
-
-    A source with no reached nodes gets p = 0 (it does not occur in the recorded trees); with
-    p_t by parent supported, a parent source with no reached transition children gets the
-    pooled p_t.
-    """
+    """Curve tests, the parent-source test and over-dispersion for one group; pick the supported
+    model. A source with no reached nodes gets p = 0 (absent from the recorded trees), a parent
+    source with no reached transition children the pooled p_t."""
     c = group.clusters
     sm, sr = counts.spine_matched[c], counts.spine_reached[c]
     rm, rr = counts.rank_matched[c], counts.rank_reached[c]

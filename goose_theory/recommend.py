@@ -1,7 +1,8 @@
 """Recommend a topology for a fitted acceptance model (returns data; writes nothing).
 
 The ``optimal`` tree under the fitted model (depth-dependent p_s and rank-dependent p_t where
-the data support them, see :func:`goose_theory.fitcheck.check_group`) at a budget -- by
+the data support them, p_t by the parent's source where supported, see
+:func:`goose_theory.fitcheck.check_group`) at a budget -- by
 default the budget of the recorded runs -- next to the paper's default shape, linear,
 harmonic and isotropic trees at the *same* budget. With a latency profile the budget itself is
 chosen cost-aware (:func:`goose_theory.latency.cost_aware`: max E[tau] / time per cycle).
