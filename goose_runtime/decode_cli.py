@@ -26,7 +26,7 @@ RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16"
 def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
     decode.add_argument("--method", default="goose",
-                        help="ar, pld, tr, iso:K, mixed-iso:K, goose, topology:FILE; NAME@B sets its budget")
+                        help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
                         "(e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
@@ -36,6 +36,8 @@ def register(subparsers) -> None:
     decode.add_argument("--budget", type=int, help="tree node budget of the tree methods")
     decode.add_argument("--topology", help="topology JSON (goose optimize) for --method topology")
     decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
+    decode.add_argument("--latency", help="goose-latency/1 profile for the auto method (default: this device's, "
+                        "measured once and cached)")
     _decode_options(decode)
     decode.add_argument("--json", action="store_true", help="print one JSON object")
     decode.set_defaults(handler=decode_handler)
@@ -134,8 +136,13 @@ def decode_handler(args: argparse.Namespace) -> int:
         else:
             prompts = load_prompts(args.bench, limit=args.limit)
         bundle = load_quietly(args)
+        latency = None
+        if any(s.kind == "auto" for s in specs):
+            from .profile import device_profile
+            latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
+                                        log=lambda m: print(f"[goose] {m}", file=sys.stderr))
         config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
-                              record=True)
+                              record=True, latency=latency)
         with _progress(len(prompts) * len(specs)) as bar:
             results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)

@@ -31,7 +31,7 @@ from .autotree import AutoPolicy
 from .goose import GoosePolicy, build_goose
 from .kvcache import compact, new_cache
 from .matcher import NO_MATCH, ContextMatcher
-from .methods import MethodSpec
+from .methods import MethodError, MethodSpec
 from .model import ModelBundle
 from .records import CycleRecord, PromptResult
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
@@ -78,7 +78,7 @@ class Decoder:
         self.masks = MaskBuilder(bundle.dtype, bundle.device)
         self.eos = frozenset(bundle.eos_token_ids)
         if method.kind == "auto" and config.latency is None:
-            raise ValueError("method 'auto' needs a latency profile (DecodeConfig.latency)")
+            raise MethodError("method 'auto' needs a latency profile (DecodeConfig.latency)")
         self._auto_choices: dict = {}  # auto's decisions, shared across prompts (pure functions of state)
 
     # ---- one prompt ---------------------------------------------------------------------------

@@ -128,3 +128,30 @@ def _cpu_name() -> str:
     except OSError:
         name = "cpu"
     return f"cpu: {name} ({torch.get_num_threads()} threads)"
+
+
+DEVICE_PROFILE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+
+
+def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> tuple[LatencyProfile, str]:
+    """The latency profile of this model on this device: ``path`` if given, else the cached one
+    under the goose cache folder, measured once (about 10 s) when it is missing."""
+    import os
+
+    from goose_theory.latency import load_latency, save_latency
+
+    from .model import _cache_root
+    if path:
+        return load_latency(path), path
+    name = os.path.basename(str(bundle.name))
+    path = os.path.join(_cache_root(), f"latency-{name}-{bundle.device.type}-{dtype}.json")
+    if os.path.exists(path):
+        if log:
+            log(f"using the cached latency profile {path} (delete it to re-measure)")
+        return load_latency(path), path
+    if log:
+        log("measuring verification latency against tree size on this device (once; cached)")
+    profile = profile_latency(bundle, sizes=DEVICE_PROFILE_SIZES, repeats=5)
+    save_latency(profile, path)
+    return profile, path
+

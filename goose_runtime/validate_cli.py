@@ -20,7 +20,6 @@ from .decode_cli import _model_options, bad_input, load_quietly
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
                  "ci_high", "error_pct", "tokens_per_s", "speedup_vs_ar", "lossless"]
-LOOP_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 
 
 def register(sub) -> None:
@@ -112,22 +111,6 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _latency(args, bundle):
-    from goose_theory.latency import load_latency, save_latency
-    if args.latency:
-        return load_latency(args.latency), args.latency
-    from .model import _cache_root
-    from .profile import profile_latency
-    path = os.path.join(_cache_root(), f"latency-{os.path.basename(str(bundle.name))}-{bundle.device.type}-{args.dtype}.json")
-    if os.path.exists(path):
-        _progress(f"using the cached latency profile {path} (delete it to re-measure)")
-        return load_latency(path), path
-    _progress("measuring verification latency against tree size on this device (once; cached)")
-    profile = profile_latency(bundle, sizes=LOOP_SIZES, repeats=5)
-    save_latency(profile, path)
-    return profile, path
-
-
 def loop_handler(args: argparse.Namespace) -> int:
     benches = _check(args)
     files = _trace_files(args.traces)
@@ -138,7 +121,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     with bad_input():
         _progress("loading the model")
         bundle = load_quietly(args)
-        profile, profile_path = _latency(args, bundle)
+        from .profile import device_profile
+        profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency, log=_progress)
         _progress(f"fitting {len(files)} trace files per prompt set")
         fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
         analysis = analyze(fit, latency=profile)

@@ -65,6 +65,18 @@ def test_prompt_json_has_every_method_and_is_lossless(capsys, tiny):
     assert out["text"] == tiny.tokenizer.decode(out["token_ids"], skip_special_tokens=True)
 
 
+def test_auto_method_with_a_latency_file(capsys, tiny, tmp_path):
+    from goose_theory.latency import LatencyProfile, save_latency
+    profile = tmp_path / "lat.json"
+    save_latency(LatencyProfile(sizes=(1, 2, 64), seconds=(0.02, 0.021, 0.03)), profile)
+    out = run_json(capsys, ["decode", "--method", "auto", "--prompt", "abc abc abc abc", "--max-new-tokens", "12",
+                            "--latency", str(profile), "--json"])
+    assert out["methods"]["auto"]["token_ids"] == out["methods"]["ar"]["token_ids"]
+    assert out["methods"]["auto"]["matches_ar"]
+    assert main(["decode", "--method", "auto", "--prompt", "abc", "--latency", str(tmp_path / "none.json")]) == 2
+    assert "none.json: no such file" in capsys.readouterr().err
+
+
 def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     trace = tmp_path / "run.parquet"
     out = run_json(capsys, ["decode", "--method", "iso:3", "--compare", "ar,pld", "--bench", jsonl, "--limit", "2",
