@@ -26,7 +26,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .topology import Topology
-from .yields import ExclusiveModelError, exact_yield
+from .yields import yield_with_fallback
 
 
 def cluster_ratio_ci(numerators: Sequence[float], denominators: Sequence[float], *, n_boot: int = 2000,
@@ -60,23 +60,20 @@ def realised_prediction(trees: Iterable[tuple[tuple[int, ...], tuple[str, ...], 
                         acceptance: Acceptance) -> RealisedPrediction:
     """Average exact E[tau] over ``(parent, source, rank)`` trees (one per cycle).
 
-    Identical shapes are evaluated once. If the exclusive model is infeasible for some realised
-    tree (children's q summing above 1), the whole prediction uses the independent model and
-    says so in ``model``.
+    Identical shapes are evaluated once. Where the exclusive model is infeasible on a realised
+    tree (children's q summing above 1), that tree alone is evaluated under the independent model,
+    and ``model`` says on how many cycles (as fit-acceptance's goodness of fit does).
     """
     counts: dict[tuple, int] = {}
     for tree in trees:
         counts[tree] = counts.get(tree, 0) + 1
     if not counts:
         return RealisedPrediction(float("nan"), 0, acceptance.model, 0)
-    topologies = {key: Topology.from_nodes(zip(*key), max_depth=64, max_spine=64) for key in counts}
-    model = acceptance.model
-    try:
-        values = {key: exact_yield(t, acceptance).expected_tau for key, t in topologies.items()}
-    except ExclusiveModelError:
-        model = "independent"
-        independent = acceptance.with_model(model)
-        values = {key: exact_yield(t, independent).expected_tau for key, t in topologies.items()}
-    total = sum(counts.values())
-    tau = sum(values[key] * n for key, n in counts.items()) / total
-    return RealisedPrediction(float(tau), total, model, len(counts))
+    total, weighted, fallback_cycles = 0, 0.0, 0
+    for key, n in counts.items():
+        result, fell_back = yield_with_fallback(Topology.from_nodes(zip(*key), max_depth=64, max_spine=64), acceptance)
+        total += n
+        weighted += result.expected_tau * n
+        fallback_cycles += n if fell_back else 0
+    model = acceptance.model if not fallback_cycles else f"{acceptance.model} (independent on {fallback_cycles} cycles)"
+    return RealisedPrediction(float(weighted / total), total, model, len(counts))

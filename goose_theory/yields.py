@@ -138,6 +138,16 @@ def exact_yield(topology: Topology, acceptance: Acceptance) -> YieldResult:
     return YieldResult(float(expected), variance, pmf, reach, qeff, acceptance.model)
 
 
+def yield_with_fallback(topology: Topology, acceptance: Acceptance) -> tuple[YieldResult, bool]:
+    """:func:`exact_yield`, falling back to the independent model for *this* tree when the
+    exclusive one is infeasible on it; returns (result, fell_back). Used on recorded trees,
+    where a few infeasible shapes must not move every other tree to the other model."""
+    try:
+        return exact_yield(topology, acceptance), False
+    except ExclusiveModelError:
+        return exact_yield(topology, acceptance.with_model("independent")), True
+
+
 def expected_tau(topology: Topology, acceptance: Acceptance) -> float:
     """Just E[tau] (same computation as :func:`exact_yield`)."""
     return exact_yield(topology, acceptance).expected_tau

@@ -38,8 +38,10 @@ def test_realised_prediction_weights_shapes_by_count():
     assert pred.cycles == 4 and pred.shapes == 2 and pred.model == "exclusive"
 
 
-def test_realised_prediction_falls_back_to_independent():
-    acc = Acceptance.parse(0.9, 0.2)  # 0.9 + 2 * 0.2 > 1 at the root of BUSH
-    pred = realised_prediction([BUSH], acc)
-    assert pred.model == "independent"
-    assert pred.tau == pytest.approx(expected_tau(Topology.from_nodes(zip(*BUSH)), acc.with_model("independent")))
+def test_realised_prediction_falls_back_per_tree():
+    acc = Acceptance.parse(0.9, 0.2)  # 0.9 + 2 * 0.2 > 1 at the root of BUSH; CHAIN is feasible
+    pred = realised_prediction([BUSH, CHAIN, CHAIN], acc)
+    assert pred.model == "exclusive (independent on 1 cycles)"
+    bush = expected_tau(Topology.from_nodes(zip(*BUSH)), acc.with_model("independent"))
+    chain = expected_tau(Topology.from_nodes(zip(*CHAIN)), acc)  # the feasible tree keeps its model
+    assert pred.tau == pytest.approx((bush + 2 * chain) / 3)
