@@ -20,13 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from goose_theory.topology import SPINE, TRANSITION, Topology
+from goose_theory.allocation import paper_spine_ratio
+from goose_theory.topology import TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
 from .trees import DraftTree, build_chain, candidates, harmonic_split, new_tree
-
-TIERS = ((0.2, 0.15), (0.4, 0.30), (math.inf, 0.50))
 
 
 @dataclass
@@ -40,7 +39,7 @@ class GoosePolicy:
 
     @property
     def spine_ratio(self) -> float:
-        return next(r for bound, r in TIERS if self.ema < bound)
+        return paper_spine_ratio(self.ema)  # the paper's tiers, one table shared with goose_theory
 
     def observe(self, n_spine: int, n_accepted_spine: int) -> None:
         """Fold one cycle's spine acceptance into the EMA: accepted / reached spine nodes."""

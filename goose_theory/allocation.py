@@ -10,8 +10,8 @@ which is absolute, so spine nodes at depth >= max_depth cannot hold branches).
   inside that position's transition subtree. The m with the best exact E[tau] wins (the
   smallest such m on a tie); ``details["curve"]`` holds [m, E[tau]] for every m searched.
 * ``paper``: BuildSpineTree at the paper's defaults. Spine ratio r from the tier of p_s(1)
-  (standing in for the EMA): < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50; m = min(floor(B r),
-  max_spine); R = B - m; rho = 0.5: the spine nodes 1..m share floor(rho R) with harmonic
+  (standing in for the EMA): < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50; m = min(round(B r),
+  max_spine); R = B - m; rho = 0.5: the spine nodes 1..m share round(rho R) with harmonic
   weights 1/i (largest remainder) and the root gets the rest (all of R when m = 0). Each
   share is grown **breadth-first** (level by level, ranks in order, up to top_k children).
 
@@ -29,7 +29,6 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first, largest_remainder
@@ -111,9 +110,11 @@ def paper_spine_ratio(p_s1: float) -> float:
 def paper_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, dict[str, Any]]:
     """BuildSpineTree at the paper's defaults (see the module docstring)."""
     ratio = paper_spine_ratio(cand.acceptance.spine_q(1))
-    m = min(math.floor(budget * ratio), cand.max_spine) if cand.spine else 0
+    # rounded as the runtime's adaptive builder does (goose_runtime.goose), so this rule predicts
+    # the tree goose actually builds at this budget
+    m = min(max(1, round(budget * ratio)), budget, cand.max_spine) if cand.spine and budget > 0 else 0
     branch = budget - m
-    to_spine = math.floor(PAPER_RHO * branch) if m > 0 else 0
+    to_spine = round(PAPER_RHO * branch) if m > 0 else 0
     shares = [branch - to_spine] + largest_remainder(to_spine, [1.0 / i for i in range(1, m + 1)])
     builder, placed = _spine_with_branches(cand, m, shares, _grow_breadth_first)
     details = _details(builder, budget, placed, m, shares)

@@ -2,9 +2,9 @@
 :mod:`goose_theory.candidate` and returns ``(TreeBuilder, details)``.
 
 * ``optimal``: best-first on path probability (exact under the exclusive model when p_t is
-  sorted best-first, which :meth:`Candidate.keys` does); under the independent model the keys
-  are the candidate tree's qeff (spine child present where eligible) and a local-improvement
-  stage (:mod:`goose_theory._improve`) then moves leaves while exact E[tau] improves.
+  sorted best-first, which :meth:`Candidate.keys` does); under the independent model, and where
+  exclusive-model truncation lets a node trade its spine child for more ranks, the exact dynamic
+  programme over node types of :mod:`goose_theory._dp`.
 * ``spine-only``: the pure spine chain of ``min(budget, max_spine)`` nodes.
 * ``transition-only``: ``optimal`` in the candidate tree with the spine disabled.
 * ``isotropic:K`` / ``mixed-isotropic:K``: breadth-first, K children per node (mixed: the rank-0

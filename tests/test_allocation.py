@@ -55,10 +55,20 @@ def test_paper_leftover_moves_towards_the_root():
     assert all(depth[v] <= 6 for v in range(res.topology.n_nodes) if res.topology.source[v] == TRANSITION)
 
 
+def test_paper_spine_rounds_like_the_runtime():
+    # the runtime's goose builds max(1, round(B r)) spine nodes when the matcher offers a spine:
+    # 3 * 0.15 = 0.45 -> 1, and the branch budget 2 splits round(0.5 * 2) = 1 to the spine node
+    res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=3)
+    assert res.details["spine_length"] == 1 and res.details["shares"] == [1, 1]
+    res = build_topology("paper", Acceptance.parse(0.3, 0.05), budget=16)  # 16 * 0.30 = 4.8 -> 5
+    assert res.details["spine_length"] == 5 and sum(res.details["shares"]) == 11
+
+
 def test_paper_without_spine_budget_goes_to_the_root():
-    res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=3)  # floor(3 * 0.15) = 0
-    assert res.details["spine_length"] == 0 and res.details["shares"] == [3]
-    assert res.details["first_level_widths"] == [3]
+    res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=0)
+    assert res.details["spine_length"] == 0 and res.details["shares"] == [0]
+    res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=3, max_spine=0)
+    assert res.details["spine_length"] == 0 and res.details["first_level_widths"] == [3]
 
 
 def test_docstring_examples():
