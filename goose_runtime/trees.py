@@ -22,9 +22,9 @@ Example:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
+from goose_theory.candidate import largest_remainder
 from goose_theory.topology import ROOT, SPINE, TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
@@ -156,10 +156,4 @@ def harmonic_split(total: int, n: int, power: float = 1.0) -> list[int]:
     """
     if n <= 0 or total <= 0:
         return [0] * max(n, 0)
-    weights = [1.0 / (i + 1) ** power for i in range(n)]
-    norm = sum(weights)
-    raw = [total * w / norm for w in weights]
-    shares = [math.floor(x) for x in raw]
-    for i in sorted(range(n), key=lambda i: shares[i] - raw[i])[: total - sum(shares)]:
-        shares[i] += 1
-    return shares
+    return largest_remainder(total, [1.0 / (i + 1) ** power for i in range(n)])
