@@ -104,13 +104,13 @@ def fit_uploaded(files: tuple[tuple[str, bytes], ...], group_by: tuple[str, ...]
             paths.append(path); names[path] = name
         try:
             result = _fit_paths(paths, group_by, n_boot, seed)
-        except TraceFileError as exc:
+        except TraceFileError as exc:  # a bad file, or the fit's "no cycles in the traces"
             text = str(exc)
             for path, name in names.items():
                 text = text.replace(path, name)
+            if not any(name in text for name, _ in files):
+                text = f"{', '.join(n for n, _ in files)}: {text}"
             raise TraceFileError(text.replace(tmp + os.sep, "")) from None
-        except ValueError as exc:  # e.g. the fit's "no cycles in the traces"
-            raise TraceFileError(f"{', '.join(n for n, _ in files)}: {exc}") from None
     result["files"] = [name for name, _ in files]
     return result
 

@@ -77,20 +77,6 @@ def _decode_options(parser) -> None:
                      help="carry the adjacency table across prompts (as Token Recycling does)")
 
 
-@contextlib.contextmanager
-def bad_input(*extra: type[Exception]):
-    """Turn the runtime's validation errors (and ``extra``) into UsageError (one line, exit code 2)."""
-    from .methods import MethodError
-    from .model import ModelLoadError
-    from .prompts import PromptError
-    from .runner import PromptLengthError
-
-    try:
-        yield
-    except (MethodError, ModelLoadError, PromptError, PromptLengthError, *extra) as exc:
-        raise UsageError(str(exc)) from None
-
-
 def load_quietly(args):
     """Load ``--model`` without transformers' weight-loading bar (stderr stays one line on errors)."""
     from transformers.utils import logging as hf_logging
@@ -127,24 +113,23 @@ def decode_handler(args: argparse.Namespace) -> int:
     from .prompts import Prompt, load_prompts
     from .runner import parse_labeled, run_methods, summarize
 
-    with bad_input():
-        specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
-        if args.prompt is not None:
-            if not args.prompt.strip():
-                raise UsageError("--prompt is empty")
-            prompts = [Prompt(id="prompt", text=args.prompt, benchmark="prompt")]
-        else:
-            prompts = load_prompts(args.bench, limit=args.limit)
-        bundle = load_quietly(args)
-        latency = None
-        if any(s.kind == "auto" for s in specs):
-            from .profile import device_profile
-            latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
-                                        log=lambda m: print(f"[goose] {m}", file=sys.stderr))
-        config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
-                              record=True, latency=latency)
-        with _progress(len(prompts) * len(specs)) as bar:
-            results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
+    specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
+    if args.prompt is not None:
+        if not args.prompt.strip():
+            raise UsageError("--prompt is empty")
+        prompts = [Prompt(id="prompt", text=args.prompt, benchmark="prompt")]
+    else:
+        prompts = load_prompts(args.bench, limit=args.limit)
+    bundle = load_quietly(args)
+    latency = None
+    if any(s.kind == "auto" for s in specs):
+        from .profile import device_profile
+        latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
+                                    log=lambda m: print(f"[goose] {m}", file=sys.stderr))
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
+                          record=True, latency=latency)
+    with _progress(len(prompts) * len(specs)) as bar:
+        results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)
     trace_rows = _maybe_trace(args, bundle, specs, results, config) if args.trace_out else None
     primary = next(iter(results))
@@ -221,13 +206,12 @@ def profile_handler(args: argparse.Namespace) -> int:
         raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
     if not sizes or sizes[0] < 1:
         raise UsageError(f"--sizes must be positive integers, got {args.sizes!r}")
-    from goose_theory.latency import LatencyError, save_latency
+    from goose_theory.latency import save_latency
     from .profile import profile_latency
 
-    with bad_input(LatencyError):
-        bundle = load_quietly(args)
-        profile = profile_latency(bundle, sizes=sizes, repeats=args.repeats)
-        save_latency(profile, args.out)
+    bundle = load_quietly(args)
+    profile = profile_latency(bundle, sizes=sizes, repeats=args.repeats)
+    save_latency(profile, args.out)
     rows = [{"size": n, "ms": 1e3 * s, "x decode step": s / profile.seconds[0]}
             for n, s in zip(profile.sizes, profile.seconds)]
     if args.json:
@@ -245,8 +229,7 @@ def record_handler(args: argparse.Namespace) -> int:
     _check_numbers(args)
     from .runner import record_traces
 
-    with bad_input():
-        files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                              benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads)
+    files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                          benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads)
     print(format_table(files))
     return 0

@@ -14,13 +14,14 @@ adaptive ``goose`` at the topology's budget (and at the paper's default budget 6
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-import pyarrow.parquet as pq
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
+from goose_theory.traceio import open_trace
 from goose_theory.validation import cluster_ratio_ci, realised_prediction
 
 from .prompts import Prompt, load_prompts
@@ -56,8 +57,10 @@ def fitted_prompt_ids(topology: Topology, benchmark: str) -> set[str]:
     ids: set[str] = set()
     for path in files:
         if not os.path.exists(path):
+            print(f"[goose] warning: fitted trace {path} is missing; its prompts cannot be held out",
+                  file=sys.stderr)
             continue
-        table = pq.read_table(path, columns=["benchmark", "prompt_id"])
+        table = open_trace(path).read(columns=["benchmark", "prompt_id"])  # validated: one-line errors
         bench = table.column("benchmark").to_pylist()
         ids.update(p for b, p in zip(bench, table.column("prompt_id").to_pylist()) if b == benchmark)
     return ids

@@ -16,7 +16,7 @@ import time
 from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .decode_cli import _model_options, bad_input, load_quietly
+from .decode_cli import _model_options, load_quietly
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
                  "ci_high", "error_pct", "tokens_per_s", "speedup_vs_ar", "lossless"]
@@ -94,9 +94,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     from goose_theory.topology import load_topology
     for path in args.topology:
         load_topology(path)  # every file validates before the model loads
-    with bad_input():
-        bundle = load_quietly(args)
-        rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches])
+    bundle = load_quietly(args)
+    rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches])
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
 
@@ -118,24 +117,23 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fitanalysis import analyze
     from .fit_report import write_report
 
-    with bad_input():
-        _progress("loading the model")
-        bundle = load_quietly(args)
-        from .profile import device_profile
-        profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency, log=_progress)
-        _progress(f"fitting {len(files)} trace files per prompt set")
-        fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
-        analysis = analyze(fit, latency=profile)
-        os.makedirs(args.out_dir, exist_ok=True)
-        written = write_report(analysis, args.out_dir)
-        plan = []
-        for g in analysis.groups:
-            bench = g.fit.key.get("benchmark")
-            if bench in benches and g.label in written:
-                plan.append((bench, [written[g.label]]))
-        if not plan:
-            raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
-        rows = _run_validation(args, bundle, plan)
+    _progress("loading the model")
+    bundle = load_quietly(args)
+    from .profile import device_profile
+    profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency, log=_progress)
+    _progress(f"fitting {len(files)} trace files per prompt set")
+    fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
+    analysis = analyze(fit, latency=profile)
+    os.makedirs(args.out_dir, exist_ok=True)
+    written = write_report(analysis, args.out_dir)
+    plan = []
+    for g in analysis.groups:
+        bench = g.fit.key.get("benchmark")
+        if bench in benches and g.label in written:
+            plan.append((bench, [written[g.label]]))
+    if not plan:
+        raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
+    rows = _run_validation(args, bundle, plan)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
                        "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})

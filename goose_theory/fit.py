@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .fitcounts import CAP, FitCounts, count_files
+from .traceio import TraceFileError
 
 Z95 = 1.959963984540054
 CURVE_COLUMNS = ("n", "matched", "estimate", "lo", "hi", "naive_lo", "naive_hi")
@@ -231,7 +232,7 @@ def fit_counts(counts: FitCounts, *, n_boot: int = 1000, seed: int = 0) -> FitRe
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
     if counts.n_clusters == 0:
-        raise ValueError("no cycles in the traces")
+        raise TraceFileError("no cycles in the traces")
     every = np.arange(counts.n_clusters)
     overall = _fit_group("all", {}, every, counts, counts.cluster_prompt, n_boot, np.random.default_rng([seed, 0]))
     if len(counts.groups) == 1 and not counts.group_by:  # the one group is everything
