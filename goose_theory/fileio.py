@@ -18,7 +18,9 @@ import json
 import os
 import tempfile
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -54,3 +56,12 @@ def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
         raise error(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: malformed JSON ({exc})") from None
+
+
+def load_json_file(path: str | os.PathLike, parse: Callable[[Any], T], error: type[Exception]) -> T:
+    """Read JSON and ``parse`` it; every failure is one ``error`` line that starts with the path."""
+    data = read_json(path, error)
+    try:
+        return parse(data)
+    except error as exc:
+        raise error(f"{path}: {exc}") from None

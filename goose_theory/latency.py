@@ -31,7 +31,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .errors import InputError
-from .fileio import read_json
+from .fileio import load_json_file
 from .optimize import OptimizeResult, _check_int, build_topology
 from .topology import write_json_atomic
 
@@ -119,11 +119,7 @@ def latency_from_dict(data: Any) -> LatencyProfile:
 
 def load_latency(path: str | os.PathLike) -> LatencyProfile:
     """Read and validate a latency profile; every failure is a one-line LatencyError."""
-    data = read_json(path, LatencyError)
-    try:
-        return latency_from_dict(data)
-    except LatencyError as exc:
-        raise LatencyError(f"{path}: {exc}") from None
+    return load_json_file(path, latency_from_dict, LatencyError)
 
 
 def save_latency(profile: LatencyProfile, path: str | os.PathLike) -> None:

@@ -36,6 +36,7 @@ import pyarrow as pa
 from .acceptance import Acceptance
 from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology
 from .traceio import write_trace
+from .simulate import node_q
 from .yields import exact_yield
 
 
@@ -65,12 +66,7 @@ class SyntheticSpec:
 def _node_q(topology: Topology, acc: Acceptance) -> tuple[np.ndarray, np.ndarray]:
     """Base q per node and a mask of spine nodes."""
     exact_yield(topology, acc)  # raises ExclusiveModelError if a node's children sum above 1
-    q = np.ones(topology.n_nodes)
-    spine = topology.source_array == SPINE
-    for i in range(1, topology.n_nodes):
-        q[i] = acc.spine_q(int(topology.depth[i])) if spine[i] else \
-            acc.transition_q(topology.rank[i], topology.source[topology.parent[i]])  # by the parent's source
-    return q, spine
+    return node_q(topology, acc), topology.source_array == SPINE
 
 
 def _shifted(q: np.ndarray, spine: np.ndarray, z_s: np.ndarray, z_t: np.ndarray) -> np.ndarray:

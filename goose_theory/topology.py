@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import InputError
-from .fileio import atomic_output, read_json
+from .fileio import atomic_output, load_json_file
 
 SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
@@ -224,11 +224,7 @@ def topology_from_dict(data: Any) -> Topology:
 
 def load_topology(path: str | os.PathLike) -> Topology:
     """Read and validate a topology JSON file; every failure is a one-line TopologyError."""
-    data = read_json(path, TopologyError)
-    try:
-        return topology_from_dict(data)
-    except TopologyError as exc:
-        raise TopologyError(f"{path}: {exc}") from None
+    return load_json_file(path, topology_from_dict, TopologyError)
 
 
 def _json_default(value: Any) -> Any:
