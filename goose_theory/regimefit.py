@@ -1,0 +1,267 @@
+"""Acceptance by *regime*: cycles where the context matcher offered a spine, and cycles where it
+offered nothing, fitted from trace files.
+
+Why: a fixed topology's spine slots exist only when the matcher offers tokens (``spine_avail``),
+and its transition slots only when the adjacency table has a candidate of that rank. Measured on
+the shipped traces, the matcher offers nothing in 70-96% of cycles, and when it offers, it
+offers a long continuation (>= 10 tokens in nearly every case), so the runtime alternates between
+two regimes whose trees and acceptances differ. This module estimates, per regime:
+
+* ``psi``: the share of *tokens* produced by matched cycles (matched cycles tau / all tau). It is
+  nearly the same for every method on one prompt set (shipped traces: humaneval 0.32-0.36,
+  mtbench 0.13-0.16, stdlib 0.67-0.73 over pld, goose, goose@16 and mixed-iso:3), whereas the
+  share of *cycles* with a match depends on how fast a method eats through a matched stretch;
+* ``matched``: p_s(d) given the node exists, times a(d), the chance the matcher offered a d-th
+  token given it offered d - 1 (in matched cycles); p_t under the root (from cycles whose root
+  had a spine child, so the exclusive model's sum over siblings holds on the same cycles), under
+  spine nodes (only those with a spine child: at the end of a drafted spine a transition is the
+  only continuation and matches far more often, which a by-rank p_t cannot express, so the
+  estimate stays conservative there) and under transition nodes, each by rank;
+* ``unmatched``: p_s = 0 (a spine slot is dropped with its subtree), p_t under the root and
+  under transition nodes, by rank;
+* slot fill rates: the chance that a requested transition slot gets a candidate, by the
+  parent's source (root / spine / transition), measured on the static topologies of the traces
+  (``tr``, ``iso:K``, ``topology:FILE``: their requested shape is in the trace metadata). The
+  fitted p_t's are multiplied by them, which is exact for "a slot without candidate is dropped
+  with its subtree" when filling is independent of matching.
+
+The result feeds :mod:`goose_theory.regime` (prediction and optimisation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .acceptance import Acceptance
+from .fitcheck import curve_test, spine_availability
+from .topology import Topology, topology_from_dict
+from .traceio import open_trace, trace_metadata
+
+COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
+           "reached", "spine_avail", "tau"]
+SOURCES = ("root", "spine", "transition")
+MAX_RANK = 10
+MAX_SPINE = 20
+
+
+@dataclass(frozen=True)
+class RegimeFit:
+    """Per-regime acceptance (slot fill folded in) and the matched share of tokens."""
+
+    psi: float
+    psi_ci95: tuple[float, float]
+    matched: Acceptance
+    unmatched: Acceptance
+    fill: tuple[float, float, float]  # root, spine, transition parents
+    cycles: int
+    prompts: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"psi": self.psi, "psi_ci95": list(self.psi_ci95), "matched": self.matched.to_dict(),
+                "unmatched": self.unmatched.to_dict(), "fill": dict(zip(SOURCES, self.fill)),
+                "cycles": self.cycles, "prompts": self.prompts}
+
+
+def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[tuple[pd.DataFrame, dict]]:
+    """(node rows, trace metadata) per file, optionally only one benchmark's rows."""
+    out = []
+    for path in files:
+        pf = open_trace(path)
+        frame = pf.read(columns=COLUMNS).to_pandas()
+        if benchmark is not None:
+            frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)
+        if len(frame):
+            out.append((frame, trace_metadata(pf)))
+    return out
+
+
+def _annotate(frame: pd.DataFrame) -> pd.DataFrame:
+    """Adds the row of each node's cycle root and parent, the regime and the parent's source."""
+    node = frame["node"].to_numpy()
+    idx = np.arange(len(frame))
+    start = np.maximum.accumulate(np.where(node == 0, idx, 0))
+    parent = frame["parent"].to_numpy()
+    prow = np.where(parent >= 0, start + np.maximum(parent, 0), -1)
+    avail = frame["spine_avail"].to_numpy(dtype=float, na_value=np.nan)[start]
+    src = frame["source"].to_numpy()
+    psrc = np.where(prow >= 0, src[np.maximum(prow, 0)], "")
+    has_spine = np.zeros(len(frame), dtype=bool)  # the node has a spine child in its cycle
+    has_spine[prow[(src == "spine") & (prow >= 0)]] = True
+    sibling = np.where(prow >= 0, has_spine[np.maximum(prow, 0)], False)
+    return frame.assign(start=start, regime=np.where(np.isnan(avail), -1, (avail > 0).astype(int)),
+                        avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling)
+
+
+def _rates(nodes: pd.DataFrame, *, by: str, size: int) -> tuple[np.ndarray, np.ndarray]:
+    k, n = np.zeros(size), np.zeros(size)
+    if len(nodes):
+        g = nodes.groupby(nodes[by].clip(upper=size - 1))["match"].agg(["sum", "count"])
+        k[g.index.to_numpy()], n[g.index.to_numpy()] = g["sum"].to_numpy(), g["count"].to_numpy()
+    return k, n
+
+
+def _curve(k: np.ndarray, n: np.ndarray, *, start: int, fallback: float) -> list[float]:
+    """Per-bin rates where populated (sparse tails pooled as fit-acceptance does), else a constant."""
+    if n[start:].sum() <= 0:
+        return [fallback]
+    test = curve_test(k, n, start=start)
+    return [min(max(x, 0.0), 1.0) for x in (test.curve if test.supported else (test.constant,))]
+
+
+def slot_fill(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[float, float, float]:
+    """Share of requested transition slots that the runtime filled, by parent source, over the
+    static-topology methods of the traces (see the module docstring); 1.0 where unmeasured."""
+    req, got = np.zeros(3), np.zeros(3)
+    for frame, meta in frames:
+        methods = {m.get("label"): m.get("topology") for m in (meta.get("config") or {}).get("methods", [])}
+        for label, part in frame.groupby("method", sort=False):
+            topo = methods.get(label)
+            if not topo or str(label).startswith("mixed"):
+                continue
+            r, g = _fill_counts(part, topology_from_dict(topo))
+            req += r; got += g
+    rates = [float(g / r) if r > 0 else float("nan") for r, g in zip(req, got)]
+    root = rates[0] if rates[0] == rates[0] else 1.0
+    # spine parents are rare in static topologies: their context was seen before (the spine is
+    # copied text), so the root's rate is a conservative stand-in until measured
+    return tuple(x if x == x else root for x in rates)  # type: ignore[return-value]
+
+
+def _fill_counts(part: pd.DataFrame, topo: Topology) -> tuple[np.ndarray, np.ndarray]:
+    """Map each realised node to its topology slot (by its rank among the slot's children) and
+    count requested against filled transition children by parent source."""
+    start, order = topo.children
+    kids_of = {v: {int(topo.rank[c]): int(c) for c in order[start[v]:start[v + 1]] if topo.source[c] == 2}
+               for v in range(len(topo.parent))}
+    spine_of = {v: int(c) for v in range(len(topo.parent)) for c in order[start[v]:start[v + 1]] if topo.source[c] == 1}
+    par, rank, src = part["parent"].to_numpy(), part["rank"].to_numpy(), part["source"].to_numpy()
+    req, got = np.zeros(3), np.zeros(3)
+    slot = np.zeros(len(part), dtype=np.int64)
+    filled: dict[int, int] = {}
+    base = 0
+    for i in range(len(part)):
+        if par[i] < 0:
+            base = i
+            continue
+        p = base + int(par[i])
+        v = slot[p]
+        c = spine_of.get(v) if src[i] == "spine" else kids_of[v].get(int(rank[i]))
+        slot[i] = -1 if c is None else c
+        if src[i] == "transition":
+            filled[p] = filled.get(p, 0) + 1
+    kind = {"root": 0, "spine": 1, "transition": 2}
+    for i in range(len(part)):
+        if slot[i] < 0:
+            continue
+        n_req = len(kids_of[int(slot[i])])
+        req[kind[src[i]]] += n_req
+        got[kind[src[i]]] += min(filled.get(i, 0), n_req)
+    return req, got
+
+
+def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """Matched share of tokens over cycles with a known regime, with a bootstrap interval over
+    prompts (cycles of one prompt are correlated)."""
+    known = roots[roots["regime"] >= 0]
+    if known.empty:
+        return float("nan"), (float("nan"), float("nan"))
+    g = known.assign(mt=known["tau"] * known["regime"]).groupby(["benchmark", "prompt_id"])[["mt", "tau"]].sum()
+    num, den = g["mt"].to_numpy(float), g["tau"].to_numpy(float)
+    est = float(num.sum() / den.sum())
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, num.size, size=(n_boot, num.size))
+    draws = num[picks].sum(1) / np.maximum(den[picks].sum(1), 1e-300)
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return est, (float(lo), float(hi))
+
+
+def method_budgets(frames: Sequence[tuple[pd.DataFrame, dict]]) -> dict[str, int]:
+    """Configured budget of every tree method in the traces (label -> budget)."""
+    out: dict[str, int] = {}
+    for _, meta in frames:
+        for m in (meta.get("config") or {}).get("methods", []):
+            if m.get("budget") and m.get("name") not in ("ar", "pld"):
+                out[m["label"]] = int(m["budget"])
+    return out
+
+
+def nearest_methods(frames: Sequence[tuple[pd.DataFrame, dict]], budget: int) -> tuple[str, ...]:
+    """The tree methods whose budget is nearest to ``budget`` on a log scale (ties: all of them):
+    a tree harvests the adjacency table it later drafts from, so transition acceptance and slot
+    fill depend on the tree size."""
+    budgets = method_budgets(frames)
+    if not budgets:
+        return ()
+    dist = {k: abs(np.log(b / max(budget, 1))) for k, b in budgets.items()}
+    best = min(dist.values())
+    return tuple(sorted(k for k, d in dist.items() if d <= best + 1e-9))
+
+
+def _select(frames, methods):
+    if not methods:
+        return list(frames)
+    out = [(f[f["method"].isin(methods)].reset_index(drop=True), meta) for f, meta in frames]
+    return [(f, meta) for f, meta in out if len(f)]
+
+
+def _root_fill(nodes: pd.DataFrame) -> float:
+    """P(the root got a transition child | unmatched cycle) over methods that place root
+    transitions (goose asks for them in every unmatched cycle with a budget)."""
+    u = nodes[(nodes["regime"] == 0)]
+    with_root = u[(u["parent_source"] == "root") & (u["source"] == "transition")].groupby("method")["start"].unique()
+    rates = []
+    for method, starts in with_root.items():
+        cycles = u[(u["method"] == method) & (u["node"] == 0)]
+        rates.append((len(starts), len(cycles)))
+    got, total = sum(r[0] for r in rates), sum(r[1] for r in rates)
+    return got / total if total else 1.0
+
+
+def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (), seed: int = 0) -> RegimeFit:
+    """Per-regime acceptance with slot fill folded in (see the module docstring), from the
+    cycles of ``methods`` (default: all; see :func:`nearest_methods`). psi uses every method
+    with a matcher: it is a property of the text, not of the tree.
+
+    Example: ``fit_regimes(read_frames(["traces/stdlib.parquet"]), methods=("goose@8",))``.
+    """
+    if not frames:
+        raise ValueError("no trace rows to fit")
+    psi, psi_ci = psi_estimate(pd.concat([_annotate(f).query("node == 0") for f, _ in frames]), seed=seed)
+    frames = _select(frames, methods)
+    if not frames:
+        raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")
+    nodes = pd.concat([_annotate(f) for f, _ in frames], ignore_index=True)
+    fill = slot_fill(frames)
+    if not any(m.get("topology") and not str(m.get("label")).startswith("mixed")
+               for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
+               if m.get("label") in set(nodes["method"])):
+        fill = (_root_fill(nodes),) * 3  # no static shape among the methods: the root's rate for all
+    roots = nodes[nodes["node"] == 0]
+    reached = nodes[nodes["reached"] & (nodes["node"] > 0)]
+    trans = reached[reached["source"] == "transition"]
+    pooled = float(trans["match"].mean()) if len(trans) else 0.0
+    m = reached[reached["regime"] == 1]
+    spine = m[m["source"] == "spine"]
+    k, n = _rates(spine, by="depth", size=MAX_SPINE + 1)
+    p_s = _curve(k, n, start=1, fallback=0.0)
+    hist = np.bincount(roots.loc[roots["regime"] == 1, "avail"].to_numpy(dtype=np.int64), minlength=MAX_SPINE + 1)
+    avail = spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE
+    p_s_eff = [(p_s[min(d, len(p_s)) - 1]) * a for d, a in enumerate(avail, start=1)]
+
+    def p_t(rows: pd.DataFrame, kind: int) -> list[float]:
+        kk, nn = _rates(rows, by="rank", size=MAX_RANK)
+        return [x * fill[kind] for x in _curve(kk, nn, start=0, fallback=pooled)]
+
+    chain = trans[trans["parent_source"] == "transition"]
+    root_m = m[(m["source"] == "transition") & (m["parent_source"] == "root") & m["root_has_spine"]]
+    matched = Acceptance.parse(p_s_eff, p_t(root_m, 0), "exclusive",
+                               p_t_spine=p_t(m[(m["source"] == "transition") & (m["parent_source"] == "spine") & m["spine_sibling"]], 1),
+                               p_t_chain=p_t(chain[chain["regime"] == 1], 2) if (chain["regime"] == 1).sum() else p_t(chain, 2))
+    u = trans[trans["regime"] == 0]
+    unmatched = Acceptance.parse(0.0, p_t(u[u["parent_source"] == "root"], 0), "exclusive",
+                                 p_t_chain=p_t(u[u["parent_source"] == "transition"], 2))
+    return RegimeFit(psi, psi_ci, matched, unmatched, fill, int(len(roots)),
+                     int(roots.groupby(["benchmark", "prompt_id"]).ngroups))

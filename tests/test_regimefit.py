@@ -1,0 +1,88 @@
+"""Regime fit on synthetic node rows drawn from known per-regime rates: psi, p_s, p_t by regime
+and parent, slot fill of a static topology, and the nearest-budget method choice."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from goose_theory.regimefit import fit_regimes, method_budgets, nearest_methods, psi_estimate, _annotate
+
+P_S, PT_ROOT_M, PT_ROOT_U, PT_CHAIN, FILL, SHARE = 0.8, 0.1, 0.3, 0.4, 0.7, 0.25
+
+
+def _cycle(rng, matched: bool, static: bool):
+    """One cycle's nodes: (parent, source, rank, match); exclusive draws at each node."""
+    nodes = [(-1, "root", 0, True)]
+    if static:  # iso-like static shape: root -> t0 -> t0, root slot filled with prob FILL
+        if rng.random() < FILL:
+            m1 = rng.random() < PT_ROOT_U
+            nodes += [(0, "transition", 0, m1), (1, "transition", 0, m1 and rng.random() < PT_CHAIN)]
+        return nodes, 1 + sum(1 for n in nodes[1:] if n[3] and nodes[n[0]][3])
+    if matched:
+        s1 = rng.random() < P_S
+        t1 = (not s1) and rng.random() < PT_ROOT_M / (1 - P_S)
+        s2 = s1 and rng.random() < P_S
+        nodes += [(0, "spine", 0, s1), (1, "spine", 0, s2), (0, "transition", 0, t1)]
+        tau = 1 + s1 + s2 + t1
+    else:
+        t1 = rng.random() < PT_ROOT_U
+        t2 = t1 and rng.random() < PT_CHAIN
+        nodes += [(0, "transition", 0, t1), (1, "transition", 0, t2)]
+        tau = 1 + t1 + t2
+    return nodes, tau
+
+
+def _frames(seed: int = 0, prompts: int = 40, cycles: int = 60):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(prompts):
+        for method, static in (("goose@4", False), ("iso:1@2", True)):
+            for c in range(cycles):
+                matched = not static and rng.random() < SHARE
+                nodes, tau = _cycle(rng, matched, static)
+                depth = [0]
+                for i, (par, src, rank, match) in enumerate(nodes):
+                    if i:
+                        depth.append(depth[par] + 1)
+                    reached = par < 0 or (nodes[par][3] if par > 0 else True)
+                    rows.append({"benchmark": "b", "method": method, "prompt_id": str(p), "cycle": c, "node": i,
+                                 "parent": par, "source": src, "rank": rank, "depth": depth[i], "match": bool(match),
+                                 "reached": bool(reached), "spine_avail": None if static else (20 if matched else 0),
+                                 "tau": tau})
+    frame = pd.DataFrame(rows)
+    iso = {"schema": "goose-topology/1", "nodes": [{"parent": -1, "source": "root", "rank": 0},
+                                                   {"parent": 0, "source": "transition", "rank": 0},
+                                                   {"parent": 1, "source": "transition", "rank": 0}]}
+    meta = {"config": {"methods": [{"label": "goose@4", "name": "goose", "budget": 4, "topology": None},
+                                   {"label": "iso:1@2", "name": "iso:1", "budget": 2, "topology": iso},
+                                   {"label": "ar", "name": "ar", "budget": 0, "topology": None}]}}
+    return [(frame, meta)]
+
+
+def test_recovers_the_per_regime_rates_and_fill():
+    fit = fit_regimes(_frames())
+    assert fit.fill[0] == pytest.approx(FILL, abs=0.04)
+    assert fit.matched.spine_q(1) == pytest.approx(P_S, abs=0.05)  # a(1) = 1 when matched
+    assert fit.matched.transition_q(0, 0) == pytest.approx(PT_ROOT_M * fit.fill[0], abs=0.04)
+    assert fit.unmatched.spine_q(1) == 0.0
+    assert fit.unmatched.transition_q(0, 0) == pytest.approx(PT_ROOT_U * fit.fill[0], abs=0.03)
+    assert fit.unmatched.transition_q(0, 2) == pytest.approx(PT_CHAIN * fit.fill[2], abs=0.05)
+    assert fit.psi_ci95[0] <= fit.psi <= fit.psi_ci95[1]
+
+
+def test_psi_is_the_token_share_of_matched_cycles():
+    frame, _ = _frames(seed=1, prompts=5, cycles=30)[0]
+    roots = _annotate(frame).query("node == 0")
+    known = roots[roots["regime"] >= 0]
+    expected = known.loc[known["regime"] == 1, "tau"].sum() / known["tau"].sum()
+    assert psi_estimate(roots)[0] == pytest.approx(expected)
+
+
+def test_method_choice_by_budget():
+    frames = _frames(prompts=2, cycles=3)
+    assert method_budgets(frames) == {"goose@4": 4, "iso:1@2": 2}
+    assert nearest_methods(frames, 5) == ("goose@4",)
+    assert nearest_methods(frames, 1) == ("iso:1@2",)
+    with pytest.raises(ValueError):
+        fit_regimes(frames, methods=("tr",))
