@@ -3,9 +3,12 @@
 For each prompt set, on held-out prompts (those whose ids do not appear in the traces the
 topology was fitted on, in the set's fixed order), one run decodes with ``ar``, the paper's
 adaptive ``goose`` at the topology's budget (and at the paper's default budget 60), and
-``topology:FILE``. Each row reports:
+``topology:FILE`` (a two-regime file, one with ``regimes.unmatched``, runs through
+:class:`goose_runtime.regimes.RegimeDecoder` and is labelled ``topology:NAME+regimes``).
+Each row reports:
 
-* ``predicted_tau``: the topology's exported E[tau] under the fitted model (a priori);
+* ``predicted_tau``: the topology's exported prediction (a priori; for ``goose loop``'s files the
+  two-regime tau of :mod:`goose_theory.regime`);
 * ``realised_tau``: mean exact E[tau] of the trees the runtime actually built, same model
   (see :mod:`goose_theory.validation`);
 * ``measured_tau`` with a 95% bootstrap interval over prompts, tokens/s and speedup against the
@@ -46,6 +49,9 @@ class ValidationRow:
     lossless: bool
     prompts: int
     cycles: int
+    psi: float = float("nan")            # measured share of tokens from cycles with a context match
+    tau_matched: float = float("nan")    # measured tau of cycles with / without a context match
+    tau_unmatched: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,14 +115,25 @@ def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summa
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
                                   100.0 * (predicted - tau) / tau if tau == tau and tau > 0 else float("nan"),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
-                                  sum(len(r.cycles) for r in runs)))
+                                  sum(len(r.cycles) for r in runs), *regime_split(runs)))
     return rows
+
+
+def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
+    """(psi, tau matched, tau unmatched) of a run: the quantities of the two-regime model
+    (:mod:`goose_theory.regime`), measured; NaN where the method has no matcher or no such cycle."""
+    cycles = [c for r in runs for c in r.cycles if c.spine_avail >= 0]
+    m = [c.tau for c in cycles if c.spine_avail > 0]
+    u = [c.tau for c in cycles if c.spine_avail == 0]
+    total = sum(m) + sum(u)
+    nan = float("nan")
+    return (sum(m) / total if total else nan, sum(m) / len(m) if m else nan, sum(u) / len(u) if u else nan)
 
 
 def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
                        holdout: bool = True, on_result=None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set."""
-    from .runner import parse_labeled, run_methods, summarize
+    from .runner import parse_labeled, summarize
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
     exclude: set[str] = set()
@@ -130,18 +147,39 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
             spec = parse_labeled("goose", budget=max(budget, 1))
             specs.append(spec)
-            predictions.setdefault(_label(spec), (spec.budget, _paper_prediction(a_priori, spec.budget), realised))
+            predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
         spec = parse_labeled(f"topology:{path}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
     specs = list({_label(s): s for s in specs}.values())
-    results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
+    from .regimes import SUFFIX, run_with_regimes, unmatched_topology
+    for path, topo in topologies:  # a two-regime file runs under its own label
+        if unmatched_topology(topo) is not None:
+            spec = parse_labeled(f"topology:{path}")
+            predictions[_label(spec) + SUFFIX] = predictions.pop(_label(spec))
+    results = run_with_regimes(bundle, specs, prompts, config=config, on_result=on_result)
     return summarize_rows(benchmark, results, summarize(results), predictions), results
 
 
 def _label(spec) -> str:
     from .runner import method_label
     return method_label(spec)
+
+
+def _goose_prediction(topology: Topology, acceptance: Acceptance | None, budget: int) -> float:
+    """Indicative tau of the adaptive goose: with a two-regime fit in the topology (goose loop),
+    the paper's tree in matched cycles and the optimal transition tree in unmatched ones (goose
+    spends the whole budget on transitions there); else the paper shape under the fit."""
+    fit = topology.meta.get("regime_fit")
+    if not isinstance(fit, dict):
+        return _paper_prediction(acceptance, budget)
+    from goose_theory.optimize import build_topology
+    from goose_theory.regime import regime_tau
+
+    m, u = Acceptance.from_dict(fit["matched"]), Acceptance.from_dict(fit["unmatched"])
+    paper = build_topology("paper", m, budget=budget).topology
+    best_u = build_topology("optimal", u, budget=budget).topology
+    return regime_tau(paper, m, u, float(fit["psi"]), best_u).tau
 
 
 def _paper_prediction(acceptance: Acceptance | None, budget: int) -> float:

@@ -19,7 +19,7 @@ from goose_theory.topology import write_json_atomic
 from .decode_cli import _model_options, load_quietly
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
-                 "ci_high", "error_pct", "tokens_per_s", "speedup_vs_ar", "lossless"]
+                 "ci_high", "error_pct", "psi", "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
 
 
 def register(sub) -> None:
@@ -40,7 +40,8 @@ def register(sub) -> None:
     p.add_argument("--traces", default="traces", help="trace files, a folder or a glob (default: traces/)")
     p.add_argument("--bench", default="humaneval,mtbench,stdlib")
     p.add_argument("--limit", type=int, default=2, help="held-out prompts per set")
-    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--max-new-tokens", type=int, default=128, help="as the shipped traces (the adjacency table "
+                   "fills as a prompt goes on, so shorter runs see lower transition acceptance)")
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
     p.add_argument("--out-dir", default="runs/loop")
     p.add_argument("--json", action="store_true")
@@ -110,6 +111,27 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
+def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
+    """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
+    budget, and write the matched/unmatched pair beside it; returns both paths."""
+    from goose_theory.regime import export_topologies
+    from goose_theory.regimefit import fit_regimes, nearest_methods, read_frames
+    from goose_theory.topology import load_topology, save_topology
+
+    old = load_topology(path)
+    frames = read_frames(files, benchmark=bench)
+    methods = nearest_methods(frames, old.budget)
+    fit = fit_regimes(frames, methods=methods)
+    provenance = {**(old.meta.get("provenance") or {}), "regime_methods": list(methods)}
+    single, pair = export_topologies(fit, old.budget, provenance=provenance)
+    pair_path = path[: -len(".json")] + "-regimes.json"
+    save_topology(single, path)
+    save_topology(pair, pair_path)
+    _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
+              f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} (pair), budget {old.budget}")
+    return [path, pair_path]
+
+
 def loop_handler(args: argparse.Namespace) -> int:
     benches = _check(args)
     files = _trace_files(args.traces)
@@ -130,7 +152,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     for g in analysis.groups:
         bench = g.fit.key.get("benchmark")
         if bench in benches and g.label in written:
-            plan.append((bench, [written[g.label]]))
+            plan.append((bench, _regime_topologies(files, bench, written[g.label])))
     if not plan:
         raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, plan)

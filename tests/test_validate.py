@@ -1,0 +1,53 @@
+"""validate's pure helpers: rows from decode results, the measured two-regime split, and the
+goose prediction from a two-regime fit."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.regime import regime_tau
+from goose_theory.optimize import build_topology
+from goose_theory.topology import Topology
+from goose_runtime.records import CycleRecord, PromptResult
+from goose_runtime.validate import _goose_prediction, regime_split, summarize_rows
+
+
+def _cycle(tau: int, avail: int) -> CycleRecord:
+    return CycleRecord(parent=[-1, 0], source=["root", "transition"], rank=[0, 0], token=[5, 6], match=[True, False],
+                       accepted=[True, False], score=[math.nan, 1.0], spine_pos=[0, 0], tau=tau, verify_s=0.01,
+                       draft_s=0.001, spine_avail=avail)
+
+
+def _run(prompt: str, cycles: list[CycleRecord]) -> PromptResult:
+    return PromptResult("m", prompt, "b", 3, [1] * sum(c.tau for c in cycles), "", cycles)
+
+
+def test_regime_split_counts_tokens_and_cycles_by_regime():
+    runs = [_run("a", [_cycle(5, 20), _cycle(1, 0), _cycle(2, 0)]), _run("b", [_cycle(3, 7), _cycle(1, 0)])]
+    psi, tm, tu = regime_split(runs)
+    assert psi == pytest.approx(8 / 12) and tm == pytest.approx(4.0) and tu == pytest.approx(4 / 3)
+    assert all(math.isnan(x) for x in regime_split([_run("c", [_cycle(1, -1)])]))
+
+
+def test_summarize_rows_reports_error_and_regimes():
+    runs = [_run("a", [_cycle(3, 20), _cycle(1, 0)]), _run("b", [_cycle(2, 0), _cycle(2, 0)])]
+    summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
+    acc = Acceptance.parse(0.5, 0.2)
+    row, = summarize_rows("b", {"topology:x": runs}, {"topology:x": summary}, {"topology:x": (1, 2.4, acc)})
+    assert row.measured_tau == pytest.approx(2.0) and row.error_pct == pytest.approx(20.0)
+    assert row.psi == pytest.approx(3 / 8) and row.tau_matched == 3 and row.tau_unmatched == pytest.approx(5 / 3)
+    assert row.cycles == 4 and row.prompts == 2 and row.lossless
+
+
+def test_goose_prediction_uses_the_regime_fit():
+    m, u = Acceptance.parse(0.8, [0.1, 0.0]), Acceptance.parse(0.0, [0.3, 0.05, 0.0])
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
+        regime_fit={"matched": m.to_dict(), "unmatched": u.to_dict(), "psi": 0.4})
+    expected = regime_tau(build_topology("paper", m, budget=6).topology, m, u, 0.4,
+                          build_topology("optimal", u, budget=6).topology).tau
+    assert _goose_prediction(topo, m, 6) == pytest.approx(expected)
+    plain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    assert _goose_prediction(plain, m, 6) == pytest.approx(build_topology("paper", m, budget=6).predicted_tau)
