@@ -33,7 +33,7 @@ def _cycle(rng, matched: bool, static: bool):
     return nodes, tau
 
 
-def _frames(seed: int = 0, prompts: int = 40, cycles: int = 60):
+def _frames(seed: int = 0, prompts: int = 80, cycles: int = 60):
     rng = np.random.default_rng(seed)
     rows = []
     for p in range(prompts):
@@ -86,3 +86,19 @@ def test_method_choice_by_budget():
     assert nearest_methods(frames, 1) == ("iso:1@2",)
     with pytest.raises(ValueError):
         fit_regimes(frames, methods=("tr",))
+
+
+def test_rank_curve_borrows_the_reference_shape_past_sparse_ranks():
+    from goose_theory.regimefit import _rank_curve
+
+    def rows(counts):  # counts: {rank: (matched, reached)}
+        out = []
+        for r, (k, n) in counts.items():
+            out += [{"rank": r, "match": i < k} for i in range(n)]
+        return pd.DataFrame(out)
+
+    sel = rows({0: (30, 100), 1: (1, 5)})
+    ref = rows({0: (400, 1000), 1: (100, 1000), 2: (20, 1000)})
+    curve = _rank_curve(sel, ref)
+    assert curve[0] == pytest.approx(0.30)
+    assert curve[1] == pytest.approx(0.10 * 0.30 / 0.40) and curve[2] == pytest.approx(0.02 * 0.30 / 0.40)
