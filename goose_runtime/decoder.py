@@ -27,7 +27,7 @@ import torch
 from goose_theory.latency import LatencyProfile
 
 from .adjacency import AdjacencyTable
-from .autotree import AutoPolicy
+from .dyntree import Calibration, DynamicPolicy
 from .goose import GoosePolicy, build_goose
 from .kvcache import compact, new_cache
 from .matcher import NO_MATCH, ContextMatcher
@@ -79,7 +79,9 @@ class Decoder:
         self.eos = frozenset(bundle.eos_token_ids)
         if method.kind == "auto" and config.latency is None:
             raise MethodError("method 'auto' needs a latency profile (DecodeConfig.latency)")
-        self._auto_choices: dict = {}  # auto's decisions, shared across prompts (pure functions of state)
+        self._calibration = Calibration()  # auto's acceptance estimates, carried across prompts
+        # auto needs probabilities to rank candidates; the other methods only their order
+        self.score = "prob" if method.kind == "auto" else config.score
 
     # ---- one prompt ---------------------------------------------------------------------------
     def decode(self, prompt_ids: list[int], *, prompt_id: str = "prompt", benchmark: str = "prompt") -> PromptResult:
@@ -94,8 +96,8 @@ class Decoder:
             self.adjacency.reset()
         self.policy = GoosePolicy(alpha=cfg.ema_alpha, rho=cfg.rho, bypass_len=cfg.bypass_len)
         if self.method.kind == "auto":
-            self.auto = AutoPolicy(cfg.latency, top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine,
-                                   alpha=cfg.ema_alpha, max_budget=self.method.budget, _choices=self._auto_choices)
+            self.auto = DynamicPolicy(cfg.latency, max_budget=self.method.budget, top_k=cfg.top_k,
+                                      max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
         matcher = ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine) \
             if self.method.uses_matcher else None
         cache = new_cache()
@@ -128,7 +130,7 @@ class Decoder:
         ids = torch.tensor(prompt[:-1], dtype=torch.long, device=device)
         logits = forward(self.bundle.model, ids, torch.arange(n, device=device), self.masks.causal_mask(n), cache)
         if self.adjacency is not None:  # harvest the prompt: position i predicts what follows prompt[i]
-            top, probs = top_candidates(logits, self.config.top_k, self.config.score)
+            top, probs = top_candidates(logits, self.config.top_k, self.score)
             prev = np.asarray([-1] + prompt[: n - 1], dtype=np.int64)
             self.adjacency.update(prev, np.asarray(prompt[:n], dtype=np.int64), top, probs)
 
@@ -143,10 +145,8 @@ class Decoder:
         if m.kind == "pld":
             return build_chain(anchor, match, m.budget)
         if m.kind == "auto":
-            topology = self.auto.choose(match_len=len(match))
-            if topology.budget == 0:
-                return new_tree(anchor, match)
-            return build_from_topology(topology, match, self.adjacency, before, anchor)
+            tree, self._auto_keys = self.auto.build(match, self.adjacency, before, anchor)
+            return tree
         if m.kind == "goose":
             return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
                                top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine)
@@ -168,7 +168,7 @@ class Decoder:
         bundle.synchronize()
         verify_s = time.perf_counter() - v0
         harvest = self.adjacency is not None
-        top, probs = top_candidates(logits, cfg.top_k if harvest else 1, cfg.score if harvest else None)
+        top, probs = top_candidates(logits, cfg.top_k if harvest else 1, self.score if harvest else None)
         argmax = top[:, 0].tolist()
         path = greedy_walk(tree, argmax)
         new = [tree.token[n] for n in path[1:]] + [argmax[path[-1]]]
@@ -188,7 +188,7 @@ class Decoder:
         if self.method.kind == "goose":
             self.policy.observe(n_spine, sum(1 for n in path[1:] if tree.source[n] == 1))
         elif self.method.kind == "auto":
-            self.auto.observe(tree.parent, tree.source, tree.rank, tree.token, argmax, path)
+            self.auto.observe(tree, self._auto_keys, argmax, path)
         record = None
         if cfg.record:
             record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
@@ -206,7 +206,7 @@ class Decoder:
                            rank=list(tree.rank), token=list(tree.token), match=match, accepted=accepted,
                            score=list(tree.score), spine_pos=list(tree.spine_pos), tau=tau, verify_s=verify_s,
                            draft_s=draft_s, ngram=tree.match.ngram, consensus=tree.match.consensus,
-                           ema=self.policy.ema if goose else (self.auto.p_s if self.method.kind == "auto"
+                           ema=self.policy.ema if goose else (self.auto.spine_estimate() if self.method.kind == "auto"
                                                               else float("nan")), bypass=tree.bypass,
                            # what the matcher offered, before the tree cut it (-1: method has no matcher)
                            spine_avail=len(tree.match) if self.method.uses_matcher else -1)

@@ -3,8 +3,9 @@
 Canonical names: ``ar`` (no draft), ``pld`` (the matched chain), ``tr`` (static adjacency tree,
 80 nodes, depth 6), ``iso:K`` (K-ary adjacency tree, budget B), ``mixed-iso:K`` (same shape, the
 rank-0 slot under the root and spine nodes takes the spine token), ``goose`` (the paper's adaptive
-tree, budget B), ``auto`` (the cost-aware optimal tree chosen every cycle from online acceptance
-estimates and the device's latency profile; :mod:`goose_runtime.autotree`) and ``topology:NAME``
+tree, budget B), ``auto`` (Goose's spine and transition candidates placed best-first by calibrated
+acceptance, cut where tokens per second peak on the device's latency profile;
+:mod:`goose_runtime.dyntree`) and ``topology:NAME``
 (a fixed ``goose-topology/1`` file; NAME is the file stem).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
 smaller explicit budget truncates it breadth-first.

@@ -1,0 +1,101 @@
+"""dyntree.py (``auto``): calibration, best-first growth, the cost-aware cut, and losslessness."""
+from __future__ import annotations
+
+import pytest
+
+from goose_theory.latency import LatencyProfile
+from goose_theory.topology import SPINE, TRANSITION
+from goose_runtime.adjacency import AdjacencyTable
+from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.dyntree import (N_BINS, N_SPINE, ROOT_ALONE, ROOT_WITH_SPINE, UNDER_TRANSITION, Calibration,
+                                   DynamicPolicy, _best_size)
+from goose_runtime.matcher import NO_MATCH, Match
+from goose_runtime.methods import parse_method
+from goose_runtime.model import tiny_random_bundle
+
+import numpy as np
+
+FLAT = LatencyProfile(sizes=(1, 64), seconds=(0.040, 0.041))     # big trees nearly free
+STEEP = LatencyProfile(sizes=(1, 2, 64), seconds=(0.040, 0.080, 1.0))  # any tree doubles the step
+
+
+def table_with(rows: dict[tuple[int, int], list[tuple[int, float]]]) -> AdjacencyTable:
+    adj = AdjacencyTable(100, top_k=3, n_slots=1024)
+    for (prev, cur), succ in rows.items():
+        toks = np.array([[t for t, _ in succ] + [0] * (3 - len(succ))])
+        probs = np.array([[p for _, p in succ] + [-np.inf] * (3 - len(succ))], dtype=np.float32)
+        adj.update(np.array([prev]), np.array([cur]), toks, probs)
+    return adj
+
+
+def test_calibration_keys_and_learning():
+    cal = Calibration(prior_weight=2.0, decay=1.0)
+    assert Calibration.spine_key(False, 1) == 0 and Calibration.spine_key(True, 9) == N_SPINE - 1
+    assert Calibration.transition_key(ROOT_ALONE, 0.0) == N_SPINE
+    assert Calibration.transition_key(UNDER_TRANSITION, 0.95) == N_SPINE + 4 * N_BINS - 1
+    key = Calibration.transition_key(ROOT_WITH_SPINE, 0.6)
+    prior = cal.q[key]
+    cal.observe([key] * 8, [False] * 8)
+    assert cal.q[key] == pytest.approx(2 * prior / 10)          # Beta posterior mean
+    cal.observe([0, 0], [True, True])
+    assert cal.q[0] == pytest.approx((2 + 2 * 0.6) / 4)
+    forgetful = Calibration(decay=0.5)
+    forgetful.observe([0], [False])
+    forgetful.observe([], [])
+    assert forgetful.seen[0] == pytest.approx(0.5)
+
+
+def test_best_size_maximises_tokens_per_second():
+    cost = [1.0, 1.1, 1.2, 2.0]
+    assert _best_size([0.9, 0.5, 0.4], cost) == 2      # 2.4 / 1.2 beats 1.9/1.1 and 2.8/2.0
+    assert _best_size([0.05, 0.01, 0.0], cost) == 0    # nothing pays: a plain step
+
+
+def test_growth_is_best_first_and_every_prefix_is_a_tree():
+    adj = table_with({(1, 2): [(10, 0.9), (11, 0.05)], (2, 10): [(12, 0.8)], (10, 12): [(13, 0.7)],
+                      (2, 20): [(21, 0.5)]})
+    policy = DynamicPolicy(FLAT, max_budget=10, top_k=3, calibration=Calibration(spine_prior=0.97))
+    tree, keys = policy.build(Match((20, 22, 23), 3, 3, 2), adj, 1, 2)
+    assert tree.source[1] == SPINE and tree.token[1] == 20       # the confident spine goes first
+    assert tree.source[2] == SPINE and tree.parent[2] == 1        # 0.97**2 beats the prior 0.8 of bin [0.7, 0.9)
+    assert all(tree.parent[i] < i for i in range(1, tree.n_nodes))
+    assert len(keys) == tree.n_nodes and keys[0] == -1
+    assert TRANSITION in tree.source and 10 in tree.token         # the strong transition is placed
+    assert len(set(zip(tree.parent, tree.token))) == tree.n_nodes  # siblings distinct
+
+
+def test_cost_decides_the_size():
+    adj = table_with({(1, 2): [(10, 0.9), (11, 0.3), (14, 0.1)]})
+    big, _ = DynamicPolicy(FLAT, max_budget=10, top_k=3).build(NO_MATCH, adj, 1, 2)
+    none, keys = DynamicPolicy(STEEP, max_budget=10, top_k=3).build(NO_MATCH, adj, 1, 2)
+    assert big.n_nodes == 4 and none.n_nodes == 1 and keys == [-1]
+    assert none.children == [[]]
+
+
+def test_observe_counts_only_reached_nodes():
+    adj = table_with({(1, 2): [(10, 0.9), (11, 0.3)], (2, 10): [(12, 0.8)], (2, 11): [(13, 0.8)]})
+    policy = DynamicPolicy(FLAT, max_budget=10, top_k=3, calibration=Calibration(decay=1.0))
+    tree, keys = policy.build(NO_MATCH, adj, 1, 2)
+    argmax = [10 if t == 2 else 99 for t in tree.token]  # root -> 10 accepted, nothing below matches
+    node10 = tree.token.index(10)
+    policy.observe(tree, keys, argmax, [0, node10])
+    reached = {keys[i] for i in range(1, tree.n_nodes) if tree.parent[i] in (0, node10)}
+    assert reached and all(policy.calibration.seen[k] > 0 for k in reached)
+    unreached = {keys[i] for i in range(1, tree.n_nodes)} - reached
+    assert all(policy.calibration.seen[k] == 0 for k in unreached)
+
+
+def test_auto_is_lossless_on_the_tiny_model():
+    bundle = tiny_random_bundle()
+    prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7, 8, 5, 6]
+    ar = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=24)).decode(prompt)
+    for profile in (FLAT, STEEP):
+        out = Decoder(bundle, parse_method("auto"), DecodeConfig(max_new_tokens=24, latency=profile)).decode(prompt)
+        assert out.token_ids == ar.token_ids
+        assert sum(c.tau for c in out.cycles) == len(out.token_ids)
+    assert max(c.tau for c in out.cycles) >= 1
+
+
+def test_auto_needs_a_latency_profile():
+    with pytest.raises(ValueError, match="needs a latency profile"):
+        Decoder(tiny_random_bundle(), parse_method("auto"), DecodeConfig())
