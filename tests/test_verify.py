@@ -1,0 +1,50 @@
+"""verify.py: the blocked top-k against torch.topk (the reference), the walk, the tree mask."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from goose_runtime.trees import DraftTree, new_tree
+from goose_runtime.verify import blocked_topk, greedy_walk, top_candidates, tree_visibility
+
+
+@pytest.mark.parametrize("q,vocab,k", [(1, 49152, 1), (9, 49152, 10), (3, 151936, 10), (4, 1000, 3),
+                                       (2, 64, 10), (5, 8, 3)])
+def test_blocked_topk_equals_torch_topk(q, vocab, k):
+    gen = torch.Generator().manual_seed(q * vocab + k)
+    logits = torch.randn(q, vocab, generator=gen)
+    want = torch.topk(logits, k, dim=-1)
+    vals, idx = blocked_topk(logits, k)
+    assert torch.equal(idx, want.indices) and torch.equal(vals, want.values)
+
+
+def test_blocked_topk_finds_a_top_k_crowded_into_one_block():
+    logits = torch.zeros(1, 4096)
+    logits[0, 1024:1034] = torch.arange(10, 0, -1, dtype=torch.float32)  # all ten in block 1
+    assert blocked_topk(logits, 10)[1].tolist() == [list(range(1024, 1034))]
+
+
+def test_top_candidates_scores():
+    logits = torch.log(torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25]]))
+    top, probs = top_candidates(logits, 2, "prob")
+    assert top[:, 0].tolist() == [1, 0]
+    np.testing.assert_allclose(probs[:, 0], [0.6, 0.5], rtol=1e-6)
+    top, none = top_candidates(logits, 1, None)
+    assert none is None and top.shape == (2, 1)
+
+
+def test_greedy_walk_follows_the_argmax():
+    tree = new_tree(5)
+    a = tree.add(0, 2, 0, 7)
+    tree.add(0, 2, 1, 8)
+    c = tree.add(a, 2, 0, 9)
+    # argmax at root is 7 (node a), at a is 9 (node c), at c is 4 (no child): path root, a, c
+    assert greedy_walk(tree, [7, 9, 0, 4]) == [0, a, c]
+    assert greedy_walk(tree, [3, 9, 0, 4]) == [0]
+    assert isinstance(tree, DraftTree)
+
+
+def test_tree_visibility_is_ancestors_and_self():
+    vis = tree_visibility([-1, 0, 1, 0])
+    assert vis.astype(int).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 1]]
