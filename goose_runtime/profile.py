@@ -144,7 +144,9 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> 
     if path:
         return load_latency(path), path
     name = os.path.basename(str(bundle.name))
-    path = os.path.join(_cache_root(), f"latency-{name}-{bundle.device.type}-{dtype}.json")
+    # on a CPU the thread count changes the shape of the curve (more threads: wider trees are cheaper)
+    where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t"
+    path = os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}.json")
     if os.path.exists(path):
         if log:
             log(f"using the cached latency profile {path} (delete it to re-measure)")
