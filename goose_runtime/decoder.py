@@ -56,8 +56,8 @@ class DecodeConfig:
     ema_alpha: float = 0.3
     rho: float = 0.5
     bypass_len: int = 8
-    score: str = "logit"   # adjacency score: "logit" (free with the top-k) or "prob" (one more
-                           # pass over the vocabulary per cycle, ~1 ms for 60 nodes on this CPU)
+    score: str = "logit"   # adjacency score: "logit" (free with the top-k) or "prob" (softmax over
+                           # the top-k's blocks; verify.top_candidates). ``auto`` always uses "prob"
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
 
 

@@ -34,6 +34,16 @@ def test_top_candidates_scores():
     assert none is None and top.shape == (2, 1)
 
 
+def test_prob_scores_bound_the_softmax_and_match_it_when_the_rest_is_negligible():
+    gen = torch.Generator().manual_seed(1)
+    logits = torch.randn(4, 49152, generator=gen)
+    logits[:2, 7] += 30.0   # rows 0, 1: one dominant token, the rest negligible
+    top, probs = top_candidates(logits, 10, "prob")
+    exact = torch.softmax(logits, dim=-1).gather(1, torch.from_numpy(top)).numpy()
+    assert (probs >= exact * (1 - 1e-6)).all()
+    np.testing.assert_allclose(probs[:2], exact[:2], rtol=1e-5, atol=1e-9)
+
+
 def test_greedy_walk_follows_the_argmax():
     tree = new_tree(5)
     a = tree.add(0, 2, 0, 7)
