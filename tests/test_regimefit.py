@@ -25,11 +25,13 @@ def _cycle(rng, matched: bool, static: bool):
         s2 = s1 and rng.random() < P_S
         nodes += [(0, "spine", 0, s1), (1, "spine", 0, s2), (0, "transition", 0, t1)]
         tau = 1 + s1 + s2 + t1
-    else:
+    elif rng.random() < FILL:  # unmatched: the root slot is filled with prob FILL, as for iso
         t1 = rng.random() < PT_ROOT_U
         t2 = t1 and rng.random() < PT_CHAIN
         nodes += [(0, "transition", 0, t1), (1, "transition", 0, t2)]
         tau = 1 + t1 + t2
+    else:
+        tau = 1
     return nodes, tau
 
 
