@@ -89,30 +89,15 @@ class ContextMatcher:
         """The spine for the current end of the text (longest n-gram first)."""
         toks = self.tokens
         size = len(toks)
+        # each n's entry for the text's last n tokens, looked up once (the confidence counts reuse them)
+        entries = {n: self._index[n].get(tuple(toks[size - n:])) for n in self.ngram_sizes if size >= n}
         for n in self.ngram_sizes:
-            if size < n:
-                continue
-            entry = self._index[n].get(tuple(toks[size - n:]))
+            entry = entries.get(n)
             if entry is None:
                 continue
-            start = entry[0]
-            spine = tuple(toks[start:start + self.max_spine])
-            return Match(spine, n, self._consensus(spine[0]), self._lengths_agree(spine[0]))
+            spine = tuple(toks[entry[0]:entry[0] + self.max_spine])
+            first = spine[0]
+            shortest = entries[min(entries)]  # the most inclusive count: each earlier position once
+            agree = sum(1 for e in entries.values() if e is not None and toks[e[0]] == first)
+            return Match(spine, n, shortest[1].get(first, 0) if shortest is not None else 0, agree)
         return NO_MATCH
-
-    def _consensus(self, first: int) -> int:
-        size = len(self.tokens)
-        for n in reversed(self.ngram_sizes):  # shortest n-gram: the most inclusive count
-            if size >= n:
-                entry = self._index[n].get(tuple(self.tokens[size - n:]))
-                return entry[1].get(first, 0) if entry is not None else 0
-        return 0
-
-    def _lengths_agree(self, first: int) -> int:
-        toks, size, agree = self.tokens, len(self.tokens), 0
-        for n in self.ngram_sizes:
-            if size >= n:
-                entry = self._index[n].get(tuple(toks[size - n:]))
-                if entry is not None and toks[entry[0]] == first:
-                    agree += 1
-        return agree
