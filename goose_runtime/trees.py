@@ -107,7 +107,7 @@ def build_from_topology(topology: Topology, match: Match, adj: AdjacencyTable | 
     adjacency rank (the ``mixed-iso:K`` control).
     """
     tree = new_tree(anchor, match)
-    start, order = topology.children
+    child_lists = topology.child_lists
     src, rnk = topology.source, topology.rank
     chain = match.tokens
     limit = topology.budget if budget is None else budget
@@ -115,7 +115,7 @@ def build_from_topology(topology: Topology, match: Match, adj: AdjacencyTable | 
     head = 0
     while head < len(queue) and tree.n_nodes - 1 < limit:
         v, t = queue[head]; head += 1
-        kids = order[start[v]:start[v + 1]].tolist()
+        kids = child_lists[v]
         if not kids:
             continue
         on_spine = t == 0 or tree.source[t] == SPINE

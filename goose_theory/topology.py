@@ -113,6 +113,13 @@ class Topology:
         return start, np.asarray(order, dtype=np.int64)
 
     @cached_property
+    def child_lists(self) -> tuple[tuple[int, ...], ...]:
+        """:attr:`children` as plain tuples per node (what a per-cycle Python builder wants)."""
+        start, order = self.children
+        flat = order.tolist()
+        return tuple(tuple(flat[start[v]:start[v + 1]]) for v in range(self.n_nodes))
+
+    @cached_property
     def first_level_widths(self) -> np.ndarray:
         """w_i: transition children of the root (i = 0) and of spine node i (i = 1..m)."""
         spine_chain = self.spine_chain

@@ -23,6 +23,7 @@ def test_derived_arrays():
     start, index = t.children
     assert index[start[0]:start[1]].tolist() == [1, 2, 3]  # spine first, then by rank
     assert index[start[1]:start[2]].tolist() == [4, 5]
+    assert t.child_lists == tuple(tuple(index[start[v]:start[v + 1]].tolist()) for v in range(t.n_nodes))
 
 
 @settings(max_examples=60, deadline=None)
