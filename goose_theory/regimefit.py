@@ -12,11 +12,11 @@ two regimes whose trees and acceptances differ. This module estimates, per regim
   mtbench 0.13-0.16, stdlib 0.67-0.73 over pld, goose, goose@16 and mixed-iso:3), whereas the
   share of *cycles* with a match depends on how fast a method eats through a matched stretch;
 * ``matched``: p_s(d) given the node exists, times a(d), the chance the matcher offered a d-th
-  token given it offered d - 1 (in matched cycles); p_t under the root (from cycles whose root
-  had a spine child, so the exclusive model's sum over siblings holds on the same cycles), under
-  spine nodes (only those with a spine child: at the end of a drafted spine a transition is the
-  only continuation and matches far more often, which a by-rank p_t cannot express, so the
-  estimate stays conservative there) and under transition nodes, each by rank;
+  token given it offered d - 1 (in matched cycles); p_t under the root and under spine nodes as
+  (1 - p_s) times the rate beside a spine child that failed (so the exclusive model's sum over
+  siblings stays <= 1; mid-spine only: at the end of a drafted spine a transition is the only
+  continuation and matches far more often, which a by-rank p_t cannot express, so the estimate
+  stays conservative there), and under transition nodes, each by rank;
 * ``unmatched``: p_s = 0 (a spine slot is dropped with its subtree), p_t under the root and
   under transition nodes, by rank;
 * slot fill rates: the chance that a requested transition slot gets a candidate: under the root
@@ -46,6 +46,7 @@ COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "sourc
 SOURCES = ("root", "spine", "transition")
 MAX_RANK = 10
 MAX_SPINE = 20
+MIN_ROWS = 30
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,14 @@ def _annotate(frame: pd.DataFrame) -> pd.DataFrame:
     psrc = np.where(prow >= 0, src[np.maximum(prow, 0)], "")
     has_spine = np.zeros(len(frame), dtype=bool)  # the node has a spine child in its cycle
     has_spine[prow[(src == "spine") & (prow >= 0)]] = True
+    spine_hit = np.zeros(len(frame), dtype=bool)  # ... and that spine child matched
+    hit = (src == "spine") & (prow >= 0) & frame["match"].to_numpy(dtype=bool)
+    spine_hit[prow[hit]] = True
     sibling = np.where(prow >= 0, has_spine[np.maximum(prow, 0)], False)
+    sibling_hit = np.where(prow >= 0, spine_hit[np.maximum(prow, 0)], False)
     return frame.assign(start=start, regime=np.where(np.isnan(avail), -1, (avail > 0).astype(int)),
-                        avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling)
+                        avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling,
+                        spine_sibling_hit=sibling_hit)
 
 
 def _rates(nodes: pd.DataFrame, *, by: str, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -176,8 +182,10 @@ def _slot_rows(nodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
     if chain_m.empty:  # chains below spine-hung branches are rare in small trees: all regimes
         chain_m = reached[(reached["source"] == "transition") & (reached["parent_source"] == "transition")]
     return {"spine": m[m["source"] == "spine"],
-            "root_m": tm[(tm["parent_source"] == "root") & tm["root_has_spine"]],
-            "spine_m": tm[(tm["parent_source"] == "spine") & tm["spine_sibling"]],
+            # beside a spine child that *failed*: the exclusive model's q is then
+            # (1 - p_s) times this rate, so a node's q's never sum above 1
+            "root_m": tm[(tm["parent_source"] == "root") & tm["spine_sibling"] & ~tm["spine_sibling_hit"]],
+            "spine_m": tm[(tm["parent_source"] == "spine") & tm["spine_sibling"] & ~tm["spine_sibling_hit"]],
             "chain_m": chain_m, "root_u": tu[tu["parent_source"] == "root"],
             "chain_u": tu[tu["parent_source"] == "transition"]}
 
@@ -293,6 +301,10 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     roots = nodes[nodes["node"] == 0]
     sel, ref = _slot_rows(nodes), _slot_rows(everything)
     ref["chain_m"] = pd.concat([ref["chain_m"], ref["chain_u"]])  # the rank shape of every chain
+    for key in ("root_m", "spine_m"):  # rare (tens of nodes): level from every method, shape from
+        if len(sel[key]) < MIN_ROWS:   # the plentiful root transitions of unmatched cycles
+            sel[key] = ref[key]
+        ref[key] = ref["root_u"]
     spine = sel["spine"]
     k, n = _rates(spine, by="depth", size=MAX_SPINE + 1)
     p_s = _curve(k, n, start=1, fallback=0.0)
@@ -300,11 +312,12 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     avail = spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE
     p_s_eff = [(p_s[min(d, len(p_s)) - 1]) * a for d, a in enumerate(avail, start=1)]
 
-    def p_t(key: str, kind: int) -> list[float]:
-        return [x * fill[kind] for x in _rank_curve(sel[key], ref[key])]
+    def p_t(key: str, kind: int, miss: float = 1.0) -> list[float]:
+        return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
 
-    matched = Acceptance.parse(p_s_eff, p_t("root_m", 0), "exclusive", p_t_spine=p_t("spine_m", 1),
-                               p_t_chain=p_t("chain_m", 2))
+    deeper = float(np.mean(p_s_eff[1:6])) if len(p_s_eff) > 1 else 0.0  # spine children of spine nodes
+    matched = Acceptance.parse(p_s_eff, p_t("root_m", 0, 1.0 - p_s_eff[0]), "exclusive",
+                               p_t_spine=p_t("spine_m", 1, 1.0 - deeper), p_t_chain=p_t("chain_m", 2))
     unmatched = Acceptance.parse(0.0, p_t("root_u", 0), "exclusive", p_t_chain=p_t("chain_u", 2))
     return RegimeFit(psi, psi_ci, matched, unmatched, fill, int(len(roots)),
                      int(roots.groupby(["benchmark", "prompt_id"]).ngroups))
