@@ -4,10 +4,18 @@ No Streamlit here: the page wraps these with ``st.cache_data``, so every functio
 on its arguments (hashable scalars, tuples, bytes). Bad input raises the library's own one-line
 errors (subclasses of :class:`goose_theory.errors.InputError`); the page shows them with ``st.error``.
 
+Transition acceptance may depend on the parent (``p_t`` under the root, ``p_t_spine`` under a
+spine node, ``p_t_chain`` under a transition node; ``None`` means "as p_t"), as in
+:class:`goose_theory.acceptance.Acceptance`.
+
 Example:
     >>> r = whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=20_000)
-    >>> r["exact"] >= r["lower_bound"], r["topology"]["budget"]
+    >>> bool(r["exact"] >= r["lower_bound"]), r["topology"]["budget"]
     (True, 20)
+    >>> by_parent = whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=20_000,
+    ...                    p_t_spine=0.2, p_t_chain=0.5)
+    >>> round(r["exact"], 4), round(by_parent["exact"], 4)   # branches on the spine pay more
+    (3.01, 3.3574)
 """
 from __future__ import annotations
 
@@ -28,6 +36,12 @@ MC_CYCLES = 200_000  # ~5 ms for a B=60 tree once numba is warm: fits the 300 ms
 ALLOCATIONS = ("optimal", "linear", "harmonic")
 
 
+def acceptance(p_s: float, p_t: float, model: str, p_t_spine: float | None = None,
+               p_t_chain: float | None = None) -> Acceptance:
+    """The page's acceptance: scalar p_s and p_t, optionally p_t by parent (AcceptanceError if bad)."""
+    return Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
+
+
 def _build(rule: str, acc: Acceptance, budget: int, max_depth: int, max_spine: int, top_k: int):
     return build_topology(rule, acc, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
 
@@ -45,10 +59,11 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
 
 def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int = 6,
            max_spine: int = 20, top_k: int = 10, cycles: int = MC_CYCLES, seed: int = 0,
-           topology_json: str | None = None) -> dict[str, Any]:
+           topology_json: str | None = None, p_t_spine: float | None = None,
+           p_t_chain: float | None = None) -> dict[str, Any]:
     """One rule's tree (or the uploaded one, given as ``topology_json``) scored three ways:
     exact E[tau] and pmf, the paper's lower bound, and a Monte Carlo run."""
-    acc = Acceptance.parse(p_s, p_t, model)
+    acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     if topology_json is not None:
         topo = topology_from_dict(json.loads(topology_json))
         details: dict[str, Any] = {"truncated": []}
@@ -73,10 +88,11 @@ def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_de
 
 
 def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
-                 max_spine: int = 20, top_k: int = 10) -> pd.DataFrame:
+                 max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+                 p_t_chain: float | None = None) -> pd.DataFrame:
     """E[tau] against spine length m: linear and harmonic from their m-search curves; optimal as
     the best tree whose spine is at most m long (``optimal (spine <= m)``), m = 0..max_spine."""
-    acc = Acceptance.parse(p_s, p_t, model)
+    acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     rows = []
     for rule in ("linear", "harmonic"):
         curve = _build(rule, acc, budget, max_depth, max_spine, top_k).details.get("curve", [])
@@ -88,9 +104,10 @@ def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: 
 
 
 def width_profiles(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
-                   max_spine: int = 20, top_k: int = 10) -> pd.DataFrame:
+                   max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+                   p_t_chain: float | None = None) -> pd.DataFrame:
     """First-level branch widths w_i along the spine for optimal, linear and harmonic."""
-    acc = Acceptance.parse(p_s, p_t, model)
+    acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     rows = []
     for rule in ALLOCATIONS:
         widths = _build(rule, acc, budget, max_depth, max_spine, top_k).topology.first_level_widths

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from goose_theory.acceptance import Acceptance
-from goose_theory.fit import GroupFit, fit_traces
+from app.compute import acceptance
+from goose_theory.fit import PARENT_SOURCES, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
 from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
@@ -37,7 +37,19 @@ def _estimate_row(g: GroupFit) -> dict[str, Any]:
             "p_s_naive_lo": g.p_s.naive_ci95[0], "p_s_naive_hi": g.p_s.naive_ci95[1],
             "p_t": g.p_t.estimate, "p_t_lo": g.p_t.ci95[0], "p_t_hi": g.p_t.ci95[1], "p_t_n": g.p_t.n,
             "p_t_naive_lo": g.p_t.naive_ci95[0], "p_t_naive_hi": g.p_t.naive_ci95[1],
-            "ratio": g.ratio.estimate, "ratio_lo": g.ratio.ci95[0], "ratio_hi": g.ratio.ci95[1]}
+            "ratio": g.ratio.estimate, "ratio_lo": g.ratio.ci95[0], "ratio_hi": g.ratio.ci95[1],
+            **_by_parent_row(g)}
+
+
+def _by_parent_row(g: GroupFit) -> dict[str, float]:
+    """p_t pooled over rank under each parent source (NaN where the traces did not count it):
+    the values the page can load into its per-parent sliders."""
+    row = {}
+    for source in PARENT_SOURCES:
+        fit = g.parent(source)
+        row[f"p_t_{source}"] = fit.p_t.estimate if fit is not None and fit.p_t.n > 0 else float("nan")
+        row[f"p_t_{source}_n"] = fit.p_t.n if fit is not None else 0
+    return row
 
 
 def _curve(frame: pd.DataFrame, x: str, label: str) -> pd.DataFrame:
@@ -140,11 +152,13 @@ def page_budgets(profile: LatencyProfile, limit: int = MAX_BUDGETS) -> tuple[int
 
 
 def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
-               max_depth: int = 6, max_spine: int = 20, top_k: int = 10) -> dict[str, Any]:
+               max_depth: int = 6, max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+               p_t_chain: float | None = None) -> dict[str, Any]:
     """Predicted speedup against budget for each rule under one latency profile
     (:func:`goose_theory.latency.cost_aware` over :func:`page_budgets`), and each rule's best
-    budget. Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple}."""
-    acc = Acceptance.parse(p_s, p_t, model)
+    budget (``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t).
+    Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple}."""
+    acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     latency = latency_from_dict(json.loads(profile_json))
     budgets = page_budgets(latency)
     frames, best = [], []

@@ -20,20 +20,24 @@ from goose_runtime import charts as fit_charts
 
 
 def whatif_view(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int,
-                max_spine: int, top_k: int, seed: int, topology_json: str | None) -> dict[str, Any]:
+                max_spine: int, top_k: int, seed: int, topology_json: str | None,
+                p_t_spine: float | None = None, p_t_chain: float | None = None) -> dict[str, Any]:
     """:func:`app.compute.whatif` plus the tree and pmf specs."""
     r = compute.whatif(p_s, p_t, model, rule, budget=budget, max_depth=max_depth, max_spine=max_spine,
-                       top_k=top_k, seed=seed, topology_json=topology_json)
+                       top_k=top_k, seed=seed, topology_json=topology_json, p_t_spine=p_t_spine,
+                       p_t_chain=p_t_chain)
     nodes, edges = compute.tree_layout(r["topology"], r["reach"])
     height = min(max(260, 9 * int(nodes["y"].nunique())), 640)  # room for every leaf row
     return {**r, "tree_spec": charts.tree_chart(nodes, edges, height=height).to_dict(validate=False),
             "pmf_spec": charts.pmf_chart(r["pmf"]).to_dict(validate=False)}
 
 
-def curves_view(p_s: float, p_t: float, model: str, **shape: int) -> dict[str, Any]:
+def curves_view(p_s: float, p_t: float, model: str, *, p_t_spine: float | None = None,
+                p_t_chain: float | None = None, **shape: int) -> dict[str, Any]:
     """E[tau] against spine length and the branch widths, as specs."""
-    return {"curve_spec": charts.spine_curve_chart(compute.spine_curves(p_s, p_t, model, **shape)).to_dict(validate=False),
-            "widths_spec": charts.widths_chart(compute.width_profiles(p_s, p_t, model, **shape)).to_dict(validate=False)}
+    args = dict(shape, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
+    return {"curve_spec": charts.spine_curve_chart(compute.spine_curves(p_s, p_t, model, **args)).to_dict(validate=False),
+            "widths_spec": charts.widths_chart(compute.width_profiles(p_s, p_t, model, **args)).to_dict(validate=False)}
 
 
 def heatmap_view(model: str, **shape: int) -> dict[str, Any]:
@@ -42,10 +46,11 @@ def heatmap_view(model: str, **shape: int) -> dict[str, Any]:
     return {"grid": grid, "spec": charts.gain_heatmap_chart(grid).to_dict(validate=False)}
 
 
-def cost_view(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...],
-              **shape: int) -> dict[str, Any]:
+def cost_view(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
+              p_t_spine: float | None = None, p_t_chain: float | None = None, **shape: int) -> dict[str, Any]:
     """:func:`app.compute_io.cost_table` plus the speedup chart spec."""
-    out = compute_io.cost_table(p_s, p_t, model, profile_json, rules, **shape)
+    out = compute_io.cost_table(p_s, p_t, model, profile_json, rules, p_t_spine=p_t_spine,
+                                p_t_chain=p_t_chain, **shape)
     return {**out, "spec": charts.speedup_chart(out["table"]).to_dict(validate=False)}
 
 

@@ -40,8 +40,9 @@ def errors(app: AppTest) -> list[str]:
     return [e.value for e in app.error]
 
 
-def expected(p_s, p_t, model="exclusive", rule="optimal", budget=60, seed=0, **shape):
-    acc = Acceptance.parse(p_s, p_t, model)
+def expected(p_s, p_t, model="exclusive", rule="optimal", budget=60, seed=0, p_t_spine=None, p_t_chain=None,
+             **shape):
+    acc = Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
     topo = build_topology(rule, acc, budget=budget, **shape).topology
     sim = simulate(topo, acc, cycles=200_000, seed=seed)
     return topo, exact_yield(topo, acc).expected_tau, paper_lower_bound(topo, acc).lower_bound, sim
@@ -68,7 +69,9 @@ def test_default_page_shows_the_librarys_numbers(at):
 
 
 def test_every_widget_has_a_key(at):
-    widgets = [w for kind in ("slider", "radio", "selectbox", "number_input", "multiselect", "select_slider")
+    at.checkbox(key="by_parent").check().run()  # the per-parent sliders too
+    widgets = [w for kind in ("slider", "radio", "selectbox", "number_input", "multiselect", "select_slider",
+                              "checkbox")
                for w in getattr(at, kind)]
     assert widgets and all(w.key for w in widgets)
 
@@ -87,6 +90,55 @@ def test_sliders_move_the_numbers(at):
     at.number_input(key="seed").set_value(3).run()
     assert_whatif_numbers(at, expected(0.7, 0.03, "independent", "harmonic", 40, seed=3,
                                        max_depth=4, max_spine=10, top_k=5))
+
+
+def test_p_t_by_parent_sliders_move_e_tau(at):
+    scalar = metrics(at)["exact E[tau]"]
+    at.checkbox(key="by_parent").check().run()
+    assert not at.exception and not errors(at)
+    assert at.slider(key="p_t_spine").value == at.slider(key="p_t_chain").value == 0.05  # start at p_t
+    assert metrics(at)["exact E[tau]"] == scalar  # nothing changes until a slider moves
+    at.slider(key="p_t_spine").set_value(0.02)
+    at.slider(key="p_t_chain").set_value(0.45).run()
+    assert not at.exception and not errors(at)
+    assert_whatif_numbers(at, expected(0.5, 0.05, p_t_spine=0.02, p_t_chain=0.45))
+    assert metrics(at)["exact E[tau]"] != scalar
+    assert any("0.02 under a spine node, 0.45 under a transition node" in m.value  # the Export tab says so
+               for m in at.markdown)
+    at.radio(key="model").set_value("independent").run()
+    assert_whatif_numbers(at, expected(0.5, 0.05, "independent", p_t_spine=0.02, p_t_chain=0.45))
+
+
+def test_p_t_by_parent_off_is_the_scalar_page(at):
+    at.checkbox(key="by_parent").check().run()
+    at.slider(key="p_t_chain").set_value(0.6).run()
+    moved = metrics(at)["exact E[tau]"]
+    at.checkbox(key="by_parent").uncheck().run()
+    assert not at.exception and not errors(at)
+    assert not [s for s in at.slider if s.key in ("p_t_spine", "p_t_chain")]
+    assert_whatif_numbers(at, expected(0.5, 0.05))
+    assert metrics(at)["exact E[tau]"] != moved
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # the same page as one never switched on
+    assert metrics(at) == metrics(fresh) and deltas(at) == deltas(fresh)
+    assert json.loads(at.code[0].value) == json.loads(fresh.code[0].value)
+
+
+def test_p_t_by_parent_exclusive_violation_is_a_message(at):
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (1, "transition", 0),
+                                (1, "transition", 1)])
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("spine.json", json.dumps(tree.to_dict()).encode(),
+                                                       "application/json"))
+    at.checkbox(key="by_parent").check().run()
+    assert not at.exception and not errors(at)
+    at.slider(key="p_t_spine").set_value(0.3).run()  # 0.5 + 0.3 + 0.3 > 1 under the first spine node
+    assert not at.exception
+    assert len(errors(at)) == 1 and "exclusive model" in errors(at)[0] and "summing to 1.1" in errors(at)[0]
+    assert at.get("vega_lite_chart")  # the rest of the page still draws
+    at.slider(key="p_t_spine").set_value(0.2).run()
+    assert not errors(at)
+    acc = Acceptance.parse(0.5, 0.05, p_t_spine=0.2, p_t_chain=0.05)
+    assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, acc).expected_tau:.4f}"
 
 
 def test_bad_rule_is_a_message_and_the_rest_works(at):
@@ -145,6 +197,32 @@ def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
     assert any("bound holds" in s.value for s in at.success)
 
 
+@pytest.fixture(scope="module")
+def parent_trace_bytes(tmp_path_factory) -> bytes:
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0),
+                                (1, "transition", 0), (2, "transition", 0)])
+    path = tmp_path_factory.mktemp("app-parent-traces") / "p.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.2, (tree,), prompts=10, cycles=60, p_t_spine=0.05, p_t_chain=0.6),
+                    seed=2)
+    return path.read_bytes()
+
+
+def test_traces_fit_loads_p_t_by_parent_into_the_sidebar(at, parent_trace_bytes, tmp_path):
+    at.radio(key="trace_source").set_value("upload parquet files").run()
+    at.file_uploader(key="trace_upload").set_value([("p.parquet", parent_trace_bytes, "application/octet-stream")]).run()
+    assert not at.exception and not errors(at)
+    (tmp_path / "p.parquet").write_bytes(parent_trace_bytes)
+    fit = fit_traces([tmp_path / "p.parquet"], n_boot=300, seed=0).overall
+    root, spine, chain = (fit.parent(s).p_t.estimate for s in ("root", "spine", "transition"))
+    assert spine < root < chain  # true 0.05 < 0.2 < 0.6: three distinct values to load
+    at.button(key="trace_load_acceptance").click().run()
+    assert not at.exception and not errors(at)
+    assert at.checkbox(key="by_parent").value
+    assert (at.slider(key="p_s").value, at.slider(key="p_t").value) == (fit.p_s.estimate, root)
+    assert (at.slider(key="p_t_spine").value, at.slider(key="p_t_chain").value) == (spine, chain)
+    assert_whatif_numbers(at, expected(fit.p_s.estimate, root, p_t_spine=spine, p_t_chain=chain))
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.parquet", b"", "empty.parquet: the file is empty"),
     ("junk.parquet", b"PAR1 definitely not parquet", "junk.parquet: not a readable parquet file"),
@@ -193,3 +271,20 @@ def test_cost_tab_bad_profile_is_a_message(at, data, message):
     assert not at.exception
     assert any(message in e for e in errors(at))
     assert "exact E[tau]" in metrics(at)
+
+
+def test_cost_tab_takes_p_t_by_parent(at):
+    from app.compute_io import page_budgets
+    from goose_theory.latency import cost_aware, latency_from_dict
+
+    _upload_profile(at, json.dumps(PROFILE).encode())
+    at.multiselect(key="cost_rules").set_value(["optimal"])
+    at.checkbox(key="by_parent").check().run()
+    at.slider(key="p_t_spine").set_value(0.02)
+    at.slider(key="p_t_chain").set_value(0.5).run()
+    assert not at.exception and not errors(at)
+    profile = latency_from_dict(PROFILE)
+    acc = Acceptance.parse(0.5, 0.05, p_t_spine=0.02, p_t_chain=0.5)
+    best = cost_aware(acc, profile, rule="optimal", budgets=page_budgets(profile)).best
+    assert metrics(at)["best budget"] == str(best.budget)
+    assert metrics(at)["predicted E[tau] there"] == f"{best.predicted_tau:.4f}"

@@ -206,3 +206,81 @@ def test_cost_table_is_cost_aware():
 def test_parse_latency_errors(data, message):
     with pytest.raises(LatencyError, match=message):
         compute_io.parse_latency(data, "p.json")
+
+
+# ---- transition acceptance by parent --------------------------------------------------------
+
+BY_PARENT = {"p_t_spine": 0.02, "p_t_chain": 0.4}  # the traces' shape: low under spine, high in chains
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_whatif_by_parent_numbers_are_the_librarys(model):
+    acc = Acceptance.parse(0.55, 0.06, model, **BY_PARENT)
+    r = compute.whatif(0.55, 0.06, model, "optimal", budget=30, cycles=50_000, seed=7, **BY_PARENT)
+    res = build_topology("optimal", acc, budget=30)
+    assert topology_from_dict(r["topology"]) == res.topology
+    assert r["exact"] == exact_yield(res.topology, acc).expected_tau
+    assert r["lower_bound"] == paper_lower_bound(res.topology, acc).lower_bound
+    sim = simulate(res.topology, acc, cycles=50_000, seed=7)
+    assert r["mc_mean"] == sim.mean
+    assert r["notes"] == list(res.details.get("truncated", []))
+    scalar = compute.whatif(0.55, 0.06, model, "optimal", budget=30, cycles=1000)
+    assert r["exact"] != pytest.approx(scalar["exact"])  # the parent values reach the answer
+
+
+def test_whatif_by_parent_defaults_are_the_scalar_results():
+    scalar = compute.whatif(0.6, 0.05, "exclusive", "harmonic", budget=40, cycles=20_000, seed=1)
+    off = compute.whatif(0.6, 0.05, "exclusive", "harmonic", budget=40, cycles=20_000, seed=1,
+                         p_t_spine=None, p_t_chain=None)
+    same = compute.whatif(0.6, 0.05, "exclusive", "harmonic", budget=40, cycles=20_000, seed=1,
+                          p_t_spine=0.05, p_t_chain=0.05)
+    assert off["topology"] == scalar["topology"] and off["exact"] == scalar["exact"]
+    assert same["topology"]["acceptance"] == {**scalar["topology"]["acceptance"], "p_t_spine": 0.05, "p_t_chain": 0.05}
+    for r in (off, same):
+        assert r["topology"]["nodes"] == scalar["topology"]["nodes"]
+        assert r["exact"] == pytest.approx(scalar["exact"], rel=1e-12)
+        assert r["mc_mean"] == scalar["mc_mean"]
+
+
+def test_whatif_by_parent_exclusive_violation_is_a_one_line_error():
+    # root -> spine -> spine, plus two transition children of the first spine node
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (1, "transition", 0),
+                                (1, "transition", 1)])
+    text = json.dumps(tree.to_dict())
+    ok = compute.whatif(0.5, 0.3, "exclusive", "optimal", budget=60, cycles=1000, topology_json=text,
+                        p_t_spine=0.2, p_t_chain=0.3)
+    assert ok["exact"] == pytest.approx(1 + 0.5 * (1 + 0.5 + 0.2 + 0.2))
+    with pytest.raises(ExclusiveModelError, match="summing to 1.1"):
+        compute.whatif(0.5, 0.05, "exclusive", "optimal", budget=60, cycles=1000, topology_json=text,
+                       p_t_spine=0.3, p_t_chain=0.05)
+
+
+def test_curves_and_cost_take_p_t_by_parent():
+    acc = Acceptance.parse(0.6, 0.05, **BY_PARENT)
+    widths = compute.width_profiles(0.6, 0.05, "exclusive", budget=30, **BY_PARENT)
+    ref = build_topology("optimal", acc, budget=30).topology.first_level_widths
+    assert widths[widths["rule"] == "optimal"]["width"].tolist() == ref.tolist()
+    curves = compute.spine_curves(0.6, 0.05, "exclusive", budget=30, max_spine=8, **BY_PARENT)
+    opt = curves[curves["rule"] == "optimal (spine <= m)"]["expected_tau"].iloc[-1]
+    assert opt == pytest.approx(build_topology("optimal", acc, budget=30, max_spine=8).predicted_tau)
+    text = compute_io.parse_latency(json.dumps(PROFILE).encode(), "p.json")
+    out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal",), **BY_PARENT)
+    profile = latency_from_dict(PROFILE)
+    best = cost_aware(acc, profile, rule="optimal", budgets=compute_io.page_budgets(profile)).best
+    row = out["best"].iloc[0]
+    assert row["budget"] == best.budget and row["predicted_tau"] == best.predicted_tau
+
+
+def test_fit_summary_has_p_t_by_parent(tmp_path):
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0),
+                                (1, "transition", 0), (2, "transition", 0)])
+    path = tmp_path / "parents.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.2, (tree,), prompts=20, cycles=80, p_t_spine=0.05,
+                                        p_t_chain=0.6), seed=4)
+    out = compute_io.fit_uploaded((("parents.parquet", path.read_bytes()),), (), n_boot=50, seed=0)
+    row = out["summary"].iloc[0]
+    ref = fit_traces([path], n_boot=50, seed=0).overall
+    for source in ("root", "spine", "transition"):
+        assert row[f"p_t_{source}"] == ref.parent(source).p_t.estimate
+        assert row[f"p_t_{source}_n"] == ref.parent(source).p_t.n > 0
+    assert row["p_t_spine"] < row["p_t_root"] < row["p_t_transition"]  # 0.05 < 0.2 < 0.6, 1600 cycles

@@ -43,11 +43,27 @@ class Params:
     top_k: int
     seed: int
     topology_json: str | None = None  # an uploaded topology replaces the rule's tree
+    p_t_spine: float | None = None  # p_t under a spine node; None: as p_t (the control is off)
+    p_t_chain: float | None = None  # p_t under a transition node; None: as p_t
 
     @property
     def shape(self) -> dict[str, int]:
         return {"budget": self.budget, "max_depth": self.max_depth, "max_spine": self.max_spine,
                 "top_k": self.top_k}
+
+    @property
+    def by_parent(self) -> dict[str, float | None]:
+        """The per-parent p_t keywords every compute call takes."""
+        return {"p_t_spine": self.p_t_spine, "p_t_chain": self.p_t_chain}
+
+    def describe(self) -> str:
+        """The acceptance in words, for captions."""
+        if self.p_t_spine is None and self.p_t_chain is None:
+            return f"p_s = {self.p_s}, p_t = {self.p_t} ({self.model})"
+        spine = self.p_t if self.p_t_spine is None else self.p_t_spine
+        chain = self.p_t if self.p_t_chain is None else self.p_t_chain
+        return (f"p_s = {self.p_s}, p_t = {self.p_t} under the root, {spine} under a spine node, "
+                f"{chain} under a transition node ({self.model})")
 
 
 def chart(spec: dict) -> None:

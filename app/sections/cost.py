@@ -52,7 +52,7 @@ def render(p: Params) -> None:
     st.caption("Profile: " + ", ".join(f"{k} = {v}" for k, v in facts.items() if k != "schema" and v != ""))
     try:
         out = common.cost_view(p.p_s, p.p_t, p.model, profile, rules, max_depth=p.max_depth,
-                               max_spine=p.max_spine, top_k=p.top_k)
+                               max_spine=p.max_spine, top_k=p.top_k, **p.by_parent)
     except INPUT_ERRORS as exc:
         show_error("cost model", exc)
         return

@@ -19,7 +19,7 @@ def render(p: Params, result: dict[str, Any] | None) -> None:
     text = common.topology_download(topo)
     name = "uploaded" if p.topology_json is not None else p.rule.replace(":", "")
     st.write(f"Rule **{topo.get('rule', name)}**, {topo['budget']} nodes, spine {result['spine_length']}, "
-             f"predicted E[tau] = {result['exact']:.4f} under p_s = {p.p_s}, p_t = {p.p_t} ({p.model}).")
+             f"predicted E[tau] = {result['exact']:.4f} under {p.describe()}.")
     st.download_button("Download goose-topology/1 JSON", text, file_name=f"topology-{name}-B{topo['budget']}.json",
                        mime="application/json", key="download_topology")
     st.caption("Use it with `goose yield --topology FILE ...` or the runtime's `--topology FILE`.")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import streamlit as st
 
@@ -10,14 +11,52 @@ from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, show_
 RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
                 "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uploaded topology")
 UPLOADED = "uploaded topology"
+P_T_MAX = 0.5  # the root p_t slider's top; per-parent p_t goes to 1 (chains reach 0.5-0.65 in real traces)
+BY_PARENT_HELP = ("Real traces show transition acceptance depends on the parent: rank 0 is accepted "
+                  "0.32-0.49 under the root, 0.04-0.27 under a spine node and 0.51-0.63 under a "
+                  "transition node. On: p_t applies under the root and two more sliders set the rest.")
+
+
+def _seed(key: str, value: float) -> None:
+    """A slider's starting value, kept in session state (not the widget's ``value``), so a
+    callback (the Traces tab's "load fitted values") may set it without a duplicate-default clash."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def _clip(x: float, hi: float = 1.0) -> float:
+    return min(max(x, 0.0), hi) if math.isfinite(x) else 0.0  # NaN: the traces never reached one
+
+
+def load_acceptance(p_s: float, p_t: float, p_t_spine: float, p_t_chain: float) -> None:
+    """Button callback: put fitted values into the sliders (runs before the next rerun, when
+    writing a widget's state is allowed) and turn the per-parent control on."""
+    st.session_state.update(p_s=_clip(p_s), p_t=_clip(p_t, P_T_MAX), by_parent=True,
+                            p_t_spine=_clip(p_t_spine), p_t_chain=_clip(p_t_chain))
+
+
+def _by_parent(sb, p_t: float) -> tuple[float | None, float | None]:
+    """The optional per-parent p_t sliders; (None, None) while the control is off. Switched on,
+    both start at the current p_t, so nothing changes until one is moved."""
+    if not sb.checkbox("transition acceptance by parent", key="by_parent", help=BY_PARENT_HELP):
+        return None, None
+    _seed("p_t_spine", p_t)
+    _seed("p_t_chain", p_t)
+    spine = sb.slider("p_t under a spine node", 0.0, 1.0, step=0.005, key="p_t_spine", format="%.3f")
+    chain = sb.slider("p_t under a transition node", 0.0, 1.0, step=0.005, key="p_t_chain", format="%.3f")
+    return spine, chain
 
 
 def render() -> Params:
     """Draw the sidebar and return the chosen parameters."""
     sb = st.sidebar
     sb.header("What-if parameters")
-    p_s = sb.slider("p_s (spine acceptance)", 0.0, 1.0, 0.5, 0.01, key="p_s")
-    p_t = sb.slider("p_t (transition acceptance)", 0.0, 0.5, 0.05, 0.005, key="p_t", format="%.3f")
+    _seed("p_s", 0.5)
+    _seed("p_t", 0.05)
+    p_s = sb.slider("p_s (spine acceptance)", 0.0, 1.0, step=0.01, key="p_s")
+    p_t = sb.slider("p_t (transition acceptance)", 0.0, P_T_MAX, step=0.005, key="p_t", format="%.3f",
+                    help="every transition node's; under the root only while 'by parent' is on")
+    p_t_spine, p_t_chain = _by_parent(sb, p_t)
     model = sb.radio("acceptance model", ("exclusive", "independent"), key="model", horizontal=True,
                      help="exclusive: siblings are distinct tokens, at most one matches (exact for greedy); "
                           "independent: the paper's analysis")
@@ -39,4 +78,4 @@ def render() -> Params:
                 show_error(f"topology file {upload.name}", exc)
     effective_rule = "optimal" if rule == UPLOADED else rule
     return Params(p_s, p_t, model, effective_rule if topology_json is None else UPLOADED, budget,
-                  max_depth, max_spine, top_k, seed, topology_json)
+                  max_depth, max_spine, top_k, seed, topology_json, p_t_spine=p_t_spine, p_t_chain=p_t_chain)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app.sections import common
+from app.sections import common, sidebar
 from app.sections.common import INPUT_ERRORS, show_error
 
 TRACES_DIR = Path(__file__).resolve().parents[2] / "traces"
@@ -40,6 +40,25 @@ def _choose() -> tuple[str, Any] | None:
     return "upload", tuple((u.name, u.getvalue()) for u in uploads)
 
 
+def _offer_load(summary: pd.DataFrame) -> None:
+    """The fitted p_s and p_t per parent source (pooled over rank) of one group, and a button that
+    puts them into the sidebar's sliders (a source the traces never reached gets the pooled p_t)."""
+    counted = summary[summary[["p_t_root_n", "p_t_spine_n", "p_t_transition_n"]].sum(axis=1) > 0]
+    if counted.empty:
+        st.caption("These traces do not count p_t by parent source, so there is nothing per parent to load.")
+        return
+    groups = list(counted["group"])
+    group = groups[0] if len(groups) == 1 else st.selectbox("group to load", groups, key="trace_load_group")
+    row = counted[counted["group"] == group].iloc[0]
+    values = {k: float(row[col]) if row[f"{col}_n"] > 0 else float(row["p_t"]) for k, col in
+              (("p_t", "p_t_root"), ("p_t_spine", "p_t_spine"), ("p_t_chain", "p_t_transition"))}
+    st.caption(f"Fitted p_t by parent ({group}, pooled over rank): {values['p_t']:.4f} under the root, "
+               f"{values['p_t_spine']:.4f} under a spine node, {values['p_t_chain']:.4f} under a transition node.")
+    st.button("Load p_s and p_t by parent into the sidebar", key="trace_load_acceptance",
+              on_click=sidebar.load_acceptance, kwargs={"p_s": float(row["p_s"]), **values},
+              help="sets p_s, p_t (under the root, capped at the slider's 0.5) and the per-parent sliders")
+
+
 def _show(fit: dict[str, Any]) -> None:
     st.caption("Files: " + ", ".join(fit["files"]))
     summary: pd.DataFrame = fit["summary"]
@@ -53,6 +72,7 @@ def _show(fit: dict[str, Any]) -> None:
               delta_color="off", delta_arrow="off")
     st.caption("Intervals: cluster bootstrap over prompts (naive binomial intervals in the table, for contrast).")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
+    _offer_load(summary)
     left, right = st.columns(2)
     left.vega_lite_chart(fit["spine_spec"], width="stretch")
     right.vega_lite_chart(fit["rank_spec"], width="stretch")

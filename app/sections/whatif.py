@@ -34,7 +34,7 @@ def _metrics(r: dict[str, Any]) -> None:
 
 def _curves(p: Params) -> None:
     try:
-        view = common.curves_view(p.p_s, p.p_t, p.model, **p.shape)
+        view = common.curves_view(p.p_s, p.p_t, p.model, **p.by_parent, **p.shape)
     except INPUT_ERRORS as exc:
         show_error("E[tau] against spine length and branch widths", exc)
         return
@@ -57,7 +57,9 @@ def _heatmap(p: Params) -> None:
         return
     chart(view["spec"])
     st.caption(f"gain = optimal E[tau] / best isotropic:K E[tau] (K = 1..{p.top_k}) - 1, {p.model} model, "
-               f"B = {budget}; outlined cells: the paper's measured +12% .. +33% over Iso(3)/Iso(5).")
+               f"B = {budget}; outlined cells: the paper's measured +12% .. +33% over Iso(3)/Iso(5)."
+               + (" One p_t per cell, under every parent (the per-parent sliders do not apply here)."
+                  if p.p_t_spine is not None else ""))
 
 
 def render(p: Params) -> dict[str, Any] | None:
@@ -65,7 +67,7 @@ def render(p: Params) -> dict[str, Any] | None:
     result = None
     try:
         result = common.whatif_view(p.p_s, p.p_t, p.model, p.rule if p.topology_json is None else "optimal",
-                                    seed=p.seed, topology_json=p.topology_json, **p.shape)
+                                    seed=p.seed, topology_json=p.topology_json, **p.by_parent, **p.shape)
     except INPUT_ERRORS as exc:
         show_error("this tree cannot be evaluated", exc)
     if result is not None:
