@@ -25,6 +25,7 @@ import torch
 
 from goose_theory.errors import InputError
 
+from .attention import use_packed_attention
 from .cpu_speed import tune_for_cpu
 
 DEFAULT_NAME = "default"
@@ -160,6 +161,8 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     # fp32 on a CPU: every Linear through oneDNN with prepacked weights -- 1.8-2.1x faster forwards
     # of 2..64 tokens than MKL's small-batch path (docs/bench-cpu-speed.md); a no-op elsewhere
     tune_for_cpu(model)
+    # tree forwards attend on the KV heads directly instead of copying the cache 3x per layer
+    use_packed_attention(model)
     is_chat = bool(getattr(tokenizer, "chat_template", None))
     return ModelBundle(model, tokenizer, torch_device, torch_dtype, label, _eos_ids(model, tokenizer), is_chat)
 
@@ -199,5 +202,6 @@ def tiny_random_bundle(seed: int = 0, vocab_size: int = 512) -> ModelBundle:
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
     model.eval()
+    use_packed_attention(model)
     return ModelBundle(model, ByteTokenizer(vocab_size), torch.device("cpu"), torch.float32, "tiny-random",
                        (2,), False)

@@ -40,7 +40,7 @@ def sequential_logits(model, prefix: list[int], path: list[int]) -> torch.Tensor
     return logits
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager", "goose_sdpa"])
 def test_tree_scoring_equals_sequential_decoding(attn):
     # Why a float mask: in transformers 5 a boolean 4D mask under eager attention scores a tree
     # wrongly without any error; the float 0 / dtype-min mask is right under both implementations.
