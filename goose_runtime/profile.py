@@ -131,6 +131,9 @@ def _cpu_name() -> str:
 
 
 DEVICE_PROFILE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
+# bumped whenever the forward's cost changes (revision 2: packed tree attention), so no cached
+# profile of an older forward is used
+PROFILE_REVISION = 2
 
 
 def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> tuple[LatencyProfile, str]:
@@ -146,7 +149,7 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> 
     name = os.path.basename(str(bundle.name))
     # on a CPU the thread count changes the shape of the curve (more threads: wider trees are cheaper)
     where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t"
-    path = os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}.json")
+    path = os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}-r{PROFILE_REVISION}.json")
     if os.path.exists(path):
         if log:
             log(f"using the cached latency profile {path} (delete it to re-measure)")
