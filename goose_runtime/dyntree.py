@@ -120,8 +120,8 @@ class DynamicPolicy:
         top = min(self.max_budget, max(self.latency.sizes) - 1)
         self.max_budget = max(top, 0)
         self.cost = [self.latency.cycle_seconds(n) for n in range(self.max_budget + 1)]
-        # a node whose path probability is below this cannot pay for itself at any size
-        # (half the mean marginal cost of a node, relative to a plain step: the profile is noisy)
+        # growth stops below this path probability: half the mean marginal cost of a node relative
+        # to a plain step (only saves building time; _best_size picks the size among what was grown)
         span = self.max_budget - 1
         self.floor = 0.5 * (self.cost[-1] - self.cost[1]) / span / self.cost[0] if span > 0 else 0.0
 
