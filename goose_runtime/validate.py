@@ -86,9 +86,10 @@ def _acceptance_from(acc: Any) -> Acceptance | None:
 def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:
     """(a priori, realised) acceptance models of a topology.
 
-    A priori: what it was optimised for (its ``acceptance`` meta; fit-acceptance scales p_s(d) by
-    the chance that the matcher offers a d-th token). Realised: the fitted model *given* that a
-    node exists (``provenance.fitted.selected``), for the trees the runtime actually built.
+    A priori: what it was optimised for (its ``acceptance`` meta: fit-acceptance's p_s(d) scaled by
+    the chance that the matcher offers a d-th token, or for ``goose loop``'s files the matched
+    regime's acceptance; their ``predicted_tau`` is the two-regime tau). Realised: the fitted model
+    *given* that a node exists (``provenance.fitted.selected``), for the trees the runtime built.
     """
     a_priori = _acceptance_from(topology.meta.get("acceptance"))
     fitted = ((topology.meta.get("provenance") or {}).get("fitted") or {}).get("selected")
