@@ -6,7 +6,8 @@ rank-0 slot under the root and spine nodes takes the spine token), ``goose`` (th
 tree, budget B), ``auto`` (Goose's spine and transition candidates placed best-first by calibrated
 acceptance, cut where tokens per second peak on the device's latency profile;
 :mod:`goose_runtime.dyntree`) and ``topology:NAME``
-(a fixed ``goose-topology/1`` file; NAME is the file stem).
+(a fixed ``goose-topology/1`` file; NAME is the file stem; a two-regime file, one with
+``regimes.unmatched`` as ``goose loop`` writes, drafts that tree in cycles without a context match).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
 smaller explicit budget truncates it breadth-first.
 
@@ -22,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from goose_theory.errors import InputError
+from goose_theory.regime import unmatched_topology
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -38,13 +40,15 @@ class MethodError(InputError):
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any."""
+    """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any;
+    ``unmatched`` the tree a two-regime topology file drafts when the matcher offers nothing."""
 
     name: str
     kind: str
     budget: int | None = None
     topology: Topology | None = None
     k: int = 0
+    unmatched: Topology | None = None
 
     @property
     def uses_adjacency(self) -> bool:
@@ -101,10 +105,11 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
             raise MethodError("method 'topology' needs a file: topology:FILE or --topology FILE")
         try:
             topo = load_topology(path)
+            unmatched = unmatched_topology(topo)
         except TopologyError as exc:
             raise MethodError(f"bad topology: {exc}") from None
         b = topo.budget if budget is None else min(budget, topo.budget)
         name = os.path.splitext(os.path.basename(path))[0]
-        return MethodSpec(f"topology:{name}", "topology", b, topo)
+        return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")

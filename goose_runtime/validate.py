@@ -3,8 +3,8 @@
 For each prompt set, on held-out prompts (those whose ids do not appear in the traces the
 topology was fitted on, in the set's fixed order), one run decodes with ``ar``, the paper's
 adaptive ``goose`` at the topology's budget (and at the paper's default budget 60), and
-``topology:FILE`` (a two-regime file, one with ``regimes.unmatched``, runs through
-:class:`goose_runtime.regimes.RegimeDecoder` and is labelled ``topology:NAME+regimes``).
+``topology:FILE`` (a two-regime file, one with ``regimes.unmatched``, drafts that tree in cycles
+without a context match).
 Each row reports:
 
 * ``predicted_tau``: the topology's exported prediction (a priori; for ``goose loop``'s files the
@@ -134,7 +134,7 @@ def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
 def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
                        holdout: bool = True, on_result=None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set."""
-    from .runner import parse_labeled, summarize
+    from .runner import parse_labeled, run_methods, summarize
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
     exclude: set[str] = set()
@@ -153,12 +153,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
     specs = list({_label(s): s for s in specs}.values())
-    from .regimes import SUFFIX, run_with_regimes, unmatched_topology
-    for path, topo in topologies:  # a two-regime file runs under its own label
-        if unmatched_topology(topo) is not None:
-            spec = parse_labeled(f"topology:{path}")
-            predictions[_label(spec) + SUFFIX] = predictions.pop(_label(spec))
-    results = run_with_regimes(bundle, specs, prompts, config=config, on_result=on_result)
+    results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     return summarize_rows(benchmark, results, summarize(results), predictions), results
 
 

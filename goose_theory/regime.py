@@ -36,7 +36,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .topology import Topology
+from .topology import SCHEMA, Topology, topology_from_dict
 from .yields import yield_with_fallback
 
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
@@ -147,7 +147,7 @@ def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
 def export_topologies(fit: Any, budget: int, *, provenance: dict, **limits: Any) -> tuple[Topology, Topology]:
     """(single, pair) topologies for a :class:`~goose_theory.regimefit.RegimeFit` at ``budget``,
     each with its two-regime ``predicted_tau`` and the fit in its metadata. The pair's file holds
-    the matched tree and ``regimes.unmatched`` (see :mod:`goose_runtime.regimes`)."""
+    the matched tree and ``regimes.unmatched`` (read back by :func:`unmatched_topology`)."""
     single = best_single(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
     pair = best_pair(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
     common = {"acceptance": fit.matched.to_dict(), "regime_fit": fit.to_dict(),
@@ -159,3 +159,19 @@ def export_topologies(fit: Any, budget: int, *, provenance: dict, **limits: Any)
                                  regime_prediction=pair.prediction.to_dict(),
                                  regimes={"unmatched": pair.unmatched.to_dict()}, **common)
     return one, two
+
+
+def unmatched_topology(topology: Topology) -> Topology | None:
+    """The tree a two-regime topology file drafts in cycles without a context match (its
+    ``regimes.unmatched``), or None for a plain file. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> u = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)])
+        >>> unmatched_topology(t.with_meta(regimes={"unmatched": u.to_dict()})).budget, unmatched_topology(t)
+        (1, None)
+    """
+    spec = (topology.meta.get("regimes") or {}).get("unmatched")
+    if not spec:
+        return None
+    return topology_from_dict({**spec, "schema": SCHEMA})

@@ -151,3 +151,30 @@ def test_bad_prompts(bundle):
         dec.decode([5, 10**6])
     with pytest.raises(ValueError, match="max_new_tokens"):
         Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=0))
+
+
+def test_two_regime_topology_drafts_its_unmatched_tree_without_a_match(bundle, tmp_path):
+    from goose_runtime.prompts import Prompt
+    from goose_runtime.runner import encode_all
+
+    matched = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0)])
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1),
+                                     (1, "transition", 0)])
+    save_topology(matched.with_meta(regimes={"unmatched": unmatched.to_dict()}), tmp_path / "pair.json")
+    spec = parse_method(f"topology:{tmp_path / 'pair.json'}")
+    assert spec.unmatched is not None and spec.unmatched.parent == unmatched.parent
+    # repetitive prompts: the matcher offers a spine in some cycles and nothing in others
+    prompts = [Prompt("p0", "abcdefghijklmnop" * 4, "stdlib"), Prompt("p1", "the cat sat on the mat. " * 3, "stdlib")]
+    cfg = DecodeConfig(max_new_tokens=40)
+    seen = set()
+    for ids in encode_all(bundle, prompts, max_new_tokens=40):
+        want, got = Decoder(bundle, parse_method("ar"), cfg).decode(ids), Decoder(bundle, spec, cfg).decode(ids)
+        assert got.token_ids == want.token_ids
+        for c in got.cycles:
+            if c.spine_avail == 0:
+                assert "spine" not in c.source and len(c.parent) - 1 <= unmatched.budget
+                seen.add("unmatched")
+            else:
+                assert c.source.count("spine") >= 1
+                seen.add("matched")
+    assert seen == {"matched", "unmatched"}

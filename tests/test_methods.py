@@ -46,6 +46,11 @@ def test_invalid_topology_file(tmp_path):
     assert "\n" not in str(info.value)
     with pytest.raises(MethodError, match="no such file"):
         parse_method(f"topology:{tmp_path / 'missing.json'}")
+    pair = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
+        regimes={"unmatched": {"nodes": [{"parent": -1, "source": "root"}, {"parent": 3, "source": "transition"}]}})
+    save_topology(pair, tmp_path / "pair.json")
+    with pytest.raises(MethodError, match="bad topology"):  # a malformed unmatched tree is refused too
+        parse_method(f"topology:{tmp_path / 'pair.json'}")
 
 
 def test_bad_budget():

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.regime import (best_pair, best_single, blend, export_topologies, harmonic_tau, regime_tau,
-                                 seconds_per_token)
+                                 seconds_per_token, unmatched_topology)
 from goose_theory.topology import Topology
 from goose_theory.yields import exact_yield
 
@@ -111,3 +111,13 @@ def test_export_writes_predictions_and_the_unmatched_tree():
     unmatched = Topology.from_nodes([(n["parent"], n["source"], n["rank"]) for n in pair.meta["regimes"]["unmatched"]["nodes"]])
     assert unmatched.spine_length == 0 and unmatched.budget == 6
     assert pair.meta["provenance"]["traces"] == ["x.parquet"]
+
+
+def test_unmatched_topology_round_trips_through_a_file(tmp_path):
+    from goose_theory.topology import load_topology, save_topology
+    matched = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (1, "transition", 0)])
+    save_topology(matched.with_meta(regimes={"unmatched": unmatched.to_dict()}), tmp_path / "pair.json")
+    save_topology(matched, tmp_path / "plain.json")
+    assert unmatched_topology(load_topology(tmp_path / "pair.json")).parent == unmatched.parent
+    assert unmatched_topology(load_topology(tmp_path / "plain.json")) is None
