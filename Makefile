@@ -42,8 +42,11 @@ bench: setup
 	$(BIN)/python bench/bench_fit.py
 	$(BIN)/python bench/bench_runtime.py
 
+# All of traces/: every method at the paper's budgets, then the small-budget (B = 8) traces the
+# two-regime fit of the main job uses (traces/README.md; about 20 min on a 2-core CPU).
 traces: setup
 	$(BIN)/goose record-traces --out-dir traces --threads 2
+	sh traces/record-small.sh 16 2
 
 clean-venv:
 	rm -rf $(VENV)
