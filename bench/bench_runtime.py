@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for dtype in args.dtypes.split(","):
         bundle = load_model(args.model, device="auto", dtype=dtype)
-        profile = profile_latency(bundle, sizes=LATENCY_SIZES, repeats=3)
+        profile = profile_latency(bundle, sizes=LATENCY_SIZES, repeats=9)
         lat = profile.seconds
         specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")))
         rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args, profile)]

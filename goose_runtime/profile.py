@@ -63,25 +63,27 @@ def verify_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len:
     prefix = torch.tensor(_prefix_ids(bundle, prefix_len), device=device)
     forward(model, prefix, torch.arange(prefix_len, device=device), masks.causal_mask(prefix_len), cache)
     gen = torch.Generator().manual_seed(seed)
-    out = []
+    trees = []
     for n in sizes:
         parent = ternary_parents(n)
         depth = [0] * n
         for i in range(1, n):
             depth[i] = depth[parent[i]] + 1
         tokens = torch.randint(0, model.config.vocab_size, (n,), generator=gen).to(device)
-        positions = torch.tensor(depth, device=device) + prefix_len
-        times = []
-        for rep in range(repeats + 1):  # the first call warms up kernels and the allocator
+        trees.append((n, tokens, torch.tensor(depth, device=device) + prefix_len, parent))
+    times: list[list[float]] = [[] for _ in sizes]
+    # round-robin over the sizes, so a burst of background load hits every size alike (the ratios
+    # between sizes are what auto and the optimiser use); round 0 warms up kernels and the allocator
+    for rep in range(repeats + 1):
+        for i, (n, tokens, positions, parent) in enumerate(trees):
             bundle.synchronize()
             start = time.perf_counter()
             forward(model, tokens, positions, masks.tree_mask(parent, prefix_len), cache)
             bundle.synchronize()
             if rep:
-                times.append(time.perf_counter() - start)
+                times[i].append(time.perf_counter() - start)
             cache.crop(-n)  # back to the prefix, as compaction does after a cycle
-        out.append(statistics.median(times))
-    return tuple(out)
+    return tuple(statistics.median(t) for t in times)
 
 
 def draft_overhead(bundle, *, prompt_ids: list[int], max_new_tokens: int = 64,
