@@ -61,8 +61,8 @@ def harmonic_tau(tau_matched: float, tau_unmatched: float, psi: float) -> float:
     """Tokens per cycle when a share ``psi`` of tokens comes from matched cycles.
 
     Example:
-        >>> harmonic_tau(8.0, 1.5, 0.7)
-        3.4782608695652173
+        >>> round(harmonic_tau(8.0, 1.5, 0.7), 6)
+        3.478261
     """
     if not 0.0 <= psi <= 1.0:
         raise ValueError(f"psi must lie in [0, 1], got {psi}")
