@@ -31,6 +31,11 @@ def build_parser():
     p.add_argument("--budget", type=int, default=None, help="budget of the recommended tree (default: the recorded runs')")
     p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware")
     p.add_argument("--out", default=None, help="write topology-<group>.json, report.md and charts (*.html) here")
+    p.add_argument("--regimes", action="store_true",
+                   help="with --out: export the two-regime topologies instead (matched / unmatched cycles, "
+                        "docs/two-regime.md): topology-<group>.json the best single tree for the runtime as it "
+                        "is, topology-<group>-regimes.json a pair; needs --group-by benchmark or none, and reads "
+                        "the rows into memory")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--skip-bad", action="store_true", help="skip unusable files (with a note) instead of stopping")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -68,6 +73,8 @@ def _check_options(args) -> tuple[str, ...]:
         raise UsageError(f"--bootstrap: {args.bootstrap} must be >= 1")
     if args.seed < 0:
         raise UsageError(f"--seed: {args.seed} must be a non-negative integer")
+    if args.regimes and (not args.out or group_by not in ((), ("benchmark",))):
+        raise UsageError("--regimes needs --out and --group-by benchmark (or no --group-by)")
     return group_by
 
 
@@ -118,7 +125,9 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
+    pairs = _regime_pairs(analysis, files) if args.regimes else {}  # may fail: before anything is written
     written = write_report(analysis, args.out) if args.out else {}
+    written = _save_regimes(pairs, written)
     if args.json:
         print_json(analysis.to_json(written))
     else:
@@ -126,6 +135,38 @@ def _handler(args) -> int:
         if args.out:
             print(f"\nreport: {os.path.join(args.out, 'report.md')}")
     return 0
+
+
+def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
+    """The two-regime (single, pair) topologies of each group at its recommended budget."""
+    from goose_theory.regime import regime_topologies
+
+    pairs = {}
+    for g in analysis.groups:
+        budget = g.recommendation.best.topology.budget
+        try:
+            single, pair, _, _ = regime_topologies(files, benchmark=g.fit.key.get("benchmark"), budget=budget,
+                                                   provenance={})
+        except ValueError as exc:  # no usable rows or methods, or traces without spine_avail (pyarrow)
+            raise UsageError(f"--regimes: {g.label}: {str(exc).splitlines()[0]}") from None
+        pairs[g.label] = (single, pair)
+    return pairs
+
+
+def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> dict[str, str]:
+    """Overwrite each group's topology with the two-regime single tree (keeping the report's
+    provenance) and write the pair beside it; returns the group -> file map with the pairs added."""
+    from goose_theory.topology import load_topology, save_topology
+
+    out = dict(written)
+    for label, (single, pair) in pairs.items():
+        path = written[label]
+        prov = {**(load_topology(path).meta.get("provenance") or {}),
+                **(single.meta.get("provenance") or {})}
+        save_topology(single.with_meta(provenance=prov), path)
+        out[f"{label}-regimes"] = path[: -len(".json")] + "-regimes.json"
+        save_topology(pair.with_meta(provenance=prov), out[f"{label}-regimes"])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,16 +116,12 @@ def _trace_files(spec: str) -> list[str]:
 def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     budget, and write the matched/unmatched pair beside it; returns both paths."""
-    from goose_theory.regime import export_topologies
-    from goose_theory.regimefit import fit_regimes, nearest_methods, read_frames
+    from goose_theory.regime import regime_topologies
     from goose_theory.topology import load_topology, save_topology
 
     old = load_topology(path)
-    frames = read_frames(files, benchmark=bench)
-    methods = nearest_methods(frames, old.budget)
-    fit = fit_regimes(frames, methods=methods)
-    provenance = {**(old.meta.get("provenance") or {}), "regime_methods": list(methods)}
-    single, pair = export_topologies(fit, old.budget, provenance=provenance)
+    single, pair, fit, methods = regime_topologies(files, benchmark=bench, budget=old.budget,
+                                                   provenance=old.meta.get("provenance") or {})
     pair_path = path[: -len(".json")] + "-regimes.json"
     save_topology(single, path)
     save_topology(pair, pair_path)

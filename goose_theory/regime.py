@@ -175,3 +175,17 @@ def unmatched_topology(topology: Topology) -> Topology | None:
     if not spec:
         return None
     return topology_from_dict({**spec, "schema": SCHEMA})
+
+
+def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: int,
+                      provenance: dict) -> tuple[Topology, Topology, Any, tuple[str, ...]]:
+    """Fit the two-regime model from trace ``files`` (one ``benchmark``'s rows, or all) using the
+    trace methods whose budgets are nearest ``budget``, and export the (single, pair) topologies
+    at ``budget``; also returns the fit and the methods used. Reads those rows into memory."""
+    from .regimefit import fit_regimes, nearest_methods, read_frames
+
+    frames = read_frames(files, benchmark=benchmark)
+    methods = tuple(nearest_methods(frames, budget))
+    fit = fit_regimes(frames, methods=methods)
+    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)})
+    return single, pair, fit, methods

@@ -72,6 +72,10 @@ def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[t
     out = []
     for path in files:
         pf = open_trace(path)
+        missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
+        if missing:
+            raise ValueError(f"{path}: no {', '.join(missing)} column (recorded before it existed; re-record "
+                             f"the traces for the two-regime fit)")
         frame = pf.read(columns=COLUMNS).to_pandas()
         if benchmark is not None:
             frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)

@@ -136,3 +136,38 @@ def test_latency_file_makes_the_budget_cost_aware(good, tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     assert main([str(good), "--latency", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o")]) == 2
     assert "bad.json" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
+    from goose_runtime.methods import parse_method
+    from goose_theory.topology import load_topology
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces")
+    files = [os.path.join(traces, f) for f in ("mtbench.parquet", "mtbench-b8.parquet")]
+    out = tmp_path / "fit"
+    assert main([*files, "--group-by", "benchmark", "--budget", "4", "--out", str(out), "--regimes",
+                 "--bootstrap", "50", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    single, pair = out / "topology-mtbench.json", out / "topology-mtbench-regimes.json"
+    assert str(pair) in result["written"].values() if isinstance(result.get("written"), dict) else pair.exists()
+    assert load_topology(single).meta["rule"] == "regime-optimal"
+    spec = parse_method(f"topology:{pair}")
+    assert spec.unmatched is not None and spec.topology.budget <= 4
+    assert load_topology(pair).meta["predicted_tau"] > 1.0
+
+
+@pytest.mark.parametrize("args,needle", [(["--regimes"], "--regimes needs --out"),
+                                         (["--regimes", "--group-by", "method", "--out", "o"], "--regimes needs")])
+def test_regimes_bad_options_exit_2(good, capsys, args, needle):
+    assert main([str(good), *args]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_regimes_on_traces_it_cannot_fit_exits_2_and_writes_nothing(good, tmp_path, capsys):
+    # traces recorded before spine_avail existed fit as usual, but not into regimes
+    old = _rewrite(good, tmp_path / "old.parquet", drop="spine_avail")
+    assert main([str(old), "--bootstrap", "50"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert main([str(old), "--out", str(out), "--regimes", "--bootstrap", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--regimes" in err and not out.exists()
