@@ -49,6 +49,11 @@ def main() -> int:
             step(f"[{model}] rule -> {r}", lambda r=r: at.selectbox(key="rule").set_value(r))
         step(f"[{model}] heatmap budget -> 40", lambda: at.select_slider(key="heatmap_budget").set_value(40))
         step(f"[{model}] p_s -> 0.52 again (cached)", lambda: at.slider(key="p_s").set_value(0.52))
+        # the per-parent control: tick it (nothing changes), then move each of its sliders
+        step(f"[{model}] by parent -> on", lambda: at.checkbox(key="by_parent").set_value(True))
+        for key, v in (("p_t_spine", 0.02), ("p_t_chain", 0.3)):
+            step(f"[{model}] {key} -> {v}", lambda key=key, v=v: at.slider(key=key).set_value(v))
+        step(f"[{model}] by parent -> off", lambda: at.checkbox(key="by_parent").set_value(False))
     for label, ms in rows:
         print(f"{ms:8.1f} ms  {label}")
     times = [ms for _, ms in rows]
