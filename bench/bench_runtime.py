@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prompts", type=int, default=5, help="first N prompts of each set")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--budgets", default="4,8,16,60", help="goose budgets")
+    p.add_argument("--baselines", default=",".join(BASELINES), help="baseline methods (ar must be one)")
     p.add_argument("--keep-adjacency", action="store_true",
                    help="carry the adjacency table across prompts (as Token Recycling does); default: reset")
     p.add_argument("--dtypes", default="float32,bfloat16")
@@ -71,8 +72,8 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
-def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str]) -> list:
-    specs = [parse_method(m) for m in BASELINES] + [parse_method("goose", budget=b) for b in budgets]
+def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str], baselines: tuple[str, ...] = BASELINES) -> list:
+    specs = [parse_method(m) for m in baselines] + [parse_method("goose", budget=b) for b in budgets]
     specs.append(parse_method("auto"))  # cost-aware per cycle, from this run's latency profile
     if dtype == "float32":
         return specs
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         bundle = load_model(args.model, device="auto", dtype=dtype)
         profile = profile_latency(bundle, sizes=LATENCY_SIZES, repeats=9)
         lat = profile.seconds
-        specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")))
+        specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")), tuple(args.baselines.split(",")))
         rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args, profile)]
         report["runs"][dtype] = {"device": str(bundle.device), "rows": rows,
                                  "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
