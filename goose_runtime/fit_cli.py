@@ -17,7 +17,7 @@ import sys
 from goose_theory.cli_util import EXIT_BAD_INPUT, UsageError, make_parser, print_json, run_command
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
-from goose_theory.fitcounts import GROUP_COLUMNS, count_files
+from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, open_trace
 
 from .fit_report import summary_text, write_report
@@ -63,10 +63,7 @@ def expand_paths(paths: list[str]) -> list[str]:
 
 
 def _check_options(args) -> tuple[str, ...]:
-    group_by = tuple(c.strip() for c in args.group_by.split(",") if c.strip())
-    bad = [c for c in group_by if c not in GROUP_COLUMNS]
-    if bad:
-        raise UsageError(f"--group-by: unknown column(s) {', '.join(bad)} (choose from {', '.join(GROUP_COLUMNS)})")
+    group_by = check_group_by([c.strip() for c in args.group_by.split(",") if c.strip()])
     if args.budget is not None and args.budget < 0:
         raise UsageError(f"--budget: {args.budget} is negative")
     if args.bootstrap < 1:
@@ -81,10 +78,8 @@ def _check_options(args) -> tuple[str, ...]:
 def _load_latency(path: str | None):
     if path is None:
         return None
-    try:
-        from goose_theory.latency import LatencyError, load_latency
-    except ImportError:
-        raise UsageError("--latency: cost-aware budgets need goose_theory.latency, which is not available") from None
+    from goose_theory.latency import LatencyError, load_latency
+
     try:
         return load_latency(path)
     except LatencyError as exc:
@@ -156,16 +151,16 @@ def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
 def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> dict[str, str]:
     """Overwrite each group's topology with the two-regime single tree (keeping the report's
     provenance) and write the pair beside it; returns the group -> file map with the pairs added."""
-    from goose_theory.topology import load_topology, save_topology
+    from goose_theory.regime import save_regime_topologies
+    from goose_theory.topology import load_topology
 
     out = dict(written)
     for label, (single, pair) in pairs.items():
         path = written[label]
         prov = {**(load_topology(path).meta.get("provenance") or {}),
                 **(single.meta.get("provenance") or {})}
-        save_topology(single.with_meta(provenance=prov), path)
-        out[f"{label}-regimes"] = path[: -len(".json")] + "-regimes.json"
-        save_topology(pair.with_meta(provenance=prov), out[f"{label}-regimes"])
+        out[f"{label}-regimes"] = save_regime_topologies(single.with_meta(provenance=prov),
+                                                         pair.with_meta(provenance=prov), path)
     return out
 
 

@@ -226,7 +226,8 @@ class _Accumulator:
                          g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
 
 
-def _check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
+def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
+    """The group-by columns, de-duplicated; an unknown one is a one-line TraceFileError."""
     bad = [c for c in group_by if c not in GROUP_COLUMNS]
     if bad:
         raise TraceFileError(f"--group-by: unknown column(s) {', '.join(bad)} (choose from {', '.join(GROUP_COLUMNS)})")
@@ -241,7 +242,7 @@ def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] =
     A bad file raises :class:`TraceFileError`; with ``on_bad`` it is passed the error instead,
     and the file's partial counts are rolled back (the state is copied before each file).
     """
-    acc = _Accumulator(_check_group_by(group_by))
+    acc = _Accumulator(check_group_by(group_by))
     names = []
     for path in paths:
         name = os.fspath(path)
@@ -266,7 +267,7 @@ def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] =
 
 def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), name: str = "<table>") -> FitCounts:
     """Same as :func:`count_files` for in-memory tables (tests, synthetic data)."""
-    acc = _Accumulator(_check_group_by(group_by))
+    acc = _Accumulator(check_group_by(group_by))
     names = []
     for i, table in enumerate(tables):
         cols = acc.columns(table.column_names)
