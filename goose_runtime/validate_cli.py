@@ -116,15 +116,13 @@ def _trace_files(spec: str) -> list[str]:
 def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     budget, and write the matched/unmatched pair beside it; returns both paths."""
-    from goose_theory.regime import regime_topologies
-    from goose_theory.topology import load_topology, save_topology
+    from goose_theory.regime import regime_topologies, save_regime_topologies
+    from goose_theory.topology import load_topology
 
     old = load_topology(path)
     single, pair, fit, methods = regime_topologies(files, benchmark=bench, budget=old.budget,
                                                    provenance=old.meta.get("provenance") or {})
-    pair_path = path[: -len(".json")] + "-regimes.json"
-    save_topology(single, path)
-    save_topology(pair, pair_path)
+    pair_path = save_regime_topologies(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} (pair), budget {old.budget}")
     return [path, pair_path]

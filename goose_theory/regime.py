@@ -189,3 +189,14 @@ def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: in
     fit = fit_regimes(frames, methods=methods)
     single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)})
     return single, pair, fit, methods
+
+
+def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:
+    """Write ``single`` to ``path`` (a ``.json`` file) and ``pair`` beside it as ``*-regimes.json``
+    (each atomically); returns the pair's path."""
+    from .topology import save_topology
+
+    pair_path = path[: -len(".json")] + "-regimes.json"
+    save_topology(single, path)
+    save_topology(pair, pair_path)
+    return pair_path
