@@ -184,12 +184,17 @@ def trace_bytes(tmp_path_factory) -> bytes:
     return path.read_bytes()
 
 
-def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
+def upload_and_fit(at, name: str, data: bytes, tmp_path):
+    """Upload one trace file in the Traces tab; return the library's fit of the same bytes."""
     at.radio(key="trace_source").set_value("upload parquet files").run()
-    at.file_uploader(key="trace_upload").set_value([("t.parquet", trace_bytes, "application/octet-stream")]).run()
+    at.file_uploader(key="trace_upload").set_value([(name, data, "application/octet-stream")]).run()
     assert not at.exception and not errors(at)
-    (tmp_path / "t.parquet").write_bytes(trace_bytes)
-    fit = fit_traces([tmp_path / "t.parquet"], n_boot=300, seed=0).overall
+    (tmp_path / name).write_bytes(data)
+    return fit_traces([tmp_path / name], n_boot=300, seed=0).overall
+
+
+def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
+    fit = upload_and_fit(at, "t.parquet", trace_bytes, tmp_path)
     shown, shown_delta = metrics(at), deltas(at)
     assert shown["fitted p_s"] == f"{fit.p_s.estimate:.4f}"
     assert shown_delta["fitted p_s"] == f"95% CI {fit.p_s.ci95[0]:.4f} .. {fit.p_s.ci95[1]:.4f}"
@@ -208,11 +213,7 @@ def parent_trace_bytes(tmp_path_factory) -> bytes:
 
 
 def test_traces_fit_loads_p_t_by_parent_into_the_sidebar(at, parent_trace_bytes, tmp_path):
-    at.radio(key="trace_source").set_value("upload parquet files").run()
-    at.file_uploader(key="trace_upload").set_value([("p.parquet", parent_trace_bytes, "application/octet-stream")]).run()
-    assert not at.exception and not errors(at)
-    (tmp_path / "p.parquet").write_bytes(parent_trace_bytes)
-    fit = fit_traces([tmp_path / "p.parquet"], n_boot=300, seed=0).overall
+    fit = upload_and_fit(at, "p.parquet", parent_trace_bytes, tmp_path)
     root, spine, chain = (fit.parent(s).p_t.estimate for s in ("root", "spine", "transition"))
     assert spine < root < chain  # true 0.05 < 0.2 < 0.6: three distinct values to load
     at.button(key="trace_load_acceptance").click().run()
