@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from goose_runtime.goose import iso_topology
 from goose_runtime.kvcache import new_cache
 from goose_runtime.model import load_model
+from goose_runtime.profile import depths, ternary_parents
 from goose_runtime.verify import MaskBuilder, forward
 
 IMPLS = ("sdpa", "goose_sdpa")
@@ -30,11 +30,8 @@ def time_forwards(model, context: int, size: int, rounds: int) -> tuple[dict[str
     """Median ms per implementation of one ``size``-node tree forward after ``context`` cached tokens,
     and the max |logit difference| between the implementations."""
     masks = MaskBuilder(torch.float32, torch.device("cpu"))
-    parent = list(iso_topology(3, max(size - 1, 0)).parent) if size > 1 else [-1]
-    depth = [0] * len(parent)
-    for i in range(1, len(parent)):
-        depth[i] = depth[parent[i]] + 1
-    ids, pos = torch.arange(size) * 7 + 11, torch.tensor(depth) + context
+    parent = ternary_parents(size)
+    ids, pos = torch.arange(size) * 7 + 11, torch.tensor(depths(parent)) + context
     cache, seconds, logits = new_cache(), {impl: [] for impl in IMPLS}, {}
     forward(model, torch.arange(context) % 30000 + 100, torch.arange(context), masks.causal_mask(context), cache)
     for _ in range(rounds):

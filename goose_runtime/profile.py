@@ -44,6 +44,14 @@ def ternary_parents(n: int) -> list[int]:
     return [-1] + [(i - 1) // 3 for i in range(1, n)]
 
 
+def depths(parent: list[int]) -> list[int]:
+    """Depth of each node of a parents-first tree (root 0)."""
+    depth = [0] * len(parent)
+    for i in range(1, len(parent)):
+        depth[i] = depth[parent[i]] + 1
+    return depth
+
+
 @torch.inference_mode()
 def verify_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len: int = PREFIX_LEN,
                    seed: int = 0) -> tuple[float, ...]:
@@ -66,9 +74,7 @@ def verify_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len:
     trees = []
     for n in sizes:
         parent = ternary_parents(n)
-        depth = [0] * n
-        for i in range(1, n):
-            depth[i] = depth[parent[i]] + 1
+        depth = depths(parent)
         tokens = torch.randint(0, model.config.vocab_size, (n,), generator=gen).to(device)
         trees.append((n, tokens, torch.tensor(depth, device=device) + prefix_len, parent))
     times: list[list[float]] = [[] for _ in sizes]
