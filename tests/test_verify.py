@@ -20,9 +20,10 @@ def test_blocked_topk_equals_torch_topk(q, vocab, k):
 
 
 def test_blocked_topk_finds_a_top_k_crowded_into_one_block():
-    logits = torch.zeros(1, 4096)
-    logits[0, 1024:1034] = torch.arange(10, 0, -1, dtype=torch.float32)  # all ten in block 1
-    assert blocked_topk(logits, 10)[1].tolist() == [list(range(1024, 1034))]
+    logits = torch.zeros(2, 4096)
+    logits[:, 1024:1034] = torch.arange(10, 0, -1, dtype=torch.float32)  # all ten in one block
+    assert blocked_topk(logits, 10)[1].tolist() == [list(range(1024, 1034))] * 2
+    assert blocked_topk(logits[:1], 10, block=64)[1].tolist() == [list(range(1024, 1034))]  # one row, blocked
 
 
 def test_top_candidates_scores():
