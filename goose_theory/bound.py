@@ -28,7 +28,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .topology import TRANSITION, Topology
-from .yields import continuation, exact_yield
+from .yields import continuation, evaluate_with_fallback, exact_yield
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,15 @@ def paper_lower_bound(topology: Topology, acceptance: Acceptance, lbar: str | fl
         reach_spine *= p_next
         bound += reach_spine
     return BoundResult(bound, result.expected_tau, lbar_value, rule, m, topology.first_level_widths, phi)
+
+
+def bound_with_fallback(topology: Topology, acceptance: Acceptance,
+                        lbar: str | float = "topology") -> tuple[BoundResult, bool]:
+    """:func:`paper_lower_bound` under the same per-tree fallback as the yield
+    (:func:`goose_theory.yields.evaluate_with_fallback`): where the exclusive model is
+    infeasible on ``topology``, bound and exact value are both taken under the independent
+    model. Returns (result, fell_back)."""
+    return evaluate_with_fallback(lambda t, a: paper_lower_bound(t, a, lbar=lbar), topology, acceptance)
 
 
 def _lbar(topology: Topology, qeff: np.ndarray, first_level: list[int], lbar: str | float) -> tuple[float, str]:

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 
 from .acceptance import Acceptance
-from .bound import paper_lower_bound
+from .bound import bound_with_fallback
 from .fit import GroupFit
 from .fitcounts import FitCounts, Shape
 from .topology import Topology, TopologyError
-from .yields import ExclusiveModelError, exact_yield
+from .yields import fallback_model_name, yield_with_fallback
 
 
 def shape_topologies(counts: FitCounts) -> list[Topology | None]:
@@ -61,38 +61,26 @@ def _group_shapes(group: GroupFit, counts: FitCounts) -> pd.DataFrame:
 def _evaluate(shape_ids: np.ndarray, topologies: Sequence[Topology | None], acceptance: Acceptance,
               with_bound: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(E[tau], Var[tau], bound) per shape (NaN for unusable shapes) and a mask of the shapes
-    evaluated under the independent model because the exclusive one is infeasible on them.
-
-    The fallback is per tree shape: a few infeasible trees (children q summing above 1, e.g.
-    a root with a spine child and several transition children) must not push every other tree
-    of the group onto the independent model, which double-discounts transition children whose
-    fitted p_t is already a marginal match rate."""
+    evaluated under the independent model because the exclusive one is infeasible on them
+    (the per-tree rule of :func:`goose_theory.yields.evaluate_with_fallback`)."""
     e, v, b = (np.full(shape_ids.size, np.nan) for _ in range(3))
     fell_back = np.zeros(shape_ids.size, dtype=bool)
     for j, s in enumerate(shape_ids.tolist()):
         topo = topologies[s]
         if topo is None:
             continue
-        for model in dict.fromkeys((acceptance.model, "independent")):
-            acc = acceptance.with_model(model)
-            try:
-                if with_bound:
-                    r = paper_lower_bound(topo, acc)
-                    e[j], b[j] = r.exact, r.lower_bound
-                else:
-                    y = exact_yield(topo, acc)
-                    e[j], v[j] = y.expected_tau, y.variance
-            except ExclusiveModelError:
-                continue
-            fell_back[j] = model != acceptance.model
-            break
+        if with_bound:
+            r, fell_back[j] = bound_with_fallback(topo, acceptance)
+            e[j], b[j] = r.exact, r.lower_bound
+        else:
+            y, fell_back[j] = yield_with_fallback(topo, acceptance)
+            e[j], v[j] = y.expected_tau, y.variance
     return e, v, b, fell_back
 
 
 def _model_name(acceptance: Acceptance, fell_back: np.ndarray, n: np.ndarray) -> str:
     """The model used: the acceptance's own, or e.g. ``exclusive (independent on 60 cycles)``."""
-    k = int(n[fell_back].sum())
-    return acceptance.model if k == 0 else f"{acceptance.model} (independent on {k} cycles)"
+    return fallback_model_name(acceptance.model, int(n[fell_back].sum()))
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from .topology import SOURCE_NAMES, Topology
 
 class ExclusiveModelError(AcceptanceError):
     """The exclusive model was asked for a node whose children's q sum above 1."""
+
+
+R = TypeVar("R")
 
 
 @jit
@@ -138,14 +142,44 @@ def exact_yield(topology: Topology, acceptance: Acceptance) -> YieldResult:
     return YieldResult(float(expected), variance, pmf, reach, qeff, acceptance.model)
 
 
-def yield_with_fallback(topology: Topology, acceptance: Acceptance) -> tuple[YieldResult, bool]:
-    """:func:`exact_yield`, falling back to the independent model for *this* tree when the
-    exclusive one is infeasible on it; returns (result, fell_back). Used on recorded trees,
-    where a few infeasible shapes must not move every other tree to the other model."""
+def evaluate_with_fallback(evaluate: Callable[[Topology, Acceptance], R], topology: Topology,
+                           acceptance: Acceptance) -> tuple[R, bool]:
+    """``evaluate(topology, acceptance)``, or, when the exclusive model is infeasible on *this*
+    tree (:class:`ExclusiveModelError`), ``evaluate`` under the independent model; returns
+    (result, fell_back). The one fallback rule for recorded or realised trees, whatever is
+    evaluated on them (:func:`yield_with_fallback`, :func:`goose_theory.bound.bound_with_fallback`):
+    the fallback is per tree, so a few infeasible shapes (e.g. a root with a spine child and
+    several transition children) do not move every other tree to the independent model, which
+    double-discounts transition children whose fitted p_t is already a marginal match rate.
+
+    Example:
+        >>> from goose_theory.topology import Topology
+        >>> fan = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+        >>> y, fell_back = evaluate_with_fallback(exact_yield, fan, Acceptance.parse(0.7, 0.4, "exclusive"))
+        >>> fell_back, y.model, round(y.expected_tau, 6)   # 0.7 + 0.4 > 1: 1 + 0.7 + 0.3 * 0.4
+        (True, 'independent', 1.82)
+    """
     try:
-        return exact_yield(topology, acceptance), False
+        return evaluate(topology, acceptance), False
     except ExclusiveModelError:
-        return exact_yield(topology, acceptance.with_model("independent")), True
+        return evaluate(topology, acceptance.with_model("independent")), True
+
+
+def yield_with_fallback(topology: Topology, acceptance: Acceptance) -> tuple[YieldResult, bool]:
+    """:func:`exact_yield` under :func:`evaluate_with_fallback`'s per-tree rule; returns
+    (result, fell_back)."""
+    return evaluate_with_fallback(exact_yield, topology, acceptance)
+
+
+def fallback_model_name(model: str, fallback_cycles: int) -> str:
+    """The model a set of trees was evaluated under: ``model``, or e.g. ``exclusive (independent
+    on 60 cycles)`` when :func:`evaluate_with_fallback` fell back on trees of that many cycles.
+
+    Example:
+        >>> fallback_model_name("exclusive", 0), fallback_model_name("exclusive", 60)
+        ('exclusive', 'exclusive (independent on 60 cycles)')
+    """
+    return model if not fallback_cycles else f"{model} (independent on {fallback_cycles} cycles)"
 
 
 def expected_tau(topology: Topology, acceptance: Acceptance) -> float:

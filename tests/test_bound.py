@@ -7,9 +7,9 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import random_topology
 from goose_theory.acceptance import Acceptance
-from goose_theory.bound import paper_lower_bound
+from goose_theory.bound import bound_with_fallback, paper_lower_bound
 from goose_theory.topology import Topology
-from goose_theory.yields import ExclusiveModelError
+from goose_theory.yields import ExclusiveModelError, yield_with_fallback
 
 
 @settings(max_examples=300, deadline=None)
@@ -54,3 +54,37 @@ def test_topology_lbar_counts_continuation():
     r = paper_lower_bound(topo, Acceptance.parse(0.5, 0.2, "independent"))
     assert r.lbar == pytest.approx(0.2) and r.exact == pytest.approx(r.lower_bound)
     assert paper_lower_bound(topo, Acceptance.parse(0.5, 0.2, "independent"), lbar="zero").lower_bound < r.lower_bound
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), p_s=st.floats(0, 1), p_t=st.floats(0, 0.5),
+       lbar=st.sampled_from(["zero", "topology", 0.5]))
+def test_bound_with_fallback_falls_back_on_the_same_trees_as_the_yield(seed, n, p_s, p_t, lbar):
+    topo = random_topology(np.random.default_rng(seed), n)
+    acc = Acceptance.parse(p_s, p_t, "exclusive")
+    result, fell_back = bound_with_fallback(topo, acc, lbar=lbar)
+    y, y_fell_back = yield_with_fallback(topo, acc)
+    assert fell_back == y_fell_back  # one rule for the yield and the bound
+    try:
+        paper_lower_bound(topo, acc)
+        infeasible = False
+    except ExclusiveModelError:
+        infeasible = True
+    assert fell_back == infeasible
+    direct = paper_lower_bound(topo, acc.with_model("independent") if fell_back else acc, lbar=lbar)
+    assert (result.lower_bound, result.exact, result.lbar) == (direct.lower_bound, direct.exact, direct.lbar)
+    assert result.exact == y.expected_tau
+    if lbar != 0.5:  # a given lbar is only as good as the number
+        assert result.lower_bound <= result.exact + 1e-12
+
+
+def test_bound_with_fallback_on_a_hand_tree():
+    # root: spine (p_s = 0.7) and two transition children (p_t = 0.3): 1.3 > 1, exclusive infeasible
+    fan = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    result, fell_back = bound_with_fallback(fan, Acceptance.parse(0.7, 0.3, "exclusive"))
+    assert fell_back
+    # the independent model: exact 1 + 0.7 + 0.3 (0.3 + 0.7 * 0.3); the bound is tight on this tree
+    assert result.exact == pytest.approx(1 + 0.7 + 0.3 * (0.3 + 0.7 * 0.3))
+    assert result.lower_bound == pytest.approx(result.exact)
+    result, fell_back = bound_with_fallback(fan, Acceptance.parse(0.5, 0.2, "exclusive"))
+    assert not fell_back and result.exact == pytest.approx(1.9)

@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 from conftest import random_topology
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology
-from goose_theory.yields import ExclusiveModelError, continuation, exact_yield, expected_tau
+from goose_theory.yields import (ExclusiveModelError, continuation, evaluate_with_fallback, exact_yield, expected_tau,
+                                 fallback_model_name, yield_with_fallback)
 
 
 def _q(topo: Topology, acc: Acceptance) -> list[float]:
@@ -132,3 +133,56 @@ def test_continuation_matches_reach_ratios():
     r = exact_yield(topo, acc)
     cont = continuation(topo, r.qeff)
     assert 1.0 + cont[0] == pytest.approx(r.expected_tau)
+
+
+def _exclusive_infeasible(topo: Topology, acc: Acceptance) -> bool:
+    """Some node's children have q summing above 1 (worked out here, not by the library)."""
+    start, index = topo.children
+    q = _q(topo, acc)
+    return max(sum(q[c] for c in index[start[v]:start[v + 1]]) for v in range(topo.n_nodes)) > 1 + 1e-9
+
+
+@settings(**SMALL)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 8), p_s=st.floats(0, 1), p_t=st.floats(0, 0.6),
+       model=st.sampled_from(["exclusive", "independent"]))
+def test_yield_with_fallback_falls_back_exactly_on_infeasible_trees(seed, n, p_s, p_t, model):
+    topo = random_topology(np.random.default_rng(seed), n, max_depth=3, max_spine=3)
+    acc = Acceptance.parse(p_s, p_t, model)
+    result, fell_back = yield_with_fallback(topo, acc)
+    assert fell_back == (model == "exclusive" and _exclusive_infeasible(topo, acc))
+    used = acc.with_model("independent") if fell_back else acc
+    assert result.model == used.model
+    for tau, prob in brute_force_pmf(topo, used).items():  # the model it says it used, exactly
+        assert result.pmf[tau] == pytest.approx(prob, abs=1e-12)
+
+
+def test_evaluate_with_fallback_retries_only_after_the_exclusive_error():
+    fan = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    calls: list[str] = []
+
+    def evaluate(topo, acc):
+        calls.append(acc.model)
+        return exact_yield(topo, acc).expected_tau
+
+    # feasible (0.5 + 0.2 + 0.2 <= 1): one call, no fallback
+    assert evaluate_with_fallback(evaluate, fan, Acceptance.parse(0.5, 0.2, "exclusive")) == \
+        (pytest.approx(1.9), False)
+    assert calls == ["exclusive"]
+    calls.clear()
+    # infeasible (0.7 + 0.3 + 0.3 > 1): the exclusive try, then the independent one
+    value, fell_back = evaluate_with_fallback(evaluate, fan, Acceptance.parse(0.7, 0.3, "exclusive"))
+    assert fell_back and calls == ["exclusive", "independent"]
+    assert value == pytest.approx(1 + 0.7 + 0.3 * 0.3 + 0.3 * 0.7 * 0.3)
+
+
+def test_evaluate_with_fallback_passes_other_errors_through():
+    def broken(topo, acc):
+        raise ValueError("not a fallback case")
+
+    with pytest.raises(ValueError, match="not a fallback case"):
+        evaluate_with_fallback(broken, Topology.root_only(), Acceptance.parse(0.5, 0.1))
+
+
+def test_fallback_model_name():
+    assert fallback_model_name("exclusive", 0) == "exclusive"
+    assert fallback_model_name("exclusive", 7) == "exclusive (independent on 7 cycles)"
