@@ -4,6 +4,7 @@ paper's bound, and recommend (and with ``--out``, export) an optimised topology.
 PATHs may be files, directories (every ``*.parquet`` below) or globs (expanded here: the shell
 may not). Every file is validated first; a bad one is one line naming the file and the problem,
 exit code 2, nothing written -- or, with ``--skip-bad``, a "skipped" line and the rest goes on.
+Each file's footer is read once, by that check; the counting pass streams the data with it.
 
 Example:
     fit-acceptance traces/ --group-by method --out fit-out --json
@@ -18,7 +19,7 @@ from goose_theory.cli_util import EXIT_BAD_INPUT, UsageError, make_parser, print
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
-from goose_theory.traceio import TraceFileError, open_trace
+from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
 from .fit_report import summary_text, write_report
 
@@ -86,13 +87,12 @@ def _load_latency(path: str | None):
         raise UsageError(f"--latency: {exc}") from None
 
 
-def _usable_files(files: list[str], skip_bad: bool) -> list[str] | None:
-    """Validate every file; print one line per bad one. None means: stop with exit code 2."""
+def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
+    """Check every file; print one line per bad one. None means: stop with exit code 2."""
     good, bad = [], []
     for f in files:
         try:
-            open_trace(f)
-            good.append(f)
+            good.append(check_trace(f))
         except TraceFileError as exc:
             bad.append(str(exc))
     for line in bad:
@@ -120,7 +120,7 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
-    pairs = _regime_pairs(analysis, files) if args.regimes else {}  # may fail: before anything is written
+    pairs = _regime_pairs(analysis, [t.path for t in files]) if args.regimes else {}  # may fail: before anything is written
     written = write_report(analysis, args.out) if args.out else {}
     written = _save_regimes(pairs, written)
     if args.json:

@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
 from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
-from .traceio import TraceFileError, open_trace
+from .traceio import TraceFileError, TraceInfo, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
@@ -234,24 +234,24 @@ def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(group_by))
 
 
-def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] = (),
+def count_files(paths: Iterable[str | os.PathLike | TraceInfo], *, group_by: Sequence[str] = (),
                 batch_rows: int = BATCH_ROWS,
                 on_bad: Callable[[TraceFileError], None] | None = None) -> FitCounts:
-    """Stream validated trace files into :class:`FitCounts` (bounded memory).
+    """Stream trace files into :class:`FitCounts` (bounded memory).
 
-    A bad file raises :class:`TraceFileError`; with ``on_bad`` it is passed the error instead,
-    and the file's partial counts are rolled back (the state is copied before each file).
+    Each file is opened once: a path is checked here (:func:`goose_theory.traceio.check_trace`);
+    a :class:`~goose_theory.traceio.TraceInfo` (checked already, e.g. by the CLI before anything
+    is counted) is read with its parsed footer. A bad file raises :class:`TraceFileError`; with
+    ``on_bad`` it is passed the error instead, and the file's partial counts are rolled back (the
+    state is copied before each file).
     """
     acc = _Accumulator(check_group_by(group_by))
     names = []
-    for path in paths:
-        name = os.fspath(path)
+    for item in paths:
+        name = item.path if isinstance(item, TraceInfo) else os.fspath(item)
         saved = copy.deepcopy(acc) if on_bad is not None else None
         try:
-            pf = open_trace(name)
-            cols = acc.columns(pf.schema_arrow.names)
-            pf = pq.ParquetFile(name, read_dictionary=list(acc.string_cols))
-            _stream(acc, pf.iter_batches(batch_size=batch_rows, columns=cols), name)
+            _count_file(acc, item if isinstance(item, TraceInfo) else check_trace(name), batch_rows)
         except (pa.ArrowException, OSError) as exc:
             err = TraceFileError(f"{name}: unreadable data ({str(exc).splitlines()[0]})")
             if on_bad is None:
@@ -263,6 +263,12 @@ def count_files(paths: Iterable[str | os.PathLike], *, group_by: Sequence[str] =
             on_bad(err); acc = saved; continue
         names.append(name)
     return acc.finish(names)
+
+
+def _count_file(acc: _Accumulator, trace: TraceInfo, batch_rows: int) -> None:
+    """Stream one checked file: only the needed columns, strings as dictionaries."""
+    with trace.open(read_dictionary=list(acc.string_cols)) as pf:
+        _stream(acc, pf.iter_batches(batch_size=batch_rows, columns=acc.columns(trace.columns)), trace.path)
 
 
 def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), name: str = "<table>") -> FitCounts:

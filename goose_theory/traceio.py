@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -99,6 +100,37 @@ def write_trace(path: str | os.PathLike, columns: Mapping[str, Any], metadata: M
         pq.write_table(table, tmp, compression="zstd", row_group_size=1 << 20)
 
 
+@dataclass(frozen=True)
+class TraceInfo:
+    """A trace file that passed :func:`check_trace`: its path, parsed footer and arrow schema.
+
+    What a reader needs later without touching the footer again: :meth:`open` reopens the data
+    with this footer (no second footer read, no second validation), :attr:`columns` says which
+    optional columns were recorded, :meth:`metadata` is the decoded key-value metadata.
+    """
+
+    path: str
+    footer: pq.FileMetaData
+    schema: pa.Schema
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.footer.num_rows)
+
+    def open(self, *, read_dictionary: Sequence[str] | None = None) -> pq.ParquetFile:
+        """The file for reading, with the checked footer (``read_dictionary``: string columns
+        to read as dictionaries)."""
+        return pq.ParquetFile(self.path, metadata=self.footer, read_dictionary=read_dictionary)
+
+    def metadata(self) -> dict[str, Any]:
+        """Decoded key-value metadata, as :func:`trace_metadata`."""
+        return _decode_metadata(self.schema)
+
+
 def open_trace(path: str | os.PathLike) -> pq.ParquetFile:
     """Open and validate a trace file: readable parquet, v1, required columns, not empty."""
     name = os.fspath(path)
@@ -108,24 +140,50 @@ def open_trace(path: str | os.PathLike) -> pq.ParquetFile:
         raise TraceFileError(f"{name}: no such file") from None
     except (pa.ArrowException, OSError) as exc:
         raise TraceFileError(f"{name}: not a readable parquet file ({str(exc).splitlines()[0]})") from None
-    meta = pf.schema_arrow.metadata or {}
+    try:
+        _validate(name, pf.schema_arrow, pf.metadata.num_rows)
+    except TraceFileError:
+        pf.close()
+        raise
+    return pf
+
+
+def check_trace(path: str | os.PathLike) -> TraceInfo:
+    """:func:`open_trace`, keeping only what later readers need (the file is closed again), so a
+    long list of files can be checked up front without holding one open handle per file.
+
+    Example:
+        >>> check_trace("no-such.parquet")
+        Traceback (most recent call last):
+        ...
+        goose_theory.traceio.TraceFileError: no-such.parquet: no such file
+    """
+    with open_trace(path) as pf:
+        return TraceInfo(os.fspath(path), pf.metadata, pf.schema_arrow)
+
+
+def _validate(name: str, schema: pa.Schema, num_rows: int) -> None:
+    meta = schema.metadata or {}
     version = meta.get(VERSION_KEY)
     if version is None:
         raise TraceFileError(f"{name}: no goose_trace_version in the parquet metadata (not a goose trace)")
     if version.decode() != TRACE_VERSION:
         raise TraceFileError(f"{name}: goose_trace_version {version.decode()!r} is not supported (expected {TRACE_VERSION})")
-    missing = [c for c in REQUIRED_COLUMNS if c not in pf.schema_arrow.names]
+    missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise TraceFileError(f"{name}: missing required column(s) {', '.join(missing)}")
-    if pf.metadata.num_rows == 0:
+    if num_rows == 0:
         raise TraceFileError(f"{name}: the trace is empty (no rows)")
-    return pf
 
 
 def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:
     """Decoded key-value metadata (JSON values parsed where they parse)."""
+    return _decode_metadata(pf.schema_arrow)
+
+
+def _decode_metadata(schema: pa.Schema) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in (pf.schema_arrow.metadata or {}).items():
+    for key, value in (schema.metadata or {}).items():
         text = value.decode(errors="replace")
         try:
             out[key.decode()] = json.loads(text)

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -12,7 +13,7 @@ from goose_theory.fit import Z95, fit_counts, fit_traces, wilson
 from goose_theory.fitcounts import count_files, count_tables
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.topology import Topology
-from goose_theory.traceio import TraceFileError
+from goose_theory.traceio import TraceFileError, check_trace
 
 TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
                             (0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (4, "transition", 0)])
@@ -119,6 +120,47 @@ def test_rows_out_of_order_are_rejected():
     shuffled = table.take(np.r_[1, 0, 2:table.num_rows])
     with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
         count_tables([shuffled])
+
+
+def _footer_reads(monkeypatch) -> list[str]:
+    """Records every ParquetFile opened without a parsed footer (one that reads the footer)."""
+    reads: list[str] = []
+    real = pq.ParquetFile
+
+    def counting(source, *args, **kwargs):
+        if kwargs.get("metadata") is None:
+            reads.append(str(source))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetFile", counting)
+    return reads
+
+
+def test_count_files_reads_each_footer_once_and_takes_checked_files(tmp_path, monkeypatch):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    write_synthetic(a, SyntheticSpec(0.5, 0.1, (TREE,), prompts=3, cycles=10), seed=9)
+    write_synthetic(b, SyntheticSpec(0.5, 0.1, (DEEP,), prompts=3, cycles=10, run_id="r2"), seed=10)
+    ref = count_files([a, b])
+    checked = check_trace(b)
+    reads = _footer_reads(monkeypatch)
+    got = count_files([a, checked])
+    assert reads == [str(a)]  # the path once; the checked file not again
+    assert got.files == (str(a), str(b)) and got.shape_table.equals(ref.shape_table)
+    assert np.array_equal(got.spine_reached, ref.spine_reached)
+
+
+def test_bad_rows_in_a_checked_file_are_rolled_back_with_on_bad(tmp_path):
+    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
+    write_synthetic(good, SyntheticSpec(0.5, 0.1, (TREE,), prompts=3, cycles=10), seed=9)
+    table = pq.read_table(good)
+    pq.write_table(table.take(np.r_[1, 0, 2:table.num_rows]), bad)  # passes the check, fails counting
+    errors: list[str] = []
+    got = count_files([check_trace(bad), check_trace(good)], on_bad=lambda e: errors.append(str(e)))
+    assert len(errors) == 1 and errors[0].startswith(f"{bad}: ")
+    ref = count_files([good])
+    assert got.files == (str(good),) and got.shape_table.equals(ref.shape_table)
+    with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
+        count_files([check_trace(bad)])
 
 
 @pytest.fixture(scope="module")

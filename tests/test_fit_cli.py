@@ -171,3 +171,34 @@ def test_regimes_on_traces_it_cannot_fit_exits_2_and_writes_nothing(good, tmp_pa
     assert main([str(old), "--out", str(out), "--regimes", "--bootstrap", "50"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--regimes" in err and not out.exists()
+
+
+def test_each_file_footer_is_read_once(good, tmp_path, capsys, monkeypatch):
+    other = _rewrite(good, tmp_path / "copy.parquet")
+    reads: list[str] = []
+    real = pq.ParquetFile
+
+    def counting(source, *args, **kwargs):
+        if kwargs.get("metadata") is None:  # a ParquetFile without a parsed footer reads it
+            reads.append(str(source))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetFile", counting)
+    assert main([str(good), str(other), "--bootstrap", "50", "--json"]) == 0
+    assert sorted(reads) == sorted([str(good), str(other)])
+    assert json.loads(capsys.readouterr().out)["files"] == [str(good), str(other)]
+
+
+def test_bad_rows_found_while_counting_exit_2_or_skip(good, tmp_path, capsys):
+    import numpy as np
+    table = pq.read_table(good)
+    bad = tmp_path / "shuffled.parquet"
+    pq.write_table(table.take(np.r_[1, 0, 2:table.num_rows]), bad)  # a valid trace file, rows out of order
+    out = tmp_path / "out"
+    assert main([str(good), str(bad), "--out", str(out), "--bootstrap", "50"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and "root first" in err[0] and not out.exists()
+    assert main([str(good), str(bad), "--skip-bad", "--bootstrap", "50", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"skipped: {bad}: ") and captured.err.count("\n") == 1
+    assert json.loads(captured.out)["files"] == [str(good)]

@@ -1,0 +1,70 @@
+"""The trace reader: check_trace (validate once, keep the footer) against open_trace.
+
+(The writer's round trip through the runtime recorder is tested in test_tracing.py; bad files
+through the CLI in test_fit_cli.py.)"""
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+
+from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
+from goose_theory.topology import Topology
+from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
+
+TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    path = tmp_path_factory.mktemp("traces") / "good.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.2, (TREE,), prompts=3, cycles=5), seed=0)
+    return path
+
+
+def _bad(good, tmp):
+    table = pq.read_table(good)
+    meta = dict(table.schema.metadata)
+    pq.write_table(table.drop_columns(["match"]), tmp / "nomatch.parquet")
+    pq.write_table(table.replace_schema_metadata({**meta, b"goose_trace_version": b"2"}), tmp / "v2.parquet")
+    pq.write_table(table.slice(0, 0), tmp / "empty.parquet")
+    pq.write_table(table.replace_schema_metadata({}), tmp / "plain.parquet")
+    (tmp / "notes.parquet").write_text("this is not parquet\n")
+    return [tmp / n for n in ("nomatch.parquet", "v2.parquet", "empty.parquet", "plain.parquet", "notes.parquet",
+                              "absent.parquet")]
+
+
+def test_check_trace_keeps_what_open_trace_learns(good):
+    info = check_trace(good)
+    pf = open_trace(good)
+    assert isinstance(info, TraceInfo) and info.path == str(good)
+    assert info.num_rows == pf.metadata.num_rows == synthetic_table(
+        SyntheticSpec(0.6, 0.2, (TREE,), prompts=3, cycles=5), seed=0).num_rows
+    assert info.columns == pf.schema_arrow.names and info.schema == pf.schema_arrow
+    assert info.metadata() == trace_metadata(pf) and info.metadata()["synthetic"] is True
+
+
+def test_trace_info_reads_the_data_with_its_footer(good, monkeypatch):
+    info = check_trace(good)
+    made = []
+    real = pq.ParquetFile
+
+    def counting(*args, **kwargs):
+        made.append(kwargs.get("metadata"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pq, "ParquetFile", counting)
+    with info.open(read_dictionary=["source"]) as pf:
+        table = pf.read(columns=["source", "node"])
+    assert made == [info.footer]  # no second footer read
+    assert table.column("source").type.value_type == "string"  # read as a dictionary
+    assert table.equals(pq.read_table(good, columns=["source", "node"], read_dictionary=["source"]))
+
+
+def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
+    for path in _bad(good, tmp_path):
+        with pytest.raises(TraceFileError) as checked:
+            check_trace(path)
+        with pytest.raises(TraceFileError) as opened:
+            open_trace(path)
+        assert str(checked.value) == str(opened.value)
+        assert str(checked.value).startswith(f"{path}: ") and "\n" not in str(checked.value)
