@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from goose_runtime.kvcache import new_cache
+from goose_runtime.kvcache import cache_for
 from goose_runtime.model import load_model
 from goose_runtime.profile import depths, ternary_parents
 from goose_runtime.verify import MaskBuilder, forward
@@ -32,7 +32,7 @@ def time_forwards(model, context: int, size: int, rounds: int) -> tuple[dict[str
     masks = MaskBuilder(torch.float32, torch.device("cpu"))
     parent = ternary_parents(size)
     ids, pos = torch.arange(size) * 7 + 11, torch.tensor(depths(parent)) + context
-    cache, seconds, logits = new_cache(), {impl: [] for impl in IMPLS}, {}
+    cache, seconds, logits = cache_for(model), {impl: [] for impl in IMPLS}, {}
     forward(model, torch.arange(context) % 30000 + 100, torch.arange(context), masks.causal_mask(context), cache)
     for _ in range(rounds):
         for impl in IMPLS:

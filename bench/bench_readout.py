@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from goose_runtime.kvcache import new_cache
+from goose_runtime.kvcache import cache_for
 from goose_runtime.model import load_model
 from goose_runtime.profile import _prefix_ids, depths, ternary_parents
 from goose_runtime.verify import MaskBuilder, _blocked, forward
@@ -29,7 +29,7 @@ BLOCKS = (1024, 256, 64)
 
 def tree_logits(bundle, size: int, prefix_len: int = 256) -> torch.Tensor:
     """Logits (size, vocab) of a real tree forward (complete ternary tree) after a real prefix."""
-    masks, cache = MaskBuilder(torch.float32, bundle.device), new_cache()
+    masks, cache = MaskBuilder(torch.float32, bundle.device), cache_for(bundle.model)
     prefix = torch.tensor(_prefix_ids(bundle, prefix_len))
     forward(bundle.model, prefix[:-size], torch.arange(prefix_len - size), masks.causal_mask(prefix_len - size), cache)
     parent = ternary_parents(size)

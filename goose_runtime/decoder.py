@@ -29,7 +29,7 @@ from goose_theory.latency import LatencyProfile
 from .adjacency import AdjacencyTable
 from .dyntree import Calibration, DynamicPolicy
 from .goose import GoosePolicy, build_goose
-from .kvcache import compact, new_cache
+from .kvcache import cache_for, compact
 from .matcher import NO_MATCH, ContextMatcher
 from .methods import MethodError, MethodSpec
 from .model import ModelBundle
@@ -100,7 +100,7 @@ class Decoder:
                                       max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
         matcher = ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine) \
             if self.method.uses_matcher else None
-        cache = new_cache()
+        cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()
             self._prefill(prompt, cache)

@@ -1,16 +1,20 @@
-"""A KV cache that grows in place and compacts to the accepted path without copying itself.
+"""A KV cache that grows in place and compacts to the accepted path in one copy for all layers.
 
 transformers' ``DynamicLayer`` concatenates the whole cache on every forward (O(context) copies per
-cycle). :class:`GrowableLayer` keeps a preallocated buffer per layer (capacity doubles when full,
-amortised O(1) per token) and exposes ``keys``/``values`` as views of its filled part, so a forward
-writes only its new positions. After verification :func:`compact` keeps the accepted path: it
-gathers the accepted nodes' K/V (a handful of positions) into place and drops the rest by
-shortening the length -- nothing else moves. When the accepted nodes already sit right after the
-root (a chain accepted from its start) nothing is copied at all.
+cycle). Here every layer's K and V live in one buffer per kind, shaped (layers, heads, capacity,
+head_dim): the capacity doubles when full (amortised O(1) per token), a forward writes only its new
+positions, and a layer's ``keys``/``values`` are views of its slice, derived on access. After
+verification :func:`compact` keeps the accepted path: it gathers the accepted nodes' K/V (a
+handful of positions) into place for *all layers at once* -- one ``index_select`` and one copy per
+kind, where per-layer buffers needed 4 ops per layer (120 on a 30-layer model) -- and drops the
+rest by shortening the lengths. When the accepted nodes already sit right after the root (a chain
+accepted from its start) nothing is copied at all.
+
+Compromise: batch size 1 only (the decoder verifies one tree at a time).
 
 Example:
     >>> import torch
-    >>> cache = new_cache()
+    >>> cache = new_cache(num_layers=1)
     >>> k = torch.arange(5.).view(1, 1, 5, 1)
     >>> _ = cache.update(k, k, 0)
     >>> compact(cache, past=1, path=[0, 2, 3])   # keep the root (pos 1) and nodes 2, 3 (pos 3, 4)
@@ -23,50 +27,93 @@ import torch
 from transformers.cache_utils import Cache, DynamicLayer
 
 
-class GrowableLayer(DynamicLayer):
-    """One layer's K/V in a buffer of shape (batch, heads, capacity, head_dim)."""
+class KVStore:
+    """The K and V buffers of every layer of one cache: (layers, heads, capacity, head_dim) each."""
 
     initial_capacity = 256
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.device = key_states.device
-        self.length = 0
-        shape = list(key_states.shape)
-        shape[-2] = self.initial_capacity
-        self._kbuf = key_states.new_empty(shape)
-        vshape = list(value_states.shape)
-        vshape[-2] = self.initial_capacity
-        self._vbuf = value_states.new_empty(vshape)
-        self._refresh()
-        self.is_initialized = True
+    def __init__(self, num_layers: int) -> None:
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.num_layers = num_layers
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
 
-    def _refresh(self) -> None:
-        self.keys = self._kbuf[..., : self.length, :]
-        self.values = self._vbuf[..., : self.length, :]
+    def allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """Create the buffers from the first layer's states (their heads, head_dim, dtype, device)."""
+        if key_states.shape[0] != 1:
+            raise ValueError(f"the goose KV cache holds batch size 1, got {key_states.shape[0]}")
+        _, hk, _, dk = key_states.shape
+        _, hv, _, dv = value_states.shape
+        self.k = key_states.new_empty((self.num_layers, hk, self.initial_capacity, dk))
+        self.v = value_states.new_empty((self.num_layers, hv, self.initial_capacity, dv))
 
-    def _reserve(self, needed: int) -> None:
-        cap = self._kbuf.shape[-2]
+    def reserve(self, needed: int) -> None:
+        """Make room for ``needed`` positions in every layer, keeping what the buffers hold (all of
+        the old capacity is copied: mid-forward, the layers already updated hold more positions
+        than the rest)."""
+        old_cap = cap = self.k.shape[2]
         if needed <= cap:
             return
         while cap < needed:
             cap *= 2
-        for name in ("_kbuf", "_vbuf"):
+        for name in ("k", "v"):
             old = getattr(self, name)
-            shape = list(old.shape)
-            shape[-2] = cap
-            new = old.new_empty(shape)
-            new[..., : self.length, :] = old[..., : self.length, :]
+            new = old.new_empty(old.shape[:2] + (cap,) + old.shape[3:])
+            new[:, :, :old_cap] = old
             setattr(self, name, new)
+
+    def move(self, src: torch.Tensor, dst_start: int) -> None:
+        """In every layer, copy positions ``src`` (ascending, each >= its destination) to
+        ``dst_start, dst_start + 1, ...``."""
+        n = src.numel()
+        src = src.to(self.k.device, non_blocking=True)
+        self.k[:, :, dst_start: dst_start + n] = self.k.index_select(2, src)
+        self.v[:, :, dst_start: dst_start + n] = self.v.index_select(2, src)
+
+
+class GrowableLayer(DynamicLayer):
+    """One layer's view of a :class:`KVStore`: slice ``index`` of its buffers, ``length`` positions."""
+
+    def __init__(self, store: KVStore, index: int) -> None:
+        super().__init__()
+        self.store, self.index, self.length = store, index, 0
+
+    # keys/values are derived from the shared buffers on access, so they are never stale after
+    # compact() or a capacity change; transformers' own code only ever assigns None to them.
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return self.store.k[self.index: self.index + 1, :, : self.length] if self.is_initialized else None
+
+    @keys.setter
+    def keys(self, value) -> None:
+        if value is not None:
+            raise AttributeError("GrowableLayer.keys is a view of the shared KV buffer")
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return self.store.v[self.index: self.index + 1, :, : self.length] if self.is_initialized else None
+
+    @values.setter
+    def values(self, value) -> None:
+        if value is not None:
+            raise AttributeError("GrowableLayer.values is a view of the shared KV buffer")
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        if self.store.k is None:
+            self.store.allocate(key_states, value_states)
+        self.length = 0
+        self.is_initialized = True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        n = key_states.shape[-2]
-        self._reserve(self.length + n)
-        self._kbuf[..., self.length: self.length + n, :] = key_states
-        self._vbuf[..., self.length: self.length + n, :] = value_states
-        self.length += n
-        self._refresh()
+        n, start = key_states.shape[-2], self.length
+        self.store.reserve(start + n)
+        self.store.k[self.index, :, start: start + n] = key_states[0]
+        self.store.v[self.index, :, start: start + n] = value_states[0]
+        self.length = start + n
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -78,27 +125,23 @@ class GrowableLayer(DynamicLayer):
         if tokens_to_remove == 0 or not self.is_initialized:
             return
         self.length = max(0, self.length + tokens_to_remove)
-        self._refresh()
 
     def set_length(self, length: int) -> None:
         self.length = length
-        self._refresh()
-
-    def move(self, src: torch.Tensor, dst_start: int) -> None:
-        """Copy positions ``src`` (ascending, each >= its destination) to ``dst_start, dst_start+1, ...``."""
-        n = src.numel()
-        self._kbuf[..., dst_start: dst_start + n, :] = self._kbuf.index_select(-2, src)
-        self._vbuf[..., dst_start: dst_start + n, :] = self._vbuf.index_select(-2, src)
 
     def reset(self) -> None:
         self.length = 0
-        if self.is_initialized:
-            self._refresh()
 
 
-def new_cache() -> Cache:
-    """An empty cache whose layers are :class:`GrowableLayer` (created lazily, one per model layer)."""
-    return Cache(layer_class_to_replicate=GrowableLayer)
+def new_cache(num_layers: int) -> Cache:
+    """An empty cache for a model of ``num_layers`` layers (``model.config.num_hidden_layers``)."""
+    store = KVStore(num_layers)
+    return Cache(layers=[GrowableLayer(store, i) for i in range(num_layers)])
+
+
+def cache_for(model) -> Cache:
+    """An empty cache sized for ``model`` (a transformers causal LM)."""
+    return new_cache(model.config.get_text_config().num_hidden_layers)
 
 
 def compact(cache: Cache, past: int, path: list[int]) -> None:
@@ -108,7 +151,6 @@ def compact(cache: Cache, past: int, path: list[int]) -> None:
     if any(node != i for i, node in enumerate(path)):
         first = next(i for i, node in enumerate(path) if node != i)  # nodes before it are in place
         src = torch.tensor([past + node for node in path[first:]], dtype=torch.long)
-        for layer in cache.layers:
-            layer.move(src.to(layer._kbuf.device, non_blocking=True), past + first)
+        cache.layers[0].store.move(src, past + first)
     for layer in cache.layers:
-        layer.set_length(past + keep)
+        layer.length = past + keep

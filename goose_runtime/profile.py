@@ -60,14 +60,14 @@ def verify_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len:
     Uses the decoder's own pieces (growable KV cache, float tree mask, forward), so the numbers
     are what a cycle's ``verify_s`` measures.
     """
-    from .kvcache import new_cache
+    from .kvcache import cache_for
     from .verify import MaskBuilder, forward
 
     if repeats < 1 or not sizes or min(sizes) < 1:
         raise ValueError("verify_latency needs repeats >= 1 and sizes >= 1")
     model, device = bundle.model, bundle.device
     masks = MaskBuilder(bundle.dtype, device)
-    cache = new_cache()
+    cache = cache_for(model)
     prefix = torch.tensor(_prefix_ids(bundle, prefix_len), device=device)
     forward(model, prefix, torch.arange(prefix_len, device=device), masks.causal_mask(prefix_len), cache)
     gen = torch.Generator().manual_seed(seed)

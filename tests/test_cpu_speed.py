@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from goose_runtime.cpu_speed import OneDnnLinear, onednn_available, tune_for_cpu, untune
-from goose_runtime.kvcache import new_cache
+from goose_runtime.kvcache import cache_for
 from goose_runtime.model import tiny_random_bundle
 from goose_runtime.profile import ternary_parents
 from goose_runtime.verify import MaskBuilder, forward
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch build with
 def _tree_logits(model, prefix: list[int], q: int, seed: int) -> torch.Tensor:
     """Logits of a q-node tree forward after ``prefix`` in a growable cache, as the decoder runs it."""
     masks = MaskBuilder(torch.float32, torch.device("cpu"))
-    cache = new_cache()
+    cache = cache_for(model)
     n = len(prefix)
     with torch.inference_mode():
         forward(model, torch.tensor(prefix), torch.arange(n), masks.causal_mask(n), cache)

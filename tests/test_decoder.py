@@ -10,7 +10,7 @@ import torch
 
 from goose_theory.topology import Topology, save_topology
 from goose_runtime.decoder import DecodeConfig, Decoder
-from goose_runtime.kvcache import new_cache
+from goose_runtime.kvcache import cache_for
 from goose_runtime.methods import parse_method
 from goose_runtime.model import tiny_random_bundle
 from goose_runtime.trees import new_tree
@@ -33,7 +33,7 @@ def random_tree(rng: random.Random, n: int):
 
 def sequential_logits(model, prefix: list[int], path: list[int]) -> torch.Tensor:
     """Plain causal decoding of prefix + path, one token at a time; logits of the last token."""
-    cache, logits = new_cache(), None
+    cache, logits = cache_for(model), None
     for i, tok in enumerate(prefix + path):
         logits = model(input_ids=torch.tensor([[tok]]), position_ids=torch.tensor([[i]]), cache=cache,
                        use_cache=True).logits[0, -1]
@@ -51,7 +51,7 @@ def test_tree_scoring_equals_sequential_decoding(attn):
     tree = random_tree(rng, 14)
     masks = MaskBuilder(torch.float32, torch.device("cpu"))
     with torch.inference_mode():
-        cache = new_cache()
+        cache = cache_for(bundle.model)
         forward(bundle.model, torch.tensor(prefix), torch.arange(9), masks.causal_mask(9), cache)
         ids = torch.tensor(tree.token)
         logits = forward(bundle.model, ids, torch.tensor(tree.depth) + 9, masks.tree_mask(tree.parent, 9), cache)
