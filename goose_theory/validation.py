@@ -26,7 +26,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .topology import Topology
-from .yields import yield_with_fallback
+from .yields import fallback_model_name, yield_with_fallback
 
 
 def cluster_ratio_ci(numerators: Sequence[float], denominators: Sequence[float], *, n_boot: int = 2000,
@@ -75,5 +75,5 @@ def realised_prediction(trees: Iterable[tuple[tuple[int, ...], tuple[str, ...], 
         total += n
         weighted += result.expected_tau * n
         fallback_cycles += n if fell_back else 0
-    model = acceptance.model if not fallback_cycles else f"{acceptance.model} (independent on {fallback_cycles} cycles)"
-    return RealisedPrediction(float(weighted / total), total, model, len(counts))
+    return RealisedPrediction(float(weighted / total), total, fallback_model_name(acceptance.model, fallback_cycles),
+                              len(counts))
