@@ -1,4 +1,5 @@
-"""Slot fill: how often the runtime finds a candidate for a requested transition slot.
+"""Slot fill: how often the runtime finds a candidate for a requested transition slot; and which
+trace methods :mod:`goose_theory.regimefit` fits from.
 
 A slot without a candidate (the adjacency table has no entry of that rank for its context) is
 dropped with its subtree, so the fitted p_t's of :mod:`goose_theory.regimefit` are multiplied by
@@ -7,16 +8,24 @@ these rates.
 * :func:`slot_fill`: requested against filled transition slots by parent source, over the
   static-topology methods of the traces (their requested shape is in the trace metadata);
 * :func:`root_fill`: the root's rate in unmatched cycles of methods that always ask for root
-  transitions there (goose).
+  transitions there (goose);
+* :func:`filled_tau`: E[tau] of a tree with spare slots as the runtime fills it: slots drop out
+  (independently, at the fill rates), and the first ``budget`` remaining ones in fill order
+  (:func:`first_nodes`) are verified.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from .acceptance import Acceptance
 from .topology import Topology, topology_from_dict
+from .yields import yield_with_fallback
+
+BYPASS_LEN = 8  # goose's consensus bypass threshold (goose_runtime.goose.GoosePolicy.bypass_len)
 
 
 def slot_fill(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[float, float, float]:
@@ -81,3 +90,89 @@ def root_fill(nodes: pd.DataFrame) -> float | None:
         rates.append((len(starts), len(cycles)))
     got, total = sum(r[0] for r in rates), sum(r[1] for r in rates)
     return got / total if total else None
+
+
+def first_nodes(topology: Topology, budget: int) -> Topology:
+    """The first ``budget`` nodes in the runtime's fill order (breadth-first from the root, each
+    node's children in priority order): what a file's tree becomes when every slot is filled.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (1, "transition", 0), (0, "transition", 1)])
+        >>> first_nodes(t, 2).rank
+        (0, 0, 1)
+    """
+    queue, kept, head = [0], {0: 0}, 0
+    nodes = [(-1, "root", 0)]
+    names = ("root", "spine", "transition")
+    while head < len(queue) and len(nodes) - 1 < budget:
+        v = queue[head]; head += 1
+        for c in topology.child_lists[v]:
+            if len(nodes) - 1 >= budget:
+                break
+            kept[c] = len(nodes)
+            nodes.append((kept[v], names[topology.source[c]], int(topology.rank[c])))
+            queue.append(c)
+    return Topology.from_nodes(nodes, max_depth=topology.max_depth, max_spine=topology.max_spine)
+
+
+def filled_tau(topology: Topology, acceptance: Acceptance, fill: Sequence[float], budget: int, *,
+               samples: int = 64, seed: int = 0) -> float:
+    """Monte Carlo E[tau] of ``topology`` as the runtime builds it at ``budget``: each transition
+    slot exists with probability ``fill[parent source]`` (else it goes with its subtree), and the
+    first ``budget`` existing slots in fill order are verified. ``acceptance`` has the fill folded
+    in (as :func:`~goose_theory.regimefit.fit_regimes` returns it); it is divided out here.
+
+    Example:
+        >>> from goose_theory.acceptance import Acceptance
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1)])
+        >>> round(filled_tau(t, Acceptance.parse(0.0, [0.2, 0.1]), (1.0, 1.0, 1.0), 2), 6)
+        1.3
+    """
+    def unfold(values, f):
+        return None if values is None else tuple(min(x / f, 1.0) if f > 0 else 0.0 for x in values)
+    acc = replace(acceptance, p_t=unfold(acceptance.p_t, fill[0]), p_t_spine=unfold(acceptance.p_t_spine, fill[1]),
+                  p_t_chain=unfold(acceptance.p_t_chain, fill[2]))
+    rng = np.random.default_rng(seed)
+    names = ("root", "spine", "transition")
+    total = 0.0
+    for _ in range(samples):
+        keep, new, nodes = [True], {0: 0}, [(-1, "root", 0)]
+        for v in range(1, len(topology.parent)):
+            p = topology.parent[v]
+            ok = keep[p] and (topology.source[v] != 2 or rng.random() < fill[topology.source[p]])
+            keep.append(ok)
+            if ok:
+                new[v] = len(nodes)
+                nodes.append((new[p], names[topology.source[v]], int(topology.rank[v])))
+        sub = Topology.from_nodes(nodes, max_depth=topology.max_depth, max_spine=topology.max_spine)
+        total += yield_with_fallback(first_nodes(sub, budget), acc)[0].expected_tau
+    return total / samples
+
+
+def method_budgets(frames: Sequence[tuple[pd.DataFrame, dict]]) -> dict[str, int]:
+    """Configured budget of every tree method in the traces (label -> budget)."""
+    out: dict[str, int] = {}
+    for _, meta in frames:
+        for m in (meta.get("config") or {}).get("methods", []):
+            if m.get("budget") and m.get("name") not in ("ar", "pld"):
+                out[m["label"]] = int(m["budget"])
+    return out
+
+
+def nearest_methods(frames: Sequence[tuple[pd.DataFrame, dict]], budget: int) -> tuple[str, ...]:
+    """The tree methods whose budget is nearest to ``budget`` on a log scale (ties: all of them):
+    a tree harvests the adjacency table it later drafts from, so transition acceptance and slot
+    fill depend on the tree size."""
+    budgets = method_budgets(frames)
+    if not budgets:
+        return ()
+    dist = {k: abs(np.log(b / max(budget, 1))) for k, b in budgets.items()}
+    best = min(dist.values())
+    return tuple(sorted(k for k, d in dist.items() if d <= best + 1e-9))
+
+
+def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str, ...]:
+    """Labels of the trace methods that record which matched cycles were confident: goose with a
+    budget of at least ``BYPASS_LEN`` (its ``bypass``; a smaller goose never bypasses)."""
+    return tuple(sorted({m["label"] for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
+                         if m.get("name") == "goose" and int(m.get("budget") or 0) >= BYPASS_LEN}))

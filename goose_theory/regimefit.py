@@ -26,6 +26,12 @@ two regimes whose trees and acceptances differ. This module estimates, per regim
   fitted p_t's are multiplied by them, which is exact for "a slot without candidate is dropped
   with its subtree" when filling is independent of matching.
 
+With ``split=True`` (:func:`fit_regimes`) matched cycles are cut in two as the paper's goose cuts
+them: *confident* ones (several n-gram lengths agree and the match offers >= 8 tokens; goose's
+``bypass``, a bare chain) and the others, whose spine fails far more often (p_s(1) 0.5-0.85
+against 0.93). Only goose of budget >= 8 records the label, so the split is fitted from its
+cycles; ``psi_confident`` is the confident share of all tokens.
+
 The result feeds :mod:`goose_theory.regime` (prediction and optimisation).
 """
 from __future__ import annotations
@@ -38,7 +44,7 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .fitcheck import curve_test, spine_availability
-from .regimefill import root_fill, slot_fill
+from .regimefill import confident_methods, method_budgets, nearest_methods, root_fill, slot_fill  # noqa: F401
 from .traceio import open_trace, trace_metadata
 
 COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
@@ -60,11 +66,16 @@ class RegimeFit:
     fill: tuple[float, float, float]  # root, spine, transition parents
     cycles: int
     prompts: int
+    confident: Acceptance | None = None  # split fit: confident cycles (then ``matched``: the others)
+    psi_confident: float = 0.0           # their share of all tokens (included in ``psi``)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"psi": self.psi, "psi_ci95": list(self.psi_ci95), "matched": self.matched.to_dict(),
-                "unmatched": self.unmatched.to_dict(), "fill": dict(zip(SOURCES, self.fill)),
-                "cycles": self.cycles, "prompts": self.prompts}
+        out = {"psi": self.psi, "psi_ci95": list(self.psi_ci95), "matched": self.matched.to_dict(),
+               "unmatched": self.unmatched.to_dict(), "fill": dict(zip(SOURCES, self.fill)),
+               "cycles": self.cycles, "prompts": self.prompts}
+        if self.confident is not None:
+            out.update(confident=self.confident.to_dict(), psi_confident=self.psi_confident)
+        return out
 
 
 def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[tuple[pd.DataFrame, dict]]:
@@ -76,7 +87,7 @@ def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[t
         if missing:
             raise ValueError(f"{path}: no {', '.join(missing)} column (recorded before it existed; re-record "
                              f"the traces for the two-regime fit)")
-        frame = pf.read(columns=COLUMNS).to_pandas()
+        frame = pf.read(columns=COLUMNS + [c for c in ("bypass",) if c in pf.schema_arrow.names]).to_pandas()
         if benchmark is not None:
             frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)
         if len(frame):
@@ -84,8 +95,10 @@ def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[t
     return out
 
 
-def _annotate(frame: pd.DataFrame) -> pd.DataFrame:
-    """Adds the row of each node's cycle root and parent, the regime and the parent's source."""
+def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
+    """Adds the row of each node's cycle root and parent, the regime, the parent's source and
+    ``conf`` (1: a confident match, 0: another match, -1: unknown, i.e. no match or a method not
+    in ``known``, those that record it)."""
     node = frame["node"].to_numpy()
     idx = np.arange(len(frame))
     start = np.maximum.accumulate(np.where(node == 0, idx, 0))
@@ -101,7 +114,13 @@ def _annotate(frame: pd.DataFrame) -> pd.DataFrame:
     spine_hit[prow[hit]] = True
     sibling = np.where(prow >= 0, has_spine[np.maximum(prow, 0)], False)
     sibling_hit = np.where(prow >= 0, spine_hit[np.maximum(prow, 0)], False)
-    return frame.assign(start=start, regime=np.where(np.isnan(avail), -1, (avail > 0).astype(int)),
+    regime = np.where(np.isnan(avail), -1, (avail > 0).astype(int))
+    conf = np.full(len(frame), -1)
+    if "bypass" in frame and len(known):
+        bypass = frame["bypass"].to_numpy(dtype=float, na_value=np.nan)[start]
+        ok = (regime == 1) & frame["method"].isin(list(known)).to_numpy() & ~np.isnan(bypass)
+        conf[ok] = (bypass[ok] > 0).astype(int)
+    return frame.assign(start=start, regime=regime, conf=conf,
                         avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling,
                         spine_sibling_hit=sibling_hit)
 
@@ -183,28 +202,6 @@ def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tu
     return est, (float(lo), float(hi))
 
 
-def method_budgets(frames: Sequence[tuple[pd.DataFrame, dict]]) -> dict[str, int]:
-    """Configured budget of every tree method in the traces (label -> budget)."""
-    out: dict[str, int] = {}
-    for _, meta in frames:
-        for m in (meta.get("config") or {}).get("methods", []):
-            if m.get("budget") and m.get("name") not in ("ar", "pld"):
-                out[m["label"]] = int(m["budget"])
-    return out
-
-
-def nearest_methods(frames: Sequence[tuple[pd.DataFrame, dict]], budget: int) -> tuple[str, ...]:
-    """The tree methods whose budget is nearest to ``budget`` on a log scale (ties: all of them):
-    a tree harvests the adjacency table it later drafts from, so transition acceptance and slot
-    fill depend on the tree size."""
-    budgets = method_budgets(frames)
-    if not budgets:
-        return ()
-    dist = {k: abs(np.log(b / max(budget, 1))) for k, b in budgets.items()}
-    best = min(dist.values())
-    return tuple(sorted(k for k, d in dist.items() if d <= best + 1e-9))
-
-
 def _select(frames, methods):
     if not methods:
         return list(frames)
@@ -212,21 +209,59 @@ def _select(frames, methods):
     return [(f, meta) for f, meta in out if len(f)]
 
 
-def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (), seed: int = 0) -> RegimeFit:
+def _spine_curve(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int) -> list[float]:
+    """p_s(d) given the node exists, times a(d) = P(offered >= d | >= d - 1), in ``regime``."""
+    spine = nodes[nodes["reached"] & (nodes["node"] > 0) & (nodes["regime"] == regime) & (nodes["source"] == "spine")]
+    k, n = _rates(spine, by="depth", size=MAX_SPINE + 1)
+    p_s = _curve(k, n, start=1, fallback=0.0)
+    hist = np.bincount(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), minlength=MAX_SPINE + 1)
+    avail = spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE
+    return [(p_s[min(d, len(p_s)) - 1]) * a for d, a in enumerate(avail, start=1)]
+
+
+def _matched_acceptance(p_s_eff: list[float], p_t) -> Acceptance:
+    """A matched regime: transitions beside a spine child are the rates beside a failed one times
+    the chance that it failed (the exclusive model's sum stays <= 1)."""
+    deeper = float(np.mean(p_s_eff[1:6])) if len(p_s_eff) > 1 else 0.0  # spine children of spine nodes
+    return Acceptance.parse(p_s_eff, p_t("root_m", 0, 1.0 - p_s_eff[0]), "exclusive",
+                            p_t_spine=p_t("spine_m", 1, 1.0 - deeper), p_t_chain=p_t("chain_m", 2))
+
+
+def _relabel(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Confident matched cycles become regime 2; matched cycles of unknown confidence are dropped."""
+    nodes = nodes[(nodes["regime"] != 1) | (nodes["conf"] >= 0)]
+    return nodes.assign(regime=np.where(nodes["conf"] == 1, 2, nodes["regime"]))
+
+
+def _split(everything: pd.DataFrame, psi: float) -> tuple[pd.DataFrame, float] | None:
+    """Every method's rows relabelled (:func:`_relabel`) and the confident share of all tokens,
+    or None without both kinds of matched cycles."""
+    roots = everything[(everything["node"] == 0) & (everything["conf"] >= 0)]
+    if not (roots["conf"] == 1).any() or not (roots["conf"] == 0).any():
+        return None
+    kappa = float(roots.loc[roots["conf"] == 1, "tau"].sum() / roots["tau"].sum())  # among matched tokens
+    return _relabel(everything), psi * kappa
+
+
+def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (), seed: int = 0,
+                split: bool = False) -> RegimeFit:
     """Per-regime acceptance with slot fill folded in (see the module docstring), from the
     cycles of ``methods`` (default: all; see :func:`nearest_methods`). psi uses every method
-    with a matcher: it is a property of the text, not of the tree.
+    with a matcher: it is a property of the text, not of the tree. ``split``: fit confident
+    matched cycles apart (``confident``, ``psi_confident``; left None when the traces hold no
+    goose of budget >= 8 with both kinds of matched cycles).
 
-    Example: ``fit_regimes(read_frames(["traces/stdlib.parquet"]), methods=("goose@8",))``.
+    Example: ``fit_regimes(read_frames(["traces/stdlib.parquet"]), methods=("goose@8",), split=True)``.
     """
     if not frames:
         raise ValueError("no trace rows to fit")
-    everything = pd.concat([_annotate(f) for f, _ in frames], ignore_index=True)
+    known = confident_methods(frames) if split else ()
+    everything = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
     psi, psi_ci = psi_estimate(everything[everything["node"] == 0], seed=seed)
     frames = _select(frames, methods)
     if not frames:
         raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")
-    nodes = pd.concat([_annotate(f) for f, _ in frames], ignore_index=True)
+    nodes = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
     fill = slot_fill(frames)
     root = root_fill(nodes)
     if root is not None:
@@ -238,26 +273,29 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
                      for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
                      if m.get("label") in set(nodes["method"]))
         fill = (root, root, fill[2] if static else root)
-    roots = nodes[nodes["node"] == 0]
+    all_roots = nodes[nodes["node"] == 0]
+    cut = _split(everything, psi) if split else None
+    # spine acceptance is a property of the text: a split fit pools every known method for it
+    # (the rarer, non-confident matched cycles number only 9-13 per prompt set at budget 16)
+    spine_rows = cut[0] if cut is not None else nodes
+    if cut is not None:
+        nodes = _relabel(nodes)
+    spine_roots = spine_rows[spine_rows["node"] == 0]
     sel, ref = _slot_rows(nodes), _slot_rows(everything)
     ref["chain_m"] = pd.concat([ref["chain_m"], ref["chain_u"]])  # the rank shape of every chain
     for key in ("root_m", "spine_m"):  # rare (tens of nodes): level from every method, shape from
         if len(sel[key]) < MIN_ROWS:   # the plentiful root transitions of unmatched cycles
             sel[key] = ref[key]
         ref[key] = ref["root_u"]
-    spine = sel["spine"]
-    k, n = _rates(spine, by="depth", size=MAX_SPINE + 1)
-    p_s = _curve(k, n, start=1, fallback=0.0)
-    hist = np.bincount(roots.loc[roots["regime"] == 1, "avail"].to_numpy(dtype=np.int64), minlength=MAX_SPINE + 1)
-    avail = spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE
-    p_s_eff = [(p_s[min(d, len(p_s)) - 1]) * a for d, a in enumerate(avail, start=1)]
 
     def p_t(key: str, kind: int, miss: float = 1.0) -> list[float]:
         return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
 
-    deeper = float(np.mean(p_s_eff[1:6])) if len(p_s_eff) > 1 else 0.0  # spine children of spine nodes
-    matched = Acceptance.parse(p_s_eff, p_t("root_m", 0, 1.0 - p_s_eff[0]), "exclusive",
-                               p_t_spine=p_t("spine_m", 1, 1.0 - deeper), p_t_chain=p_t("chain_m", 2))
+    matched = _matched_acceptance(_spine_curve(spine_rows, spine_roots, 1), p_t)
+    # confident cycles are verified as bare chains in the traces: their transitions take the
+    # rates of the other matched cycles (beside a failed spine child), scaled by their own miss
+    confident = _matched_acceptance(_spine_curve(spine_rows, spine_roots, 2), p_t) if cut is not None else None
     unmatched = Acceptance.parse(0.0, p_t("root_u", 0), "exclusive", p_t_chain=p_t("chain_u", 2))
-    return RegimeFit(psi, psi_ci, matched, unmatched, fill, int(len(roots)),
-                     int(roots.groupby(["benchmark", "prompt_id"]).ngroups))
+    return RegimeFit(psi, psi_ci, matched, unmatched, fill, int(len(all_roots)),
+                     int(all_roots.groupby(["benchmark", "prompt_id"]).ngroups), confident,
+                     cut[1] if cut is not None else 0.0)

@@ -36,3 +36,28 @@ def test_root_fill_from_unmatched_goose_cycles():
     nodes = _annotate(frame)
     assert root_fill(nodes) == pytest.approx(FILL, abs=0.03)
     assert root_fill(nodes[nodes["regime"] == 1]) is None  # no unmatched cycle: unknown
+
+
+def test_filled_tau_against_the_fill_process():
+    """Two root slots, budget 1: the first slot that exists is verified, so
+    E[tau] = 1 + f a + (1 - f) f b for unfolded rates a, b (the fit folds f in)."""
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.regimefill import filled_tau
+    from goose_theory.topology import Topology
+
+    t = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1)])
+    f, a, b = 0.6, 0.5, 0.3
+    est = filled_tau(t, Acceptance.parse(0.0, [a * f, b * f]), (f, f, f), 1, samples=4000, seed=3)
+    assert est == pytest.approx(1 + f * a + (1 - f) * f * b, abs=0.01)
+    full = filled_tau(t, Acceptance.parse(0.0, [a, b]), (1.0, 1.0, 1.0), 2, samples=3)
+    assert full == pytest.approx(1 + a + b)
+
+
+def test_first_nodes_keeps_the_fill_order():
+    from goose_theory.regimefill import first_nodes
+    from goose_theory.topology import Topology
+
+    t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0),
+                             (3, "transition", 0)])
+    head = first_nodes(t, 3)
+    assert head.budget == 3 and head.spine_length == 2 and list(head.source).count(2) == 1

@@ -104,3 +104,53 @@ def test_rank_curve_borrows_the_reference_shape_past_sparse_ranks():
     curve = _rank_curve(sel, ref)
     assert curve[0] == pytest.approx(0.30)
     assert curve[1] == pytest.approx(0.10 * 0.30 / 0.40) and curve[2] == pytest.approx(0.02 * 0.30 / 0.40)
+
+
+P_CONF, P_OTHER, CONF_SHARE = 0.95, 0.5, 0.6
+
+
+def _split_frames(seed: int = 0, prompts: int = 60, cycles: int = 40):
+    """goose@8 cycles: unmatched, confident matched (p_s 0.95, recorded as bypass) and other matched
+    (p_s 0.5); 3-node spines; plus pld, a matcher method that records no confidence."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for p in range(prompts):
+        for method in ("goose@8", "pld"):
+            for c in range(cycles):
+                matched = rng.random() < 0.4
+                conf = matched and method == "goose@8" and rng.random() < CONF_SHARE
+                q = P_CONF if conf else (P_OTHER if method == "goose@8" else 0.99)
+                nodes, ok = [(-1, "root", 0, True)], True
+                for d in range(3 if matched else 0):
+                    hit = ok and rng.random() < q
+                    nodes.append((d, "spine", 0, hit)); ok = hit
+                tau = 1 + sum(n[3] for n in nodes[1:])
+                for i, (par, src, rank, match) in enumerate(nodes):
+                    rows.append({"benchmark": "b", "method": method, "prompt_id": str(p), "cycle": c, "node": i,
+                                 "parent": par, "source": src, "rank": rank, "depth": i, "match": bool(match),
+                                 "reached": par < 0 or bool(nodes[par][3]), "spine_avail": 20 if matched else 0,
+                                 "tau": tau, "bypass": bool(conf)})
+    meta = {"config": {"methods": [{"label": "goose@8", "name": "goose", "budget": 8, "topology": None},
+                                   {"label": "pld", "name": "pld", "budget": None, "topology": None}]}}
+    return [(pd.DataFrame(rows), meta)]
+
+
+def test_split_fit_separates_confident_matches():
+    frames = _split_frames()
+    fit = fit_regimes(frames, split=True)
+    assert fit.confident is not None
+    assert fit.confident.spine_q(1) == pytest.approx(P_CONF, abs=0.03)
+    assert fit.matched.spine_q(1) == pytest.approx(P_OTHER, abs=0.05)  # pld's unlabelled 0.99 left out
+    roots = _annotate(frames[0][0], ("goose@8",)).query("node == 0 and conf >= 0")
+    share = roots.loc[roots["conf"] == 1, "tau"].sum() / roots["tau"].sum()
+    assert fit.psi_confident == pytest.approx(fit.psi * share)
+    assert 0 < fit.psi_confident < fit.psi
+    assert fit.to_dict()["psi_confident"] == fit.psi_confident
+    plain = fit_regimes(frames)
+    assert plain.confident is None and plain.matched.spine_q(1) > fit.matched.spine_q(1)
+
+
+def test_split_needs_a_goose_that_records_bypass():
+    frames = _frames(prompts=4, cycles=20)  # goose@4: below the bypass length, so no labels
+    fit = fit_regimes(frames, split=True)
+    assert fit.confident is None and "confident" not in fit.to_dict()
