@@ -7,7 +7,9 @@ tree, budget B), ``auto`` (Goose's spine and transition candidates placed best-f
 acceptance, cut where tokens per second peak on the device's latency profile;
 :mod:`goose_runtime.dyntree`) and ``topology:NAME``
 (a fixed ``goose-topology/1`` file; NAME is the file stem; a two-regime file, one with
-``regimes.unmatched`` as ``goose loop`` writes, drafts that tree in cycles without a context match).
+``regimes.unmatched`` as ``goose loop`` writes, drafts that tree in cycles without a context match,
+and one with ``regimes.confident`` drafts that tree when the match is confident, i.e. several n-gram
+lengths agree and it offers at least ``min_match`` tokens, the paper's consensus-bypass condition).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
 smaller explicit budget truncates it breadth-first.
 
@@ -23,7 +25,7 @@ import os
 from dataclasses import dataclass
 
 from goose_theory.errors import InputError
-from goose_theory.regime import unmatched_topology
+from goose_theory.regime import confident_topology, unmatched_topology
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -41,7 +43,8 @@ class MethodError(InputError):
 @dataclass(frozen=True)
 class MethodSpec:
     """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any;
-    ``unmatched`` the tree a two-regime topology file drafts when the matcher offers nothing."""
+    ``unmatched`` the tree a two-regime topology file drafts when the matcher offers nothing;
+    ``confident`` the tree a regime file drafts for a confident match of >= ``min_match`` tokens."""
 
     name: str
     kind: str
@@ -49,6 +52,8 @@ class MethodSpec:
     topology: Topology | None = None
     k: int = 0
     unmatched: Topology | None = None
+    confident: Topology | None = None
+    min_match: int = 0
 
     @property
     def uses_adjacency(self) -> bool:
@@ -106,10 +111,12 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
         try:
             topo = load_topology(path)
             unmatched = unmatched_topology(topo)
+            confident, min_match = confident_topology(topo) or (None, 0)
         except TopologyError as exc:
             raise MethodError(f"bad topology: {exc}") from None
         b = topo.budget if budget is None else min(budget, topo.budget)
         name = os.path.splitext(os.path.basename(path))[0]
-        return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched)
+        return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
+                          min_match=min_match)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")

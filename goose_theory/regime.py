@@ -13,6 +13,11 @@ N psi / tau_M + N (1 - psi) / tau_U cycles, so the tokens per cycle are the weig
 The same argument prices time: seconds per token = psi t_M / tau_M + (1 - psi) t_U / tau_U, with
 t the cycle time at the expected number of nodes the runtime places in each regime.
 
+A third, *confident* regime (:func:`goose_theory.regimefit.fit_regimes` with ``split=True``:
+several n-gram lengths agree and the match is >= 8 tokens long, where the paper's goose verifies a
+bare chain) takes its share ``psi_confident`` out of ``psi``; the mix then has three terms and
+:func:`best_pair` gives it its own tree (the file's ``regimes.confident``).
+
 Optimising: tau is increasing in tau_M and tau_U, so the best single topology lies on their
 Pareto front; :func:`best_single` scans weights w and takes the ``optimal`` tree for the blended
 acceptance (spine q times w, root p_t mixed w : 1 - w; the objective w tau_M + (1 - w) tau_U is
@@ -36,9 +41,17 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .topology import SCHEMA, Topology, topology_from_dict
+from .regimefill import filled_tau
+from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 from .yields import yield_with_fallback
 
+# a pair's unmatched tree may be the optimum at OVERFILL x the budget: the runtime fills a file's
+# slots breadth-first up to the budget, dropping those the adjacency table has no candidate for,
+# so spare slots take the place of missing ones (held-out HumanEval, B = 14: 9.8 nodes placed per
+# unmatched cycle against 8.3 for the exact-budget tree, as goose's 9.3 from re-homing its budget)
+OVERFILL = 2
+FILL_SAMPLES = 256
+MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefit.BYPASS_LEN)
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 
 
@@ -52,21 +65,33 @@ class RegimeTau:
     psi: float
     nodes_matched: float
     nodes_unmatched: float
+    psi_confident: float = 0.0          # share of tokens from confident cycles (part of psi)
+    tau_confident: float = float("nan")
+    nodes_confident: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """The fields; the confident ones only for a three-regime prediction (JSON has no NaN)."""
+        out = dict(self.__dict__)
+        if math.isnan(self.tau_confident):
+            for key in ("psi_confident", "tau_confident", "nodes_confident"):
+                del out[key]
+        return out
 
 
-def harmonic_tau(tau_matched: float, tau_unmatched: float, psi: float) -> float:
-    """Tokens per cycle when a share ``psi`` of tokens comes from matched cycles.
+def harmonic_tau(tau_matched: float, tau_unmatched: float, psi: float, *, tau_confident: float = 1.0,
+                 psi_confident: float = 0.0) -> float:
+    """Tokens per cycle when a share ``psi`` of tokens comes from matched cycles (of it,
+    ``psi_confident`` from confident ones, at ``tau_confident``).
 
     Example:
         >>> round(harmonic_tau(8.0, 1.5, 0.7), 6)
         3.478261
+        >>> round(harmonic_tau(8.0, 1.5, 0.7, tau_confident=12.0, psi_confident=0.0), 6)
+        3.478261
     """
-    if not 0.0 <= psi <= 1.0:
-        raise ValueError(f"psi must lie in [0, 1], got {psi}")
-    return 1.0 / (psi / tau_matched + (1.0 - psi) / tau_unmatched)
+    if not 0.0 <= psi_confident <= psi <= 1.0:
+        raise ValueError(f"need 0 <= psi_confident <= psi <= 1, got {psi_confident}, {psi}")
+    return 1.0 / ((psi - psi_confident) / tau_matched + psi_confident / tau_confident + (1.0 - psi) / tau_unmatched)
 
 
 def _expected(topology: Topology, acceptance: Acceptance) -> tuple[float, float]:
@@ -82,12 +107,22 @@ def _expected(topology: Topology, acceptance: Acceptance) -> tuple[float, float]
 
 
 def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, psi: float,
-               unmatched_topology: Topology | None = None) -> RegimeTau:
+               unmatched_topology: Topology | None = None, *, confident: Acceptance | None = None,
+               psi_confident: float = 0.0, confident_topology: Topology | None = None,
+               fill: tuple[float, float, float] | None = None, budget: int | None = None) -> RegimeTau:
     """Two-regime expected tau of ``topology`` (or of a pair: ``unmatched_topology`` is used in
-    unmatched cycles)."""
+    unmatched cycles); with ``confident``, three regimes (``confident_topology`` in confident
+    cycles, else ``topology``). With ``fill`` and ``budget``, an unmatched tree of more than
+    ``budget`` slots is priced as the runtime fills it (:func:`~goose_theory.regimefill.filled_tau`)."""
     tm, nm = _expected(topology, matched)
     tu, nu = _expected(unmatched_topology or topology, unmatched)
-    return RegimeTau(harmonic_tau(tm, tu, psi), tm, tu, psi, nm, nu)
+    if fill is not None and budget is not None and unmatched_topology is not None and unmatched_topology.budget > budget:
+        tu, nu = filled_tau(unmatched_topology, unmatched, fill, budget, samples=FILL_SAMPLES), float(budget)
+    if confident is None:
+        return RegimeTau(harmonic_tau(tm, tu, psi), tm, tu, psi, nm, nu)
+    tc, nc = _expected(confident_topology or topology, confident)
+    return RegimeTau(harmonic_tau(tm, tu, psi, tau_confident=tc, psi_confident=psi_confident),
+                     tm, tu, psi, nm, nu, psi_confident, tc, nc)
 
 
 def blend(matched: Acceptance, unmatched: Acceptance, w: float) -> Acceptance:
@@ -111,6 +146,7 @@ class RegimeChoice:
     unmatched: Topology | None
     prediction: RegimeTau
     weight: float
+    confident: Topology | None = None
 
 
 def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
@@ -128,11 +164,20 @@ def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budge
     return best
 
 
-def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int, **limits: Any) -> RegimeChoice:
-    """One optimal tree per regime: each maximises its own regime's E[tau], hence the mix."""
+def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
+              confident: Acceptance | None = None, psi_confident: float = 0.0,
+              fill: tuple[float, float, float] = (1.0, 1.0, 1.0), **limits: Any) -> RegimeChoice:
+    """One optimal tree per regime (two, or three with ``confident``): each maximises its own
+    regime's E[tau], hence the mix. The unmatched one is the optimum at ``budget`` or, if
+    :func:`~goose_theory.regimefill.filled_tau` prices it higher at the slot ``fill`` rates, at
+    ``OVERFILL`` x ``budget`` (spare slots)."""
     tm = build_topology("optimal", matched, budget=budget, **limits).topology
-    tu = build_topology("optimal", unmatched, budget=budget, **limits).topology
-    return RegimeChoice(tm, tu, regime_tau(tm, matched, unmatched, psi, tu), 1.0)
+    tu = max((build_topology("optimal", unmatched, budget=k * budget, **limits).topology for k in (1, OVERFILL)),
+             key=lambda t: filled_tau(t, unmatched, fill, budget, samples=FILL_SAMPLES))
+    tc = build_topology("optimal", confident, budget=budget, **limits).topology if confident is not None else None
+    pred = regime_tau(tm, matched, unmatched, psi, tu, confident=confident, psi_confident=psi_confident,
+                      confident_topology=tc, fill=fill, budget=budget)
+    return RegimeChoice(tm, tu, pred, 1.0, tc)
 
 
 def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
@@ -144,20 +189,30 @@ def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
     return pred.psi * t(pred.nodes_matched) / pred.tau_matched + (1 - pred.psi) * t(pred.nodes_unmatched) / pred.tau_unmatched
 
 
-def export_topologies(fit: Any, budget: int, *, provenance: dict, **limits: Any) -> tuple[Topology, Topology]:
+def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = None,
+                      **limits: Any) -> tuple[Topology, Topology]:
     """(single, pair) topologies for a :class:`~goose_theory.regimefit.RegimeFit` at ``budget``,
-    each with its two-regime ``predicted_tau`` and the fit in its metadata. The pair's file holds
-    the matched tree and ``regimes.unmatched`` (read back by :func:`unmatched_topology`)."""
+    each with its ``predicted_tau`` and its fit in its metadata. The pair's file holds the matched
+    tree and ``regimes.unmatched`` (:func:`unmatched_topology`); given a ``split`` fit with a
+    confident regime, the pair comes from it and adds ``regimes.confident``
+    (:func:`confident_topology`; drafted when the match is confident and >= ``min_match`` long)."""
     single = best_single(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
-    pair = best_pair(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
-    common = {"acceptance": fit.matched.to_dict(), "regime_fit": fit.to_dict(),
-              "provenance": provenance}
     one = single.matched.with_meta(rule="regime-optimal", predicted_tau=single.prediction.tau,
-                                   regime_prediction=single.prediction.to_dict(), weight=single.weight, **common)
+                                   regime_prediction=single.prediction.to_dict(), weight=single.weight,
+                                   acceptance=fit.matched.to_dict(), regime_fit=fit.to_dict(), provenance=provenance)
+    if getattr(split, "confident", None) is None:
+        split = fit
+    pair = best_pair(split.matched, split.unmatched, split.psi, budget=budget, confident=getattr(split, "confident", None),
+                     psi_confident=getattr(split, "psi_confident", 0.0), fill=getattr(split, "fill", (1.0, 1.0, 1.0)),
+                     **limits)
     assert pair.unmatched is not None
-    two = pair.matched.with_meta(rule="regime-pair", predicted_tau=pair.prediction.tau,
-                                 regime_prediction=pair.prediction.to_dict(),
-                                 regimes={"unmatched": pair.unmatched.to_dict()}, **common)
+    regimes: dict[str, Any] = {"unmatched": pair.unmatched.to_dict()}
+    if pair.confident is not None:
+        regimes["confident"] = {**pair.confident.to_dict(), "min_match": MIN_MATCH}
+    two = pair.matched.with_meta(rule="regime-pair" if pair.confident is None else "regime-triple",
+                                 predicted_tau=pair.prediction.tau, regime_prediction=pair.prediction.to_dict(),
+                                 regimes=regimes, acceptance=split.matched.to_dict(), regime_fit=split.to_dict(),
+                                 provenance=provenance)
     return one, two
 
 
@@ -177,6 +232,27 @@ def unmatched_topology(topology: Topology) -> Topology | None:
     return topology_from_dict({**spec, "schema": SCHEMA})
 
 
+def confident_topology(topology: Topology) -> tuple[Topology, int] | None:
+    """The tree a regime file drafts when the match is confident (several n-gram lengths agree)
+    and offers at least ``min_match`` tokens (its ``regimes.confident``), with that length; None
+    for a file without one. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> c = {**t.to_dict(), "min_match": 8}
+        >>> tree, n = confident_topology(t.with_meta(regimes={"confident": c})); tree.budget, n
+        (1, 8)
+    """
+    spec = (topology.meta.get("regimes") or {}).get("confident")
+    if not spec:
+        return None
+    tree = topology_from_dict({**spec, "schema": SCHEMA})
+    n = spec.get("min_match", MIN_MATCH) if isinstance(spec, dict) else None
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise TopologyError(f"regimes.confident.min_match must be a positive integer, got {n!r}")
+    return tree, n
+
+
 def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: int,
                       provenance: dict) -> tuple[Topology, Topology, Any, tuple[str, ...]]:
     """Fit the two-regime model from trace ``files`` (one ``benchmark``'s rows, or all) using the
@@ -187,7 +263,9 @@ def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: in
     frames = read_frames(files, benchmark=benchmark)
     methods = tuple(nearest_methods(frames, budget))
     fit = fit_regimes(frames, methods=methods)
-    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)})
+    split = fit_regimes(frames, methods=methods, split=True)
+    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)},
+                                     split=split)
     return single, pair, fit, methods
 
 

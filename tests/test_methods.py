@@ -56,3 +56,35 @@ def test_invalid_topology_file(tmp_path):
 def test_bad_budget():
     with pytest.raises(MethodError, match="budget"):
         parse_method("goose", budget=0)
+
+
+def _regime_file(tmp_path, min_match=1):
+    matched = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (1, "transition", 0)])
+    # a bare 3-chain: no other tree of the file has a spine node at depth 2
+    confident = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0)])
+    path = tmp_path / "triple.json"
+    save_topology(matched.with_meta(regimes={"unmatched": unmatched.to_dict(),
+                                             "confident": {**confident.to_dict(), "min_match": min_match}}), path)
+    return path
+
+
+def test_regime_file_with_a_confident_tree(tmp_path):
+    m = parse_method(f"topology:{_regime_file(tmp_path, 8)}")
+    assert m.confident.spine_length == 3 and m.min_match == 8 and m.unmatched.spine_length == 0
+    assert parse_method("goose").confident is None
+    with pytest.raises(MethodError, match="min_match"):
+        parse_method(f"topology:{_regime_file(tmp_path, 0)}")
+
+
+def test_confident_tree_is_drafted_and_decoding_stays_lossless(tmp_path):
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.model import tiny_random_bundle
+
+    bundle = tiny_random_bundle()
+    prompt = [5, 6, 7, 8, 9, 10, 11] * 6  # repeats: every n-gram length agrees on what follows
+    config = DecodeConfig(max_new_tokens=24)
+    ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
+    run = Decoder(bundle, parse_method(f"topology:{_regime_file(tmp_path)}"), config).decode(prompt)
+    assert run.token_ids == ar.token_ids
+    assert any(max(c.spine_pos) >= 2 for c in run.cycles)  # only the confident tree reaches depth 2

@@ -121,3 +121,74 @@ def test_unmatched_topology_round_trips_through_a_file(tmp_path):
     save_topology(matched, tmp_path / "plain.json")
     assert unmatched_topology(load_topology(tmp_path / "pair.json")).parent == unmatched.parent
     assert unmatched_topology(load_topology(tmp_path / "plain.json")) is None
+
+
+C = Acceptance.parse([0.95, 0.95], [0.02, 0.01, 0.0], p_t_spine=[0.01, 0.0], p_t_chain=[0.4, 0.1, 0.02, 0.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 12), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_three_regimes_mix_harmonically(seed, n, psi, share):
+    t = random_topology(np.random.default_rng(seed), n, max_depth=4)
+    pc = psi * share
+    pred = regime_tau(t, M, U, psi, confident=C, psi_confident=pc)
+    tm, tu, tc = (exact_yield(t, a).expected_tau for a in (M, U, C))
+    assert pred.tau == pytest.approx(1.0 / ((psi - pc) / tm + pc / tc + (1 - psi) / tu), rel=1e-12)
+    assert pred.tau_confident == pytest.approx(tc) and pred.psi_confident == pc
+    assert regime_tau(t, M, U, psi, confident=C, psi_confident=0.0).tau == pytest.approx(regime_tau(t, M, U, psi).tau)
+
+
+def test_confident_regime_gets_its_own_tree_and_never_loses():
+    two = best_pair(M, U, 0.5, budget=8)
+    three = best_pair(M, U, 0.5, budget=8, confident=C, psi_confident=0.3)
+    assert three.confident is not None and three.confident.spine_length == 8  # p_s 0.95: a bare chain
+    # the same trees with the confident cycles drafted by the matched tree can only do worse
+    same = regime_tau(three.matched, M, U, 0.5, three.unmatched, confident=C, psi_confident=0.3)
+    assert three.prediction.tau >= same.tau - 1e-12
+    assert two.confident is None
+
+
+def test_unmatched_tree_with_spare_slots_when_slots_go_unfilled():
+    from goose_theory.regime import FILL_SAMPLES
+    from goose_theory.regimefill import filled_tau
+
+    fill = (0.5, 0.5, 0.9)
+    exact = best_pair(M, U, 0.4, budget=6)  # fill 1: spare slots cannot help
+    assert exact.unmatched.budget == 6
+    spare = best_pair(M, U, 0.4, budget=6, fill=fill)
+    assert spare.unmatched.budget in (6, 12)
+    # the better of the two priced as the runtime fills them (same Monte Carlo draws)
+    assert spare.prediction.tau_unmatched >= filled_tau(exact.unmatched, U, fill, 6, samples=FILL_SAMPLES) - 0.02
+
+
+def test_export_with_a_split_fit_writes_the_confident_tree(tmp_path):
+    from goose_theory.regime import MIN_MATCH, confident_topology
+    from goose_theory.topology import load_topology, save_topology
+
+    class Fit:
+        matched, unmatched, psi, confident, psi_confident, fill = M, U, 0.4, None, 0.0, (1.0, 1.0, 1.0)
+
+        @staticmethod
+        def to_dict():
+            return {"psi": 0.4}
+
+    class Split(Fit):
+        confident, psi_confident = C, 0.3
+
+    single, pair = export_topologies(Fit, 6, provenance={}, split=Split)
+    save_topology(pair, tmp_path / "t.json")
+    tree, n = confident_topology(load_topology(tmp_path / "t.json"))
+    assert n == MIN_MATCH and tree.budget == 6 and pair.meta["rule"] == "regime-triple"
+    assert pair.meta["regime_prediction"]["psi_confident"] == 0.3
+    assert confident_topology(single) is None
+    _, plain = export_topologies(Fit, 6, provenance={}, split=Fit)  # no confident regime: the old pair
+    assert plain.meta["rule"] == "regime-pair" and "confident" not in plain.meta["regimes"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "8", True, 2.5])
+def test_confident_topology_rejects_a_bad_min_match(bad):
+    from goose_theory.regime import confident_topology
+    from goose_theory.topology import TopologyError
+    t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    with pytest.raises(TopologyError, match="min_match"):
+        confident_topology(t.with_meta(regimes={"confident": {**t.to_dict(), "min_match": bad}}))
