@@ -115,7 +115,8 @@ def _trace_files(spec: str) -> list[str]:
 
 def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
-    budget, and write the matched/unmatched pair beside it; returns both paths."""
+    budget, and write the regime file beside it (matched/unmatched trees, plus a tree for
+    confident matches where the traces label them); returns both paths."""
     from goose_theory.regime import regime_topologies, save_regime_topologies
     from goose_theory.topology import load_topology
 
@@ -124,7 +125,8 @@ def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
                                                    provenance=old.meta.get("provenance") or {})
     pair_path = save_regime_topologies(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
-              f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} (pair), budget {old.budget}")
+              f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
+              f"budget {old.budget}")
     return [path, pair_path]
 
 
