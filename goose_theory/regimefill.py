@@ -1,5 +1,6 @@
-"""Slot fill: how often the runtime finds a candidate for a requested transition slot; and which
-trace methods :mod:`goose_theory.regimefit` fits from.
+"""Slot fill: how often the runtime finds a candidate for a requested transition slot; which
+trace methods :mod:`goose_theory.regimefit` fits from; and the matched share of tokens psi
+(:func:`psi_estimate`).
 
 A slot without a candidate (the adjacency table has no entry of that rank for its context) is
 dropped with its subtree, so the fitted p_t's of :mod:`goose_theory.regimefit` are multiplied by
@@ -176,3 +177,19 @@ def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str,
     budget of at least ``BYPASS_LEN`` (its ``bypass``; a smaller goose never bypasses)."""
     return tuple(sorted({m["label"] for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
                          if m.get("name") == "goose" and int(m.get("budget") or 0) >= BYPASS_LEN}))
+
+
+def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:
+    """Matched share of tokens over cycles with a known regime, with a bootstrap interval over
+    prompts (cycles of one prompt are correlated)."""
+    known = roots[roots["regime"] >= 0]
+    if known.empty:
+        return float("nan"), (float("nan"), float("nan"))
+    g = known.assign(mt=known["tau"] * known["regime"]).groupby(["benchmark", "prompt_id"])[["mt", "tau"]].sum()
+    num, den = g["mt"].to_numpy(float), g["tau"].to_numpy(float)
+    est = float(num.sum() / den.sum())
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, num.size, size=(n_boot, num.size))
+    draws = num[picks].sum(1) / np.maximum(den[picks].sum(1), 1e-300)
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return est, (float(lo), float(hi))

@@ -44,7 +44,9 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .fitcheck import curve_test, spine_availability
-from .regimefill import confident_methods, method_budgets, nearest_methods, root_fill, slot_fill  # noqa: F401
+from .regimefill import (confident_methods, method_budgets, nearest_methods, psi_estimate, root_fill,  # noqa: F401
+                         slot_fill)
+from .regimespare import SpineModel, end_rates
 from .traceio import open_trace, trace_metadata
 
 COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
@@ -68,6 +70,7 @@ class RegimeFit:
     prompts: int
     confident: Acceptance | None = None  # split fit: confident cycles (then ``matched``: the others)
     psi_confident: float = 0.0           # their share of all tokens (included in ``psi``)
+    spines: tuple[SpineModel | None, SpineModel | None] = (None, None)  # matched, confident: spare-slot pricing
 
     def to_dict(self) -> dict[str, Any]:
         out = {"psi": self.psi, "psi_ci95": list(self.psi_ci95), "matched": self.matched.to_dict(),
@@ -75,6 +78,7 @@ class RegimeFit:
                "cycles": self.cycles, "prompts": self.prompts}
         if self.confident is not None:
             out.update(confident=self.confident.to_dict(), psi_confident=self.psi_confident)
+        out["spines"] = [None if m is None else m.to_dict() for m in self.spines]
         return out
 
 
@@ -186,22 +190,6 @@ def _rank_curve(sel: pd.DataFrame, ref: pd.DataFrame, *, min_n: int = 30) -> lis
     return out
 
 
-def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:
-    """Matched share of tokens over cycles with a known regime, with a bootstrap interval over
-    prompts (cycles of one prompt are correlated)."""
-    known = roots[roots["regime"] >= 0]
-    if known.empty:
-        return float("nan"), (float("nan"), float("nan"))
-    g = known.assign(mt=known["tau"] * known["regime"]).groupby(["benchmark", "prompt_id"])[["mt", "tau"]].sum()
-    num, den = g["mt"].to_numpy(float), g["tau"].to_numpy(float)
-    est = float(num.sum() / den.sum())
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, num.size, size=(n_boot, num.size))
-    draws = num[picks].sum(1) / np.maximum(den[picks].sum(1), 1e-300)
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return est, (float(lo), float(hi))
-
-
 def _select(frames, methods):
     if not methods:
         return list(frames)
@@ -209,14 +197,12 @@ def _select(frames, methods):
     return [(f, meta) for f, meta in out if len(f)]
 
 
-def _spine_curve(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int) -> list[float]:
-    """p_s(d) given the node exists, times a(d) = P(offered >= d | >= d - 1), in ``regime``."""
+def _spine_model(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int, end: tuple[float, ...]) -> SpineModel:
+    """p_s(d) given the node exists and a(d) = P(offered >= d | >= d - 1), in ``regime``."""
     spine = nodes[nodes["reached"] & (nodes["node"] > 0) & (nodes["regime"] == regime) & (nodes["source"] == "spine")]
-    k, n = _rates(spine, by="depth", size=MAX_SPINE + 1)
-    p_s = _curve(k, n, start=1, fallback=0.0)
+    p_s = _curve(*_rates(spine, by="depth", size=MAX_SPINE + 1), start=1, fallback=0.0)
     hist = np.bincount(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), minlength=MAX_SPINE + 1)
-    avail = spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE
-    return [(p_s[min(d, len(p_s)) - 1]) * a for d, a in enumerate(avail, start=1)]
+    return SpineModel(tuple(p_s), spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE, end)
 
 
 def _matched_acceptance(p_s_eff: list[float], p_t) -> Acceptance:
@@ -291,11 +277,14 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     def p_t(key: str, kind: int, miss: float = 1.0) -> list[float]:
         return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
 
-    matched = _matched_acceptance(_spine_curve(spine_rows, spine_roots, 1), p_t)
+    # end-of-spine transitions: few in the traces (6-40 nodes), shrunk toward the chain rates
+    end = tuple(x * fill[1] for x in end_rates(everything, [x / fill[2] for x in p_t("chain_m", 2)]))
+    spines = [_spine_model(spine_rows, spine_roots, r, end) for r in ((1, 2) if cut is not None else (1,))]
+    matched = _matched_acceptance(spines[0].effective(), p_t)
     # confident cycles are verified as bare chains in the traces: their transitions take the
     # rates of the other matched cycles (beside a failed spine child), scaled by their own miss
-    confident = _matched_acceptance(_spine_curve(spine_rows, spine_roots, 2), p_t) if cut is not None else None
+    confident = _matched_acceptance(spines[1].effective(), p_t) if cut is not None else None
     unmatched = Acceptance.parse(0.0, p_t("root_u", 0), "exclusive", p_t_chain=p_t("chain_u", 2))
     return RegimeFit(psi, psi_ci, matched, unmatched, fill, int(len(all_roots)),
                      int(all_roots.groupby(["benchmark", "prompt_id"]).ngroups), confident,
-                     cut[1] if cut is not None else 0.0)
+                     cut[1] if cut is not None else 0.0, (spines[0], spines[1] if cut is not None else None))

@@ -154,3 +154,16 @@ def test_split_needs_a_goose_that_records_bypass():
     frames = _frames(prompts=4, cycles=20)  # goose@4: below the bypass length, so no labels
     fit = fit_regimes(frames, split=True)
     assert fit.confident is None and "confident" not in fit.to_dict()
+
+
+def test_spine_models_from_the_offered_lengths():
+    """Matched cycles offer 20 tokens in _frames: a(d) = 1 up to 20; p_s given existence is the
+    drawn P_S; the split fit adds the confident regime's model."""
+    fit = fit_regimes(_frames())
+    matched, confident = fit.spines
+    assert confident is None and matched.avail[:20] == (1.0,) * 20
+    assert matched.p_s[0] == pytest.approx(P_S, abs=0.05)
+    assert matched.effective()[0] == pytest.approx(fit.matched.spine_q(1))
+    assert fit.to_dict()["spines"][0]["avail"] == list(matched.avail)
+    split = fit_regimes(_split_frames(), split=True)
+    assert split.spines[1] is not None and split.spines[1].p_s[0] == pytest.approx(P_CONF, abs=0.03)
