@@ -41,8 +41,11 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
+from .regimefile import (MIN_MATCH, confident_topology, matched_topology, save_regime_topologies,  # noqa: F401
+                         unmatched_topology)
 from .regimefill import filled_tau
-from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
+from .regimespare import grow_spare, spare_tau
+from .topology import Topology
 from .yields import yield_with_fallback
 
 # a pair's unmatched tree may be the optimum at OVERFILL x the budget: the runtime fills a file's
@@ -51,7 +54,7 @@ from .yields import yield_with_fallback
 # unmatched cycle against 8.3 for the exact-budget tree, as goose's 9.3 from re-homing its budget)
 OVERFILL = 2
 FILL_SAMPLES = 256
-MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefit.BYPASS_LEN)
+SPARE = False  # spare matched slots need a runtime that drafts ``regimes.matched`` (see matched_topology)
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 
 
@@ -109,18 +112,27 @@ def _expected(topology: Topology, acceptance: Acceptance) -> tuple[float, float]
 def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, psi: float,
                unmatched_topology: Topology | None = None, *, confident: Acceptance | None = None,
                psi_confident: float = 0.0, confident_topology: Topology | None = None,
-               fill: tuple[float, float, float] | None = None, budget: int | None = None) -> RegimeTau:
+               fill: tuple[float, float, float] | None = None, budget: int | None = None,
+               spines: tuple[Any, Any] = (None, None)) -> RegimeTau:
     """Two-regime expected tau of ``topology`` (or of a pair: ``unmatched_topology`` is used in
     unmatched cycles); with ``confident``, three regimes (``confident_topology`` in confident
     cycles, else ``topology``). With ``fill`` and ``budget``, an unmatched tree of more than
-    ``budget`` slots is priced as the runtime fills it (:func:`~goose_theory.regimefill.filled_tau`)."""
+    ``budget`` slots is priced as the runtime fills it (:func:`~goose_theory.regimefill.filled_tau`),
+    and with ``spines`` (the fit's :class:`~goose_theory.regimespare.SpineModel` of the matched
+    and confident regimes) so are the matched and confident trees
+    (:func:`~goose_theory.regimespare.spare_tau`: match length, end-of-spine rates, spare slots)."""
     tm, nm = _expected(topology, matched)
     tu, nu = _expected(unmatched_topology or topology, unmatched)
-    if fill is not None and budget is not None and unmatched_topology is not None and unmatched_topology.budget > budget:
+    filled = fill is not None and budget is not None
+    if filled and unmatched_topology is not None and unmatched_topology.budget > budget:
         tu, nu = filled_tau(unmatched_topology, unmatched, fill, budget, samples=FILL_SAMPLES), float(budget)
+    if filled and spines[0] is not None:
+        tm, nm = spare_tau(topology, matched, spines[0], fill, budget)
     if confident is None:
         return RegimeTau(harmonic_tau(tm, tu, psi), tm, tu, psi, nm, nu)
     tc, nc = _expected(confident_topology or topology, confident)
+    if filled and spines[1] is not None:
+        tc, nc = spare_tau(confident_topology or topology, confident, spines[1], fill, budget)
     return RegimeTau(harmonic_tau(tm, tu, psi, tau_confident=tc, psi_confident=psi_confident),
                      tm, tu, psi, nm, nu, psi_confident, tc, nc)
 
@@ -147,6 +159,7 @@ class RegimeChoice:
     prediction: RegimeTau
     weight: float
     confident: Topology | None = None
+    matched_spare: Topology | None = None  # ``matched`` with spare slots (file: ``regimes.matched``)
 
 
 def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
@@ -166,18 +179,26 @@ def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budge
 
 def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
               confident: Acceptance | None = None, psi_confident: float = 0.0,
-              fill: tuple[float, float, float] = (1.0, 1.0, 1.0), **limits: Any) -> RegimeChoice:
+              fill: tuple[float, float, float] = (1.0, 1.0, 1.0), spines: tuple[Any, Any] = (None, None),
+              **limits: Any) -> RegimeChoice:
     """One optimal tree per regime (two, or three with ``confident``): each maximises its own
     regime's E[tau], hence the mix. The unmatched one is the optimum at ``budget`` or, if
     :func:`~goose_theory.regimefill.filled_tau` prices it higher at the slot ``fill`` rates, at
-    ``OVERFILL`` x ``budget`` (spare slots)."""
+    ``OVERFILL`` x ``budget`` (spare slots). With ``spines``, the matched and confident trees get
+    the spare slots that :func:`~goose_theory.regimespare.grow_spare` adds (up to ``OVERFILL`` x
+    ``budget`` slots); the matched one is then ``matched_spare`` beside the exact-budget ``matched``."""
     tm = build_topology("optimal", matched, budget=budget, **limits).topology
     tu = max((build_topology("optimal", unmatched, budget=k * budget, **limits).topology for k in (1, OVERFILL)),
              key=lambda t: filled_tau(t, unmatched, fill, budget, samples=FILL_SAMPLES))
     tc = build_topology("optimal", confident, budget=budget, **limits).topology if confident is not None else None
-    pred = regime_tau(tm, matched, unmatched, psi, tu, confident=confident, psi_confident=psi_confident,
-                      confident_topology=tc, fill=fill, budget=budget)
-    return RegimeChoice(tm, tu, pred, 1.0, tc)
+    spare = None
+    if spines[0] is not None:
+        spare = grow_spare(tm, matched, spines[0], fill, budget, max_slots=OVERFILL * budget)
+    if tc is not None and spines[1] is not None:
+        tc = grow_spare(tc, confident, spines[1], fill, budget, max_slots=OVERFILL * budget)
+    pred = regime_tau(spare or tm, matched, unmatched, psi, tu, confident=confident, psi_confident=psi_confident,
+                      confident_topology=tc, fill=fill, budget=budget, spines=spines)
+    return RegimeChoice(tm, tu, pred, 1.0, tc, spare)
 
 
 def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
@@ -189,13 +210,15 @@ def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
     return pred.psi * t(pred.nodes_matched) / pred.tau_matched + (1 - pred.psi) * t(pred.nodes_unmatched) / pred.tau_unmatched
 
 
-def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = None,
+def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = None, spare: bool = SPARE,
                       **limits: Any) -> tuple[Topology, Topology]:
     """(single, pair) topologies for a :class:`~goose_theory.regimefit.RegimeFit` at ``budget``,
     each with its ``predicted_tau`` and its fit in its metadata. The pair's file holds the matched
     tree and ``regimes.unmatched`` (:func:`unmatched_topology`); given a ``split`` fit with a
     confident regime, the pair comes from it and adds ``regimes.confident``
-    (:func:`confident_topology`; drafted when the match is confident and >= ``min_match`` long)."""
+    (:func:`confident_topology`; drafted when the match is confident and >= ``min_match`` long).
+    ``spare``: matched and confident trees with spare slots (:func:`best_pair`), the matched one
+    as ``regimes.matched`` (:func:`matched_topology`) beside the exact-budget tree."""
     single = best_single(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
     one = single.matched.with_meta(rule="regime-optimal", predicted_tau=single.prediction.tau,
                                    regime_prediction=single.prediction.to_dict(), weight=single.weight,
@@ -204,9 +227,11 @@ def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = N
         split = fit
     pair = best_pair(split.matched, split.unmatched, split.psi, budget=budget, confident=getattr(split, "confident", None),
                      psi_confident=getattr(split, "psi_confident", 0.0), fill=getattr(split, "fill", (1.0, 1.0, 1.0)),
-                     **limits)
+                     spines=getattr(split, "spines", (None, None)) if spare else (None, None), **limits)
     assert pair.unmatched is not None
     regimes: dict[str, Any] = {"unmatched": pair.unmatched.to_dict()}
+    if pair.matched_spare is not None and pair.matched_spare.budget > budget:
+        regimes["matched"] = pair.matched_spare.to_dict()
     if pair.confident is not None:
         regimes["confident"] = {**pair.confident.to_dict(), "min_match": MIN_MATCH}
     two = pair.matched.with_meta(rule="regime-pair" if pair.confident is None else "regime-triple",
@@ -216,45 +241,8 @@ def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = N
     return one, two
 
 
-def unmatched_topology(topology: Topology) -> Topology | None:
-    """The tree a two-regime topology file drafts in cycles without a context match (its
-    ``regimes.unmatched``), or None for a plain file. Raises ``TopologyError`` if it is malformed.
-
-    Example:
-        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
-        >>> u = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)])
-        >>> unmatched_topology(t.with_meta(regimes={"unmatched": u.to_dict()})).budget, unmatched_topology(t)
-        (1, None)
-    """
-    spec = (topology.meta.get("regimes") or {}).get("unmatched")
-    if not spec:
-        return None
-    return topology_from_dict({**spec, "schema": SCHEMA})
-
-
-def confident_topology(topology: Topology) -> tuple[Topology, int] | None:
-    """The tree a regime file drafts when the match is confident (several n-gram lengths agree)
-    and offers at least ``min_match`` tokens (its ``regimes.confident``), with that length; None
-    for a file without one. Raises ``TopologyError`` if it is malformed.
-
-    Example:
-        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
-        >>> c = {**t.to_dict(), "min_match": 8}
-        >>> tree, n = confident_topology(t.with_meta(regimes={"confident": c})); tree.budget, n
-        (1, 8)
-    """
-    spec = (topology.meta.get("regimes") or {}).get("confident")
-    if not spec:
-        return None
-    tree = topology_from_dict({**spec, "schema": SCHEMA})
-    n = spec.get("min_match", MIN_MATCH) if isinstance(spec, dict) else None
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise TopologyError(f"regimes.confident.min_match must be a positive integer, got {n!r}")
-    return tree, n
-
-
-def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: int,
-                      provenance: dict) -> tuple[Topology, Topology, Any, tuple[str, ...]]:
+def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: int, provenance: dict,
+                      spare: bool = SPARE) -> tuple[Topology, Topology, Any, tuple[str, ...]]:
     """Fit the two-regime model from trace ``files`` (one ``benchmark``'s rows, or all) using the
     trace methods whose budgets are nearest ``budget``, and export the (single, pair) topologies
     at ``budget``; also returns the fit and the methods used. Reads those rows into memory."""
@@ -265,16 +253,5 @@ def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: in
     fit = fit_regimes(frames, methods=methods)
     split = fit_regimes(frames, methods=methods, split=True)
     single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)},
-                                     split=split)
+                                     split=split, spare=spare)
     return single, pair, fit, methods
-
-
-def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:
-    """Write ``single`` to ``path`` (a ``.json`` file) and ``pair`` beside it as ``*-regimes.json``
-    (each atomically); returns the pair's path."""
-    from .topology import save_topology
-
-    pair_path = path[: -len(".json")] + "-regimes.json"
-    save_topology(single, path)
-    save_topology(pair, pair_path)
-    return pair_path

@@ -192,3 +192,30 @@ def test_confident_topology_rejects_a_bad_min_match(bad):
     t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     with pytest.raises(TopologyError, match="min_match"):
         confident_topology(t.with_meta(regimes={"confident": {**t.to_dict(), "min_match": bad}}))
+
+
+def test_spare_matched_slots_for_short_matches():
+    """Matches of 2 tokens: the exact-budget matched tree (a long spine) leaves slots empty; the
+    pair's spare tree fills them, is priced no lower by the same pricing, and is exported as
+    regimes.matched beside the exact-budget tree (whose budget the runtime verifies)."""
+    from goose_theory.regime import matched_topology
+    from goose_theory.regimespare import SpineModel, spare_tau
+
+    spine = SpineModel(p_s=(0.95,), avail=(1.0, 1.0, 0.0), end=(0.6, 0.05, 0.0))
+    pair = best_pair(C, U, 0.5, budget=6, spines=(spine, None))
+    assert pair.matched.budget == 6 and pair.matched_spare is not None and pair.matched_spare.budget > 6
+    assert pair.prediction.tau_matched == pytest.approx(spare_tau(pair.matched_spare, C, spine, (1.0, 1.0, 1.0), 6)[0])
+    assert pair.prediction.tau_matched > spare_tau(pair.matched, C, spine, (1.0, 1.0, 1.0), 6)[0]
+
+    class Fit:
+        matched, unmatched, psi, confident, psi_confident, fill = C, U, 0.5, None, 0.0, (1.0, 1.0, 1.0)
+        spines = (spine, None)
+
+        @staticmethod
+        def to_dict():
+            return {"psi": 0.5}
+
+    _, with_spare = export_topologies(Fit, 6, provenance={}, split=Fit, spare=True)
+    _, without = export_topologies(Fit, 6, provenance={}, split=Fit)
+    assert with_spare.budget == without.budget == 6
+    assert matched_topology(with_spare).budget == pair.matched_spare.budget and matched_topology(without) is None

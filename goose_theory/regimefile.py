@@ -1,0 +1,80 @@
+"""The regime file (``topology-<set>-regimes.json``): its extra trees and its writer.
+
+A regime file is a ``goose-topology/1`` file whose own tree is drafted in matched cycles and whose
+``meta.regimes`` may hold: ``unmatched`` (drafted when the matcher offers nothing), ``confident``
+(with ``min_match``: drafted for a confident match at least that long) and ``matched`` (the
+matched tree with spare slots beyond the file's budget; the file's own tree, of exactly the
+budget, sets how many nodes the runtime verifies). :mod:`goose_theory.regime` writes them.
+"""
+from __future__ import annotations
+
+from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
+
+MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefit.BYPASS_LEN)
+
+
+def _tree(topology: Topology, key: str) -> Topology | None:
+    spec = (topology.meta.get("regimes") or {}).get(key)
+    if not spec:
+        return None
+    return topology_from_dict({**spec, "schema": SCHEMA})
+
+
+def unmatched_topology(topology: Topology) -> Topology | None:
+    """The tree a two-regime topology file drafts in cycles without a context match (its
+    ``regimes.unmatched``), or None for a plain file. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> u = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)])
+        >>> unmatched_topology(t.with_meta(regimes={"unmatched": u.to_dict()})).budget, unmatched_topology(t)
+        (1, None)
+    """
+    return _tree(topology, "unmatched")
+
+
+def confident_topology(topology: Topology) -> tuple[Topology, int] | None:
+    """The tree a regime file drafts when the match is confident (several n-gram lengths agree)
+    and offers at least ``min_match`` tokens (its ``regimes.confident``), with that length; None
+    for a file without one. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> c = {**t.to_dict(), "min_match": 8}
+        >>> tree, n = confident_topology(t.with_meta(regimes={"confident": c})); tree.budget, n
+        (1, 8)
+    """
+    spec = (topology.meta.get("regimes") or {}).get("confident")
+    if not spec:
+        return None
+    tree = topology_from_dict({**spec, "schema": SCHEMA})
+    n = spec.get("min_match", MIN_MATCH) if isinstance(spec, dict) else None
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise TopologyError(f"regimes.confident.min_match must be a positive integer, got {n!r}")
+    return tree, n
+
+
+def matched_topology(topology: Topology) -> Topology | None:
+    """The matched tree with spare slots of a regime file (its ``regimes.matched``): drafted in
+    matched cycles in place of the file's own tree, filled breadth-first up to the file's own
+    budget, so spare slots are placed where spine slots beyond a short match drop out. None for
+    a file without one. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> s = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+        >>> matched_topology(t.with_meta(regimes={"matched": s.to_dict()})).budget, matched_topology(t)
+        (2, None)
+    """
+    return _tree(topology, "matched")
+
+
+def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:
+    """Write ``single`` to ``path`` (a ``.json`` file) and ``pair`` beside it as ``*-regimes.json``
+    (each atomically); returns the pair's path."""
+    from .topology import save_topology
+
+    pair_path = path[: -len(".json")] + "-regimes.json"
+    save_topology(single, path)
+    save_topology(pair, pair_path)
+    return pair_path

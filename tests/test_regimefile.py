@@ -1,0 +1,27 @@
+"""Regime files: the spare-slot matched tree (regimes.matched) round-trips through a file, and the
+writer puts the pair beside the single tree."""
+from __future__ import annotations
+
+import pytest
+
+from goose_theory.regimefile import matched_topology, save_regime_topologies, unmatched_topology
+from goose_theory.topology import Topology, TopologyError, load_topology
+
+BASE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
+SPARE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (1, "transition", 0)])
+
+
+def test_matched_tree_round_trips_and_the_writer_pairs_the_files(tmp_path):
+    pair = BASE.with_meta(regimes={"matched": SPARE.to_dict(), "unmatched": BASE.to_dict()})
+    path = save_regime_topologies(BASE, pair, str(tmp_path / "topology-x.json"))
+    assert path.endswith("topology-x-regimes.json")
+    loaded = load_topology(path)
+    assert loaded.budget == 2 and matched_topology(loaded).parent == SPARE.parent
+    assert matched_topology(load_topology(tmp_path / "topology-x.json")) is None
+    assert unmatched_topology(loaded).parent == BASE.parent
+
+
+def test_a_malformed_matched_tree_is_one_topology_error():
+    bad = {**SPARE.to_dict(), "nodes": [{"parent": -1, "source": "root", "rank": 0}, {"parent": 5, "source": "spine", "rank": 0}]}
+    with pytest.raises(TopologyError):
+        matched_topology(BASE.with_meta(regimes={"matched": bad}))
