@@ -1,0 +1,93 @@
+"""Is the cost-aware budget the fastest? The main job's export at several budgets, side by side.
+
+``goose loop`` fits the shipped traces, picks a budget per prompt set from this device's latency
+profile (the cost-aware choice: the budget whose predicted tau per predicted cycle time is best),
+exports the optimised topologies at that budget and validates them on held-out prompts. This
+benchmark exports the same optimised topologies (``goose_theory.regime.regime_topologies``, the
+loop's own export) at every budget in ``--budgets`` *and* at the cost-aware one, and decodes them
+all in one run on the same held-out prompts (``goose_runtime.validate.validate_benchmark``: prompts
+outer, methods inner, with ``ar`` and the paper's ``goose`` at each budget), so their tokens/s are
+comparable. Printed per set: budget, measured tau, tokens/s and speedup of each export; which
+budget the cost-aware rule chose, and its speed against the fastest measured.
+
+Usage:
+    .venv/bin/python bench/bench_budget_choice.py --budgets 4,8,16,32 --limit 5 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+import torch
+
+from goose_theory.fit import fit_traces
+from goose_theory.fitanalysis import analyze
+from goose_theory.regime import regime_topologies, save_regime_topologies
+from goose_theory.topology import load_topology
+from goose_runtime.decoder import DecodeConfig
+from goose_runtime.fit_report import write_report
+from goose_runtime.model import load_model
+from goose_runtime.profile import device_profile
+from goose_runtime.validate import validate_benchmark
+from goose_runtime.validate_cli import _trace_files
+
+
+def export_at(files: list[str], bench: str, budget: int, provenance: dict, out_dir: str) -> str:
+    """The loop's optimised topology file for ``bench`` at ``budget`` (the file with its regimes)."""
+    single, pair, _, _ = regime_topologies(files, benchmark=bench, budget=budget, provenance=provenance)
+    return save_regime_topologies(single, pair, os.path.join(out_dir, f"topology-{bench}-b{budget}.json"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", default="traces")
+    ap.add_argument("--sets", default="humaneval,mtbench,stdlib")
+    ap.add_argument("--budgets", default="4,8,16,32")
+    ap.add_argument("--limit", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="bench/results/bench_budget_choice.json")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    files = _trace_files(args.traces)
+    bundle = load_model(device="cpu")
+    profile, profile_path = device_profile(bundle, dtype="float32")
+    fit = fit_traces(files, group_by=("benchmark",), n_boot=100, seed=0)
+    out_dir = tempfile.mkdtemp(prefix="goose-budgets-")
+    written = write_report(analyze(fit, latency=profile), out_dir)  # the cost-aware budget per set
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens, record=True)
+    report, t0 = {"latency": profile_path, "threads": args.threads, "sets": {}}, time.time()
+    for bench, path in sorted(written.items()):  # one group per set: its label is the set's name
+        if bench not in args.sets.split(","):
+            continue
+        fitted = load_topology(path)
+        chosen, provenance = fitted.budget, fitted.meta.get("provenance") or {}
+        budgets = sorted({int(b) for b in args.budgets.split(",")} | {chosen})
+        paths = [export_at(files, bench, b, provenance, out_dir) for b in budgets]
+        rows, _ = validate_benchmark(bundle, bench, paths, limit=args.limit, config=config)
+        report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}
+        print_set(bench, chosen, rows)
+    report["wall_s"] = round(time.time() - t0)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(report, fh, indent=1)
+    return 0
+
+
+def print_set(bench: str, chosen: int, rows) -> None:
+    print(f"\n{bench}: cost-aware budget {chosen}")
+    print(f"{'method':>28s} {'budget':>6s} {'tau':>6s} {'tok/s':>7s} {'speedup':>7s}")
+    for r in sorted(rows, key=lambda r: (not r.method.startswith("topology"), r.budget, r.method)):
+        print(f"{r.method[-28:]:>28s} {r.budget:6d} {r.measured_tau:6.3f} {r.tokens_per_s:7.2f} {r.speedup_vs_ar:7.3f}")
+    exports = [r for r in rows if r.method.startswith("topology")]
+    best = max(exports, key=lambda r: r.tokens_per_s)
+    mine = next(r for r in exports if r.budget == chosen)
+    print(f"cost-aware export: {mine.tokens_per_s:.2f} tok/s; fastest export: budget {best.budget}, "
+          f"{best.tokens_per_s:.2f} tok/s (cost-aware at {mine.tokens_per_s / best.tokens_per_s:.3f}x the fastest)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
