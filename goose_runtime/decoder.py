@@ -154,6 +154,8 @@ class Decoder:
             return build_from_topology(m.unmatched, match, self.adjacency, before, anchor, budget=m.budget)
         if m.confident is not None and match.high_confidence and len(match) >= m.min_match:
             return build_from_topology(m.confident, match, self.adjacency, before, anchor, budget=m.budget)
+        if m.matched is not None and match:  # spare slots stand in for spine slots past a short match
+            return build_from_topology(m.matched, match, self.adjacency, before, anchor, budget=m.budget)
         return build_from_topology(m.topology, match, self.adjacency, before, anchor,
                                    mixed=m.kind == "mixed-iso", budget=m.budget)
 

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 
 from goose_theory.errors import InputError
-from goose_theory.regime import confident_topology, unmatched_topology
+from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -44,7 +44,8 @@ class MethodError(InputError):
 class MethodSpec:
     """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any;
     ``unmatched`` the tree a two-regime topology file drafts when the matcher offers nothing;
-    ``confident`` the tree a regime file drafts for a confident match of >= ``min_match`` tokens."""
+    ``confident`` the tree a regime file drafts for a confident match of >= ``min_match`` tokens;
+    ``matched`` the tree with spare slots it drafts for any other match (else ``topology``)."""
 
     name: str
     kind: str
@@ -54,6 +55,7 @@ class MethodSpec:
     unmatched: Topology | None = None
     confident: Topology | None = None
     min_match: int = 0
+    matched: Topology | None = None
 
     @property
     def uses_adjacency(self) -> bool:
@@ -112,11 +114,12 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
             topo = load_topology(path)
             unmatched = unmatched_topology(topo)
             confident, min_match = confident_topology(topo) or (None, 0)
+            matched = matched_topology(topo)
         except TopologyError as exc:
             raise MethodError(f"bad topology: {exc}") from None
         b = topo.budget if budget is None else min(budget, topo.budget)
         name = os.path.splitext(os.path.basename(path))[0]
         return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
-                          min_match=min_match)
+                          min_match=min_match, matched=matched)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from goose_theory.topology import Topology, save_topology
 from goose_runtime.methods import MethodError, parse_method
+from goose_runtime.trees import build_from_topology
 
 
 def test_canonical_names_and_budgets():
@@ -88,3 +90,49 @@ def test_confident_tree_is_drafted_and_decoding_stays_lossless(tmp_path):
     run = Decoder(bundle, parse_method(f"topology:{_regime_file(tmp_path)}"), config).decode(prompt)
     assert run.token_ids == ar.token_ids
     assert any(max(c.spine_pos) >= 2 for c in run.cycles)  # only the confident tree reaches depth 2
+
+
+def _spare_file(tmp_path):
+    # the file's own tree: a 3-node spine; regimes.matched: the same spine plus spare transition slots
+    own = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0)])
+    spare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
+                                 (0, "transition", 0), (0, "transition", 1), (1, "transition", 0)])
+    path = tmp_path / "spare.json"
+    save_topology(own.with_meta(regimes={"matched": spare.to_dict()}), path)
+    return path
+
+
+def test_matched_tree_with_spare_slots_fills_what_a_short_match_leaves(tmp_path):
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.matcher import Match
+    from goose_runtime.model import tiny_random_bundle
+
+    spec = parse_method(f"topology:{_spare_file(tmp_path)}")
+    assert spec.budget == 3 and spec.matched.budget == 6
+    dec = Decoder(tiny_random_bundle(), spec, DecodeConfig(max_new_tokens=8))
+    dec.adjacency.update(np.array([-1, 7]), np.array([7, 9]), np.array([[20, 21], [22, 23]]),
+                         np.array([[1.0, 0.5], [1.0, 0.5]], dtype=np.float32))
+
+    class _Short:  # the matcher offers one token, not confident
+        def match(self):
+            return Match(tokens=(9,), ngram=3, consensus=1, lengths_agree=1)
+
+    tree = dec._build([5, 7], _Short())
+    # spine slot at depth 1 is filled, the ones past the match drop; the spare root slots take
+    # their place, breadth-first, up to the file's budget of 3
+    assert tree.token == [7, 9, 20, 21] and tree.n_nodes - 1 == 3
+    own = build_from_topology(spec.topology, Match(tokens=(9,), ngram=3, consensus=1, lengths_agree=1),
+                              dec.adjacency, 5, 7, budget=3)
+    assert own.n_nodes - 1 == 1  # without spare slots the short match leaves two of three unused
+
+
+def test_spare_matched_tree_decodes_losslessly(tmp_path):
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.model import tiny_random_bundle
+
+    bundle = tiny_random_bundle()
+    prompt = [5, 6, 7, 8, 9, 10, 11] * 3 + [5, 6, 12, 13]
+    config = DecodeConfig(max_new_tokens=24)
+    ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
+    run = Decoder(bundle, parse_method(f"topology:{_spare_file(tmp_path)}"), config).decode(prompt)
+    assert run.token_ids == ar.token_ids
