@@ -167,3 +167,14 @@ def test_spine_models_from_the_offered_lengths():
     assert fit.to_dict()["spines"][0]["avail"] == list(matched.avail)
     split = fit_regimes(_split_frames(), split=True)
     assert split.spines[1] is not None and split.spines[1].p_s[0] == pytest.approx(P_CONF, abs=0.03)
+
+
+def test_rank_curve_never_rises_with_rank():
+    """Candidates come best-first: a fitted rate above the one of a better rank is noise."""
+    from goose_theory.regimefit import _rank_curve
+
+    sel = pd.DataFrame([{"rank": r, "match": i < k} for r, (k, n) in {0: (40, 100), 1: (2, 100), 2: (9, 100)}.items()
+                        for i in range(n)])
+    curve = _rank_curve(sel, sel)
+    assert curve[0] == pytest.approx(0.40) and curve[1] == pytest.approx(0.02) and curve[2] == pytest.approx(0.02)
+    assert all(a >= b for a, b in zip(curve, curve[1:]))
