@@ -22,7 +22,9 @@ Optimising: tau is increasing in tau_M and tau_U, so the best single topology li
 Pareto front; :func:`best_single` scans weights w and takes the ``optimal`` tree for the blended
 acceptance (spine q times w, root p_t mixed w : 1 - w; the objective w tau_M + (1 - w) tau_U is
 then additive over nodes), scoring each candidate exactly by the harmonic mean.
-:func:`best_pair` gives one tree per regime (a runtime that switches on "no match").
+:func:`best_pair` gives one tree per regime (a runtime that switches on "no match"); with the
+fit's spine models it prices the matched and confident trees as the runtime fills them for a match
+of random length and gives them spare slots (:mod:`goose_theory.regimespare`).
 
 Example:
     >>> from goose_theory.acceptance import Acceptance
@@ -54,7 +56,10 @@ from .yields import yield_with_fallback
 # unmatched cycle against 8.3 for the exact-budget tree, as goose's 9.3 from re-homing its budget)
 OVERFILL = 2
 FILL_SAMPLES = 256
-SPARE = False  # spare matched slots need a runtime that drafts ``regimes.matched`` (see matched_topology)
+# regime files carry the matched tree with spare slots as ``regimes.matched`` (held-out stdlib,
+# B 8/16/18: 3.575/4.089/4.116 against goose@B's 3.546/4.063/4.103 when drafted; docs/two-regime.md
+# section 5); a runtime that does not draft it uses the file's own exact-budget tree as before
+SPARE = True
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 
 

@@ -216,6 +216,6 @@ def test_spare_matched_slots_for_short_matches():
             return {"psi": 0.5}
 
     _, with_spare = export_topologies(Fit, 6, provenance={}, split=Fit, spare=True)
-    _, without = export_topologies(Fit, 6, provenance={}, split=Fit)
+    _, without = export_topologies(Fit, 6, provenance={}, split=Fit, spare=False)
     assert with_spare.budget == without.budget == 6
     assert matched_topology(with_spare).budget == pair.matched_spare.budget and matched_topology(without) is None
