@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from goose_runtime.trees import DraftTree, new_tree
-from goose_runtime.verify import blocked_topk, greedy_walk, top_candidates, tree_visibility
+from goose_runtime.verify import _blocked, blocked_topk, greedy_walk, top_candidates, tree_visibility
 
 
 @pytest.mark.parametrize("q,vocab,k", [(1, 49152, 1), (9, 49152, 10), (3, 151936, 10), (4, 1000, 3),
@@ -24,6 +24,13 @@ def test_blocked_topk_finds_a_top_k_crowded_into_one_block():
     logits[:, 1024:1034] = torch.arange(10, 0, -1, dtype=torch.float32)  # all ten in one block
     assert blocked_topk(logits, 10)[1].tolist() == [list(range(1024, 1034))] * 2
     assert blocked_topk(logits[:1], 10, block=64)[1].tolist() == [list(range(1024, 1034))]  # one row, blocked
+
+
+def test_one_row_is_read_with_torch_topk_and_several_rows_blocked():
+    logits = torch.randn(3, 49152, generator=torch.Generator().manual_seed(5))
+    assert _blocked(logits[:1], 10)[2].shape == (1, 49152)        # one row: the whole vocabulary
+    assert _blocked(logits, 10)[2].shape == (3, 10 * 64)          # ten blocks of 64 columns a row
+    assert _blocked(logits[:1], 10, block=64)[2].shape == (1, 640)  # unless a block is asked for
 
 
 def test_top_candidates_scores():
