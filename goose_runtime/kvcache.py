@@ -10,7 +10,11 @@ kind, where per-layer buffers needed 4 ops per layer (120 on a 30-layer model) -
 rest by shortening the lengths. When the accepted nodes already sit right after the root (a chain
 accepted from its start) nothing is copied at all.
 
-Compromise: batch size 1 only (the decoder verifies one tree at a time).
+Compromises: batch size 1 only (the decoder verifies one tree at a time); all layers on one device
+(no ``device_map`` split across GPUs); growing the capacity briefly holds the old and the new
+buffers of every layer; transformers' offloading and beam helpers (``offload``, ``prefetch``,
+``reorder_cache``, ``batch_*``) are not supported -- they assign tensors to ``keys``/``values``, which
+raises.
 
 Example:
     >>> import torch
@@ -80,7 +84,8 @@ class GrowableLayer(DynamicLayer):
         self.store, self.index, self.length = store, index, 0
 
     # keys/values are derived from the shared buffers on access, so they are never stale after
-    # compact() or a capacity change; transformers' own code only ever assigns None to them.
+    # compact() or a capacity change. transformers' __init__/reset assign None (accepted); its
+    # offloading and beam helpers assign tensors (unsupported here: they raise).
     @property
     def keys(self) -> torch.Tensor | None:
         return self.store.k[self.index: self.index + 1, :, : self.length] if self.is_initialized else None
@@ -109,6 +114,8 @@ class GrowableLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        if key_states.shape[0] != 1:
+            raise ValueError(f"the goose KV cache holds batch size 1, got {key_states.shape[0]}")
         n, start = key_states.shape[-2], self.length
         self.store.reserve(start + n)
         self.store.k[self.index, :, start: start + n] = key_states[0]

@@ -64,5 +64,7 @@ def test_crop_reset_and_bad_input():
         cache.layers[0].keys = k
     with pytest.raises(ValueError, match="batch size 1"):
         new_cache(1).update(torch.zeros(2, 1, 1, 1), torch.zeros(2, 1, 1, 1), 0)
+    with pytest.raises(ValueError, match="batch size 1"):   # also once the buffers exist
+        cache.update(torch.zeros(2, 2, 1, 3), torch.zeros(2, 2, 1, 3), 0)
     with pytest.raises(ValueError, match="num_layers"):
         new_cache(0)
