@@ -10,14 +10,26 @@ from __future__ import annotations
 
 from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 
-MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefit.BYPASS_LEN)
+MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefill.BYPASS_LEN)
+
+
+def _spec(topology: Topology, key: str) -> dict | None:
+    """``meta.regimes[key]`` as a dict, None when absent; a malformed entry is a TopologyError (one
+    line for the CLI), not a TypeError."""
+    regimes = topology.meta.get("regimes") or {}
+    if not isinstance(regimes, dict):
+        raise TopologyError(f"regimes must be an object, got {type(regimes).__name__}")
+    spec = regimes.get(key)
+    if not spec:
+        return None
+    if not isinstance(spec, dict):
+        raise TopologyError(f"regimes.{key} must be a topology object, got {type(spec).__name__}")
+    return spec
 
 
 def _tree(topology: Topology, key: str) -> Topology | None:
-    spec = (topology.meta.get("regimes") or {}).get(key)
-    if not spec:
-        return None
-    return topology_from_dict({**spec, "schema": SCHEMA})
+    spec = _spec(topology, key)
+    return None if spec is None else topology_from_dict({**spec, "schema": SCHEMA})
 
 
 def unmatched_topology(topology: Topology) -> Topology | None:
@@ -44,11 +56,11 @@ def confident_topology(topology: Topology) -> tuple[Topology, int] | None:
         >>> tree, n = confident_topology(t.with_meta(regimes={"confident": c})); tree.budget, n
         (1, 8)
     """
-    spec = (topology.meta.get("regimes") or {}).get("confident")
-    if not spec:
+    spec = _spec(topology, "confident")
+    if spec is None:
         return None
     tree = topology_from_dict({**spec, "schema": SCHEMA})
-    n = spec.get("min_match", MIN_MATCH) if isinstance(spec, dict) else None
+    n = spec.get("min_match", MIN_MATCH)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise TopologyError(f"regimes.confident.min_match must be a positive integer, got {n!r}")
     return tree, n

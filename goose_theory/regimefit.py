@@ -281,7 +281,8 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
         return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
 
     # end-of-spine transitions: few in the traces (6-40 nodes), shrunk toward the chain rates
-    end = tuple(x * fill[1] for x in end_rates(everything, [x / fill[2] for x in p_t("chain_m", 2)]))
+    chain_prior = [x / fill[2] if fill[2] > 0 else 0.0 for x in p_t("chain_m", 2)]  # no filled slot: no rate
+    end = tuple(x * fill[1] for x in end_rates(everything, chain_prior))
     spines = [_spine_model(spine_rows, spine_roots, r, end) for r in ((1, 2) if cut is not None else (1,))]
     matched = _matched_acceptance(spines[0].effective(), p_t)
     # confident cycles are verified as bare chains in the traces: their transitions take the

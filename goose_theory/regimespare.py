@@ -195,6 +195,8 @@ def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fi
     node, within its depth limits) that, added one at a time where :func:`spare_tau` rises most,
     raise it by more than ``tol``; at most ``max_slots`` non-root nodes. Same meta."""
     parent, kind, rank = list(topology.parent), list(topology.source), list(topology.rank)
+    if len(parent) - 1 > max_slots:  # the pricer's draws are sized for max_slots nodes
+        raise ValueError(f"the tree already has {len(parent) - 1} nodes, more than max_slots={max_slots}")
     pricer = _Pricer(acceptance, spine, fill, budget, max_slots + 1, draws=draws, seed=seed)
     best, _ = pricer.price(parent, kind, rank)
     while len(parent) - 1 < max_slots:

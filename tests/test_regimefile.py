@@ -25,3 +25,11 @@ def test_a_malformed_matched_tree_is_one_topology_error():
     bad = {**SPARE.to_dict(), "nodes": [{"parent": -1, "source": "root", "rank": 0}, {"parent": 5, "source": "spine", "rank": 0}]}
     with pytest.raises(TopologyError):
         matched_topology(BASE.with_meta(regimes={"matched": bad}))
+
+
+@pytest.mark.parametrize("regimes", ["x", {"matched": 5}, {"confident": "abc"}, {"unmatched": [1, 2]}])
+def test_a_regimes_entry_of_the_wrong_type_is_one_topology_error(regimes):
+    from goose_theory.regimefile import confident_topology
+    topo = BASE.with_meta(regimes=regimes)
+    with pytest.raises(TopologyError, match="regimes"):
+        matched_topology(topo), confident_topology(topo), unmatched_topology(topo)

@@ -129,3 +129,12 @@ def test_end_rates_shrink_toward_the_prior():
     assert end[5] == pytest.approx(0.1)  # no data: the prior, its last value repeated
     mid = rows.assign(spine_sibling=True)  # beside a spine child: not the end of a spine
     assert end_rates(mid, prior)[0] == pytest.approx(0.5)
+
+
+def test_grow_spare_refuses_a_tree_larger_than_max_slots():
+    """The pricer's draws are sized for max_slots nodes: a bigger tree would be priced from
+    memory past its arrays (numba does not check bounds), so it is refused."""
+    base = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0)])
+    spine = SpineModel(p_s=(0.9,), avail=(1.0,) * 20, end=(0.8,))
+    with pytest.raises(ValueError, match="max_slots"):
+        grow_spare(base, ACC, spine, FULL, 3, max_slots=2)
