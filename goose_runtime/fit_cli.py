@@ -4,7 +4,8 @@ paper's bound, and recommend (and with ``--out``, export) an optimised topology.
 PATHs may be files, directories (every ``*.parquet`` below) or globs (expanded here: the shell
 may not). Every file is validated first; a bad one is one line naming the file and the problem,
 exit code 2, nothing written -- or, with ``--skip-bad``, a "skipped" line and the rest goes on.
-Each file's footer is read once, by that check; the counting pass streams the data with it.
+Each file's footer is read once, by that check; the counting pass streams the data with it
+(``--regimes`` reads the counted files once more, into memory, for the regime fit).
 
 Example:
     fit-acceptance traces/ --group-by method --out fit-out --json
@@ -120,7 +121,8 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
-    pairs = _regime_pairs(analysis, [t.path for t in files]) if args.regimes else {}  # may fail: before anything is written
+    # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
+    pairs = _regime_pairs(analysis, list(counts.files)) if args.regimes else {}
     written = write_report(analysis, args.out) if args.out else {}
     written = _save_regimes(pairs, written)
     if args.json:
