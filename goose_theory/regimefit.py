@@ -15,8 +15,9 @@ two regimes whose trees and acceptances differ. This module estimates, per regim
   token given it offered d - 1 (in matched cycles); p_t under the root and under spine nodes as
   (1 - p_s) times the rate beside a spine child that failed (so the exclusive model's sum over
   siblings stays <= 1; mid-spine only: at the end of a drafted spine a transition is the only
-  continuation and matches far more often, which a by-rank p_t cannot express, so the estimate
-  stays conservative there), and under transition nodes, each by rank;
+  continuation and matches far more often: the acceptance's by-rank p_t cannot express that, so
+  it stays conservative there, while the fitted ``SpineModel.end`` rates carry it for pricing
+  trees with :mod:`goose_theory.regimespare`), and under transition nodes, each by rank;
 * ``unmatched``: p_s = 0 (a spine slot is dropped with its subtree), p_t under the root and
   under transition nodes, by rank;
 * slot fill rates: the chance that a requested transition slot gets a candidate: under the root
