@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from goose_theory.allocation import PAPER_BYPASS_LEN
 from goose_theory.latency import LatencyProfile
 
 from .adjacency import AdjacencyTable
@@ -55,7 +56,7 @@ class DecodeConfig:
     adjacency_slots: int = 1 << 16
     ema_alpha: float = 0.3
     rho: float = 0.5
-    bypass_len: int = 8
+    bypass_len: int = PAPER_BYPASS_LEN
     score: str = "logit"   # adjacency score: "logit" (free with the top-k) or "prob" (softmax over
                            # the top-k's blocks; verify.top_candidates). ``auto`` always uses "prob"
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method

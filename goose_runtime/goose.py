@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from goose_theory.allocation import paper_spine_ratio
+from goose_theory.allocation import PAPER_BYPASS_LEN, paper_spine_ratio
 from goose_theory.topology import TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
@@ -35,7 +35,7 @@ class GoosePolicy:
     ema: float = 0.3          # start in the middle tier
     alpha: float = 0.3        # EMA smoothing (paper)
     rho: float = 0.5          # share of the branch budget on spine nodes
-    bypass_len: int = 8       # consensus bypass threshold (tokens)
+    bypass_len: int = PAPER_BYPASS_LEN  # consensus bypass threshold (tokens)
 
     @property
     def spine_ratio(self) -> float:

@@ -99,6 +99,9 @@ def weighted_tree(cand: Candidate, *, budget: int, weighting: str) -> tuple[Tree
     return builder, details
 
 
+PAPER_BYPASS_LEN = 8  # the paper's consensus bypass: a confident match this long is verified alone, as a chain
+
+
 def paper_spine_ratio(p_s1: float) -> float:
     """The paper's confidence tier: spine ratio r for spine acceptance ``p_s1``."""
     for limit, ratio in PAPER_TIERS:

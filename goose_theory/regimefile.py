@@ -8,9 +8,10 @@ budget, sets how many nodes the runtime verifies). :mod:`goose_theory.regime` wr
 """
 from __future__ import annotations
 
+from .allocation import PAPER_BYPASS_LEN
 from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 
-MIN_MATCH = 8  # a confident match this long: goose's consensus bypass threshold (regimefill.BYPASS_LEN)
+MIN_MATCH = PAPER_BYPASS_LEN  # a confident match this long: goose's consensus bypass threshold
 
 
 def _spec(topology: Topology, key: str) -> dict | None:

@@ -23,10 +23,11 @@ import numpy as np
 import pandas as pd
 
 from .acceptance import Acceptance
+from .allocation import PAPER_BYPASS_LEN
 from .topology import Topology, topology_from_dict
 from .yields import yield_with_fallback
 
-BYPASS_LEN = 8  # goose's consensus bypass threshold (goose_runtime.goose.GoosePolicy.bypass_len)
+BYPASS_LEN = PAPER_BYPASS_LEN  # goose's consensus bypass threshold (the runtime's GoosePolicy default too)
 
 
 def slot_fill(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[float, float, float]:
