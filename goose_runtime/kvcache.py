@@ -76,33 +76,30 @@ class KVStore:
         self.v[:, :, dst_start: dst_start + n] = self.v.index_select(2, src)
 
 
+def _buffer_view(kind: str, name: str) -> property:
+    """A layer attribute (``keys``/``values``) derived from the store's ``kind`` buffer on access,
+    so it is never stale after compact() or a capacity change. transformers' __init__/reset
+    assign None (accepted); its offloading and beam helpers assign tensors (unsupported: they raise)."""
+    def get(layer: "GrowableLayer") -> torch.Tensor | None:
+        if not layer.is_initialized:
+            return None
+        return getattr(layer.store, kind)[layer.index: layer.index + 1, :, : layer.length]
+
+    def set_(layer: "GrowableLayer", value) -> None:
+        if value is not None:
+            raise AttributeError(f"GrowableLayer.{name} is a view of the shared KV buffer")
+    return property(get, set_)
+
+
 class GrowableLayer(DynamicLayer):
     """One layer's view of a :class:`KVStore`: slice ``index`` of its buffers, ``length`` positions."""
+
+    keys = _buffer_view("k", "keys")
+    values = _buffer_view("v", "values")
 
     def __init__(self, store: KVStore, index: int) -> None:
         super().__init__()
         self.store, self.index, self.length = store, index, 0
-
-    # keys/values are derived from the shared buffers on access, so they are never stale after
-    # compact() or a capacity change. transformers' __init__/reset assign None (accepted); its
-    # offloading and beam helpers assign tensors (unsupported here: they raise).
-    @property
-    def keys(self) -> torch.Tensor | None:
-        return self.store.k[self.index: self.index + 1, :, : self.length] if self.is_initialized else None
-
-    @keys.setter
-    def keys(self, value) -> None:
-        if value is not None:
-            raise AttributeError("GrowableLayer.keys is a view of the shared KV buffer")
-
-    @property
-    def values(self) -> torch.Tensor | None:
-        return self.store.v[self.index: self.index + 1, :, : self.length] if self.is_initialized else None
-
-    @values.setter
-    def values(self, value) -> None:
-        if value is not None:
-            raise AttributeError("GrowableLayer.values is a view of the shared KV buffer")
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
