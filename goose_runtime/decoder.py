@@ -151,13 +151,7 @@ class Decoder:
         if m.kind == "goose":
             return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
                                top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine)
-        if m.unmatched is not None and not match:  # a two-regime file: its tree for "no match"
-            return build_from_topology(m.unmatched, match, self.adjacency, before, anchor, budget=m.budget)
-        if m.confident is not None and match.high_confidence and len(match) >= m.min_match:
-            return build_from_topology(m.confident, match, self.adjacency, before, anchor, budget=m.budget)
-        if m.matched is not None and match:  # spare slots stand in for spine slots past a short match
-            return build_from_topology(m.matched, match, self.adjacency, before, anchor, budget=m.budget)
-        return build_from_topology(m.topology, match, self.adjacency, before, anchor,
+        return build_from_topology(m.tree_for(match), match, self.adjacency, before, anchor,
                                    mixed=m.kind == "mixed-iso", budget=m.budget)
 
     def _cycle(self, tokens: list[int], matcher, cache, remaining: int):

@@ -57,6 +57,17 @@ class MethodSpec:
     min_match: int = 0
     matched: Topology | None = None
 
+    def tree_for(self, match) -> Topology | None:
+        """The fixed tree to draft for a cycle whose matcher offered ``match``: a regime file's
+        ``unmatched`` tree when it offers nothing, its ``confident`` tree for a confident match of
+        >= ``min_match`` tokens, its ``matched`` tree (spare slots stand in for spine slots past a
+        short match) for any other match, else ``topology``."""
+        if not match:
+            return self.unmatched or self.topology
+        if self.confident is not None and match.high_confidence and len(match) >= self.min_match:
+            return self.confident
+        return self.matched or self.topology
+
     @property
     def uses_adjacency(self) -> bool:
         return self.kind in ("tr", "iso", "mixed-iso", "goose", "topology", "auto")
