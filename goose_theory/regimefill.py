@@ -24,7 +24,7 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
-from .topology import Topology, topology_from_dict
+from .topology import SPINE, Topology, topology_from_dict
 from .yields import yield_with_fallback
 
 BYPASS_LEN = PAPER_BYPASS_LEN  # goose's consensus bypass threshold (the runtime's GoosePolicy default too)
@@ -94,6 +94,24 @@ def root_fill(nodes: pd.DataFrame) -> float | None:
     return got / total if total else None
 
 
+def bfs_order(parent: Sequence[int], kind: Sequence[int], rank: Sequence[int]) -> np.ndarray:
+    """Non-root nodes in the runtime's fill order: breadth-first, children spine first then by rank.
+
+    Example:
+        >>> bfs_order([-1, 0, 0, 1], [0, 2, 1, 2], [0, 0, 0, 0]).tolist()
+        [2, 1, 3]
+    """
+    kids: list[list[int]] = [[] for _ in parent]
+    for v in range(1, len(parent)):
+        kids[parent[v]].append(v)
+    out, queue, head = [], [0], 0
+    while head < len(queue):
+        v = queue[head]; head += 1
+        for c in sorted(kids[v], key=lambda c: (kind[c] != SPINE, rank[c])):
+            out.append(c); queue.append(c)
+    return np.asarray(out, dtype=np.int64)
+
+
 def first_nodes(topology: Topology, budget: int) -> Topology:
     """The first ``budget`` nodes in the runtime's fill order (breadth-first from the root, each
     node's children in priority order): what a file's tree becomes when every slot is filled.
@@ -103,17 +121,11 @@ def first_nodes(topology: Topology, budget: int) -> Topology:
         >>> first_nodes(t, 2).rank
         (0, 0, 1)
     """
-    queue, kept, head = [0], {0: 0}, 0
-    nodes = [(-1, "root", 0)]
+    kept, nodes = {0: 0}, [(-1, "root", 0)]
     names = ("root", "spine", "transition")
-    while head < len(queue) and len(nodes) - 1 < budget:
-        v = queue[head]; head += 1
-        for c in topology.child_lists[v]:
-            if len(nodes) - 1 >= budget:
-                break
-            kept[c] = len(nodes)
-            nodes.append((kept[v], names[topology.source[c]], int(topology.rank[c])))
-            queue.append(c)
+    for c in bfs_order(topology.parent, topology.source, topology.rank)[:budget].tolist():
+        kept[c] = len(nodes)  # breadth-first: a node's parent is always kept before it
+        nodes.append((kept[topology.parent[c]], names[topology.source[c]], int(topology.rank[c])))
     return Topology.from_nodes(nodes, max_depth=topology.max_depth, max_spine=topology.max_spine)
 
 

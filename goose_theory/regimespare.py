@@ -34,6 +34,7 @@ import pandas as pd
 
 from ._numba import jit
 from .acceptance import Acceptance
+from .regimefill import bfs_order
 from .topology import SPINE, TRANSITION, Topology
 
 DRAWS = 64          # fill draws per match length
@@ -126,24 +127,6 @@ def _kernel(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths, w
             tau_sum += weights[i] * tau / u.shape[0]
             node_sum += weights[i] * count / u.shape[0]
     return tau_sum, node_sum
-
-
-def bfs_order(parent: Sequence[int], kind: Sequence[int], rank: Sequence[int]) -> np.ndarray:
-    """Non-root nodes in the runtime's fill order: breadth-first, children spine first then by rank.
-
-    Example:
-        >>> bfs_order([-1, 0, 0, 1], [0, 2, 1, 2], [0, 0, 0, 0]).tolist()
-        [2, 1, 3]
-    """
-    kids: list[list[int]] = [[] for _ in parent]
-    for v in range(1, len(parent)):
-        kids[parent[v]].append(v)
-    out, queue, head = [], [0], 0
-    while head < len(queue):
-        v = queue[head]; head += 1
-        for c in sorted(kids[v], key=lambda c: (kind[c] != SPINE, rank[c])):
-            out.append(c); queue.append(c)
-    return np.asarray(out, dtype=np.int64)
 
 
 class _Pricer:
