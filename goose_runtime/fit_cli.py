@@ -153,16 +153,11 @@ def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
 def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> dict[str, str]:
     """Overwrite each group's topology with the two-regime single tree (keeping the report's
     provenance) and write the pair beside it; returns the group -> file map with the pairs added."""
-    from goose_theory.regime import save_regime_topologies
-    from goose_theory.topology import load_topology
+    from goose_theory.regimefile import save_over_fit
 
     out = dict(written)
     for label, (single, pair) in pairs.items():
-        path = written[label]
-        prov = {**(load_topology(path).meta.get("provenance") or {}),
-                **(single.meta.get("provenance") or {})}
-        out[f"{label}-regimes"] = save_regime_topologies(single.with_meta(provenance=prov),
-                                                         pair.with_meta(provenance=prov), path)
+        out[f"{label}-regimes"] = save_over_fit(single, pair, written[label])
     return out
 
 

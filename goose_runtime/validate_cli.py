@@ -113,20 +113,18 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _regime_topologies(files: list[str], bench: str, path: str) -> list[str]:
+def _regime_topologies(files: list[str], bench: str, path: str, budget: int) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
-    budget, and write the regime file beside it (matched/unmatched trees, plus a tree for
+    ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
     confident matches where the traces label them); returns both paths."""
-    from goose_theory.regime import regime_topologies, save_regime_topologies
-    from goose_theory.topology import load_topology
+    from goose_theory.regime import regime_topologies
+    from goose_theory.regimefile import save_over_fit
 
-    old = load_topology(path)
-    single, pair, fit, methods = regime_topologies(files, benchmark=bench, budget=old.budget,
-                                                   provenance=old.meta.get("provenance") or {})
-    pair_path = save_regime_topologies(single, pair, path)
+    single, pair, fit, methods = regime_topologies(files, benchmark=bench, budget=budget, provenance={})
+    pair_path = save_over_fit(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
-              f"budget {old.budget}")
+              f"budget {budget}")
     return [path, pair_path]
 
 
@@ -150,7 +148,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     for g in analysis.groups:
         bench = g.fit.key.get("benchmark")
         if bench in benches and g.label in written:
-            plan.append((bench, _regime_topologies(files, bench, written[g.label])))
+            plan.append((bench, _regime_topologies(files, bench, written[g.label],
+                                                   g.recommendation.best.topology.budget)))
     if not plan:
         raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, plan)

@@ -91,3 +91,13 @@ def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:
     save_topology(single, path)
     save_topology(pair, pair_path)
     return pair_path
+
+
+def save_over_fit(single: Topology, pair: Topology, path: str) -> str:
+    """Replace the fit's topology file at ``path`` (``fit-acceptance``/``goose loop``'s export)
+    by the regime fit's ``single`` tree and write ``pair`` beside it, both keeping the fit file's
+    provenance (traces, fitted values) plus what the regime fit adds; returns the pair's path."""
+    from .topology import load_topology
+
+    prov = {**(load_topology(path).meta.get("provenance") or {}), **(single.meta.get("provenance") or {})}
+    return save_regime_topologies(single.with_meta(provenance=prov), pair.with_meta(provenance=prov), path)
