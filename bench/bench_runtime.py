@@ -67,7 +67,8 @@ def machine() -> dict:
             cpu = next((l.split(":", 1)[1].strip() for l in fh if l.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"cpu": cpu, "gpu": gpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(), "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

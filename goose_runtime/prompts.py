@@ -7,7 +7,8 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
 - ``mtbench``: the 80 MT-Bench questions vendored in ``goose_runtime/data/mt_bench`` (Apache-2.0,
   see NOTICE there) in file order (question 81, 82, ...); the text is the first turn.
 - ``stdlib``: code continuation cut from this interpreter's standard library
-  (``sysconfig.get_paths()["stdlib"]``). One prompt per module of :data:`STDLIB_MODULES`, in that
+  (``sysconfig.get_paths()["stdlib"]``, or the folder named by ``GOOSE_STDLIB_DIR``, so another
+  machine with another Python can cut the same prompts from a copy of these sources). One prompt per module of :data:`STDLIB_MODULES`, in that
   order: the first function (or method) that starts in the last two thirds of the module, has at least
   :data:`STDLIB_CONTEXT_LINES` lines before it and at least :data:`STDLIB_MIN_REST` body lines after its
   first statement. The prompt is the ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the
@@ -173,7 +174,7 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
 
 
 def _stdlib() -> list[Prompt]:
-    root = Path(sysconfig.get_paths()["stdlib"])
+    root = Path(os.environ.get("GOOSE_STDLIB_DIR") or sysconfig.get_paths()["stdlib"])
     prompts = []
     for module in STDLIB_MODULES:
         path = root / f"{module}.py"

@@ -1,4 +1,4 @@
-"""Shared test helpers: random valid topologies for property tests."""
+"""Shared test helpers: random valid topologies for property tests; gpu tests need a CUDA device."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,3 +26,15 @@ def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float
                 break
         depth.append(depth[p] + 1); has_spine_child.append(False); next_rank.append(0)
     return Topology.from_nodes(zip(parents, sources, ranks), max_depth=max_depth, max_spine=max_spine)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect (not skip) the ``gpu`` tests where torch sees no CUDA device; ``-m gpu`` runs only them."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu:
+        return
+    import torch  # only when gpu tests were collected: theory-only runs stay free of torch
+    if torch.cuda.is_available():
+        return
+    config.hook.pytest_deselected(items=gpu)
+    items[:] = [item for item in items if not item.get_closest_marker("gpu")]

@@ -40,10 +40,11 @@ def module_docstring(name: str) -> str:
     return src[first:src.index('"""', first)].strip()
 
 
-@pytest.fixture(scope="module")
-def bundle():
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def bundle(request):
+    # the same proof on a GPU where there is one (conftest deselects the cuda case where there is none)
     from goose_runtime.model import load_model
-    return load_model("default", device="cpu", dtype="float32")
+    return load_model("default", device=request.param, dtype="float32")
 
 
 @pytest.fixture(scope="module")

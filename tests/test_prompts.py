@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -33,6 +34,23 @@ def test_stdlib_prompts_are_code_prefixes_with_module_line_ids():
         module, line = p.id.rsplit(":", 1)
         assert int(line) > 0 and module
         assert p.text.count("\n") > 40  # context lines plus the def
+
+
+def test_stdlib_dir_override_cuts_from_a_copy_of_the_sources(tmp_path, monkeypatch):
+    # a copy of two modules, one of them edited: the prompts come from the copy, not the interpreter
+    import sysconfig
+    root = pathlib.Path(sysconfig.get_paths()["stdlib"])
+    (tmp_path / "textwrap.py").write_text((root / "textwrap.py").read_text(encoding="utf-8"), encoding="utf-8")
+    src = (root / "heapq.py").read_text(encoding="utf-8")
+    (tmp_path / "heapq.py").write_text("# an extra first line\n" + src, encoding="utf-8")
+    monkeypatch.setenv("GOOSE_STDLIB_DIR", str(tmp_path))
+    copied = {p.id.split(":")[0]: p for p in load_prompts("stdlib")}
+    monkeypatch.delenv("GOOSE_STDLIB_DIR")
+    original = {p.id.split(":")[0]: p for p in load_prompts("stdlib")}
+    assert set(copied) == {"heapq", "textwrap"}
+    assert copied["textwrap"] == original["textwrap"]
+    module, line = original["heapq"].id.split(":")
+    assert copied["heapq"].id == f"heapq:{int(line) + 1}"  # shifted by the added line
 
 
 @pytest.mark.parametrize("bench", ["humaneval", "mtbench", "stdlib"])
