@@ -206,3 +206,20 @@ def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tu
     draws = num[picks].sum(1) / np.maximum(den[picks].sum(1), 1e-300)
     lo, hi = np.percentile(draws, [2.5, 97.5])
     return est, (float(lo), float(hi))
+
+
+def fill_rates(frames: Sequence[tuple[pd.DataFrame, dict]], nodes: pd.DataFrame) -> tuple[float, float, float]:
+    """Slot fill (root, spine, chain) for the regime fit: :func:`slot_fill`, with the root's (and the
+    spine nodes') taken from *unmatched* cycles where the traces show them (:func:`root_fill`);
+    ``nodes``: the annotated rows of ``frames`` (``regimefit._annotate``)."""
+    fill = slot_fill(frames)
+    root = root_fill(nodes)
+    if root is None:
+        return fill
+    # goose always asks for root transitions in unmatched cycles; static shapes (no matcher) also
+    # draft inside copied stretches, whose contexts the table has seen, and overrate the fill
+    # (mtbench: 0.59 against 0.54 for goose@8, 0.49 for the exported B = 7 tree)
+    static = any(m.get("topology") and not str(m.get("label")).startswith("mixed")
+                 for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
+                 if m.get("label") in set(nodes["method"]))
+    return (root, root, fill[2] if static else root)

@@ -45,8 +45,8 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .fitcheck import curve_test, spine_availability
-from .regimefill import (confident_methods, method_budgets, nearest_methods, psi_estimate, root_fill,  # noqa: F401
-                         slot_fill)
+from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
+                         psi_estimate)
 from .regimespare import SpineModel, end_rates
 from .traceio import open_trace, trace_metadata
 
@@ -233,6 +233,18 @@ def _split(everything: pd.DataFrame, psi: float) -> tuple[pd.DataFrame, float] |
     return _relabel(everything), psi * kappa
 
 
+def _slot_tables(nodes: pd.DataFrame, everything: pd.DataFrame) -> tuple[dict, dict]:
+    """(selected, reference) transition rows per slot kind: the level of a rank curve comes from
+    the selected methods, its shape from the reference (see :func:`_rank_curve`)."""
+    sel, ref = _slot_rows(nodes), _slot_rows(everything)
+    ref["chain_m"] = pd.concat([ref["chain_m"], ref["chain_u"]])  # the rank shape of every chain
+    for key in ("root_m", "spine_m"):  # rare (tens of nodes): level from every method, shape from
+        if len(sel[key]) < MIN_ROWS:   # the plentiful root transitions of unmatched cycles
+            sel[key] = ref[key]
+        ref[key] = ref["root_u"]
+    return sel, ref
+
+
 def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (), seed: int = 0,
                 split: bool = False) -> RegimeFit:
     """Per-regime acceptance with slot fill folded in (see the module docstring), from the
@@ -252,17 +264,7 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     if not frames:
         raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")
     nodes = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
-    fill = slot_fill(frames)
-    root = root_fill(nodes)
-    if root is not None:
-        # the root's fill in *unmatched* cycles, where goose always asks for root transitions:
-        # static shapes (no matcher) also draft inside copied stretches, whose contexts the
-        # table has seen, and overrate it (mtbench: 0.59 against 0.54 for goose@8, 0.49 for the
-        # exported B = 7 tree)
-        static = any(m.get("topology") and not str(m.get("label")).startswith("mixed")
-                     for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
-                     if m.get("label") in set(nodes["method"]))
-        fill = (root, root, fill[2] if static else root)
+    fill = fill_rates(frames, nodes)
     all_roots = nodes[nodes["node"] == 0]
     cut = _split(everything, psi) if split else None
     # spine acceptance is a property of the text: a split fit pools every known method for it
@@ -271,12 +273,7 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     if cut is not None:
         nodes = _relabel(nodes)
     spine_roots = spine_rows[spine_rows["node"] == 0]
-    sel, ref = _slot_rows(nodes), _slot_rows(everything)
-    ref["chain_m"] = pd.concat([ref["chain_m"], ref["chain_u"]])  # the rank shape of every chain
-    for key in ("root_m", "spine_m"):  # rare (tens of nodes): level from every method, shape from
-        if len(sel[key]) < MIN_ROWS:   # the plentiful root transitions of unmatched cycles
-            sel[key] = ref[key]
-        ref[key] = ref["root_u"]
+    sel, ref = _slot_tables(nodes, everything)
 
     def p_t(key: str, kind: int, miss: float = 1.0) -> list[float]:
         return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
