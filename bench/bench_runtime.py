@@ -114,9 +114,12 @@ def main(argv: list[str] | None = None) -> int:
         profile = profile_latency(bundle, sizes=LATENCY_SIZES, repeats=9)
         lat = profile.seconds
         specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")), tuple(args.baselines.split(",")))
-        rows = [r for bench in args.sets.split(",") for r in run_set(bundle, bench, specs, args, profile)]
+        rows: list[dict] = []
         report["runs"][dtype] = {"device": str(bundle.device), "rows": rows,
                                  "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
+        for bench in args.sets.split(","):
+            rows.extend(run_set(bundle, bench, specs, args, profile))
+            write_report(report, args.out)  # after every set: a run cut short keeps what it measured
         print(f"\n## {bundle.name}, {dtype}, {bundle.device}\n")
         print("forward of n tokens / decode step: " +
               ", ".join(f"n={n}: {t / lat[0]:.2f}x" for n, t in zip(LATENCY_SIZES, lat)) +
@@ -124,10 +127,17 @@ def main(argv: list[str] | None = None) -> int:
         print("```\n" + format_table(rows) + "\n```")
     report["wall_s"] = time.perf_counter() - start
     print(f"\nmachine: {json.dumps(report['machine'])}\nwall: {report['wall_s']:.0f} s")
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump(to_jsonable(report), fh, indent=1)
+    write_report(report, args.out)
     return 0
+
+
+def write_report(report: dict, path: str) -> None:
+    """Write the JSON atomically (temp file, then rename)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(to_jsonable(report), fh, indent=1)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
