@@ -75,6 +75,9 @@ def _decode_options(parser) -> None:
                      help="clear the adjacency table before each prompt (default)")
     adj.add_argument("--keep-adjacency", dest="reset_adjacency", action="store_false",
                      help="carry the adjacency table across prompts (as Token Recycling does)")
+    parser.add_argument("--min-score", type=float, default=0.0,
+                        help="goose: do not draft transition candidates whose harvested probability is below "
+                        "this (the paper lists 0.01; default 0: off, see README)")
 
 
 def load_quietly(args):
@@ -109,6 +112,8 @@ def decode_handler(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
+    if not 0.0 <= args.min_score < 1.0:
+        raise UsageError(f"--min-score must be in [0, 1), got {args.min_score}")
     from .decoder import DecodeConfig
     from .prompts import Prompt, load_prompts
     from .runner import parse_labeled, run_methods, summarize
@@ -127,7 +132,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                     log=lambda m: print(f"[goose] {m}", file=sys.stderr))
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
-                          record=True, latency=latency)
+                          record=True, latency=latency, min_score=args.min_score)
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)

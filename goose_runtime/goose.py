@@ -36,6 +36,7 @@ class GoosePolicy:
     alpha: float = 0.3        # EMA smoothing (paper)
     rho: float = 0.5          # share of the branch budget on spine nodes
     bypass_len: int = PAPER_BYPASS_LEN  # consensus bypass threshold (tokens)
+    min_score: float = 0.0    # drop transition candidates harvested below this probability (paper: 0.01)
 
     @property
     def spine_ratio(self) -> float:
@@ -50,16 +51,20 @@ class GoosePolicy:
 
 
 def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable | None, before_anchor: int,
-                  *, top_k: int, max_depth: int, exclude: set[int] | None = None, power: float = 1.0) -> int:
+                  *, top_k: int, max_depth: int, exclude: set[int] | None = None, power: float = 1.0,
+                  min_score: float = 0.0) -> int:
     """Hang up to ``budget`` transition nodes under ``node``; returns how many were placed.
 
     Half the budget (at most ``top_k``) becomes direct children, best rank first; the rest is
     split over them harmonically and each grows recursively. Budget a child cannot use passes to
-    its next sibling.
+    its next sibling. Candidates scored below ``min_score`` are not drafted (meaningful when the
+    table holds probabilities).
     """
     if budget <= 0 or tree.depth[node] >= max_depth:
         return 0
     cands = candidates(adj, tree, node, before_anchor, exclude or set())
+    if min_score > 0:
+        cands = [c for c in cands if c[2] >= min_score]
     width = min(len(cands), top_k, max(1, math.ceil(budget / 2)))
     if width == 0:
         return 0
@@ -67,7 +72,7 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     used, carry = width, 0
     for kid, share in zip(kids, harmonic_split(budget - width, width, power)):
         placed = grow_branches(tree, kid, share + carry, adj, before_anchor, top_k=top_k,
-                               max_depth=max_depth, power=power)
+                               max_depth=max_depth, power=power, min_score=min_score)
         carry = share + carry - placed
         used += placed
     return used
@@ -84,7 +89,8 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
         return tree
     if not chain:
         tree = new_tree(anchor, match)
-        grow_branches(tree, 0, budget, adj, before_anchor, top_k=top_k, max_depth=max_depth)
+        grow_branches(tree, 0, budget, adj, before_anchor, top_k=top_k, max_depth=max_depth,
+                      min_score=policy.min_score)
         return tree
     m = len(chain) if match.high_confidence else min(len(chain), max(1, round(budget * policy.spine_ratio)))
     tree = build_chain(anchor, match, m)
@@ -96,7 +102,8 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
     for node, share in zip(spine_nodes, shares):
         next_spine = chain[node] if node < m else None  # the spine child's token: not a branch
         placed = grow_branches(tree, node, share + carry, adj, before_anchor, top_k=top_k, max_depth=max_depth,
-                               exclude={next_spine} if next_spine is not None else None)
+                               exclude={next_spine} if next_spine is not None else None,
+                               min_score=policy.min_score)
         carry = share + carry - placed
     return tree
 

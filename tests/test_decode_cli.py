@@ -133,6 +133,7 @@ def _fails(capsys, argv, message):
     (["--bench", "humaneval", "--limit", "0"], "--limit must be at least 1"),
     (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
     (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
+    (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):

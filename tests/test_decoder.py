@@ -98,6 +98,26 @@ def test_every_method_is_lossless_against_ar(bundle, method, tmp_path):
         assert max(taus) > 1.5  # drafting really happened (and was accepted) on the repeating prompts
 
 
+def test_goose_min_score_is_lossless_and_drafts_only_probable_candidates(bundle):
+    # min_score makes goose harvest probabilities; every drafted transition must clear the bar
+    # (the tiny random model spreads its mass thinly: its candidates score 0.0026-0.0038)
+    cfg = DecodeConfig(max_new_tokens=60, min_score=0.003)
+    ar = Decoder(bundle, parse_method("ar"), cfg)
+    dec = Decoder(bundle, parse_method("goose", budget=16), cfg)
+    plain = Decoder(bundle, parse_method("goose", budget=16), DecodeConfig(max_new_tokens=60))
+    kept = dropped = 0
+    for prompt in repeating_prompts():
+        got = dec.decode(prompt)
+        assert got.token_ids == ar.decode(prompt).token_ids
+        scores = [s for c in got.cycles for src, s in zip(c.source, c.score) if src == "transition"]
+        assert all(0.003 <= s <= 1.0 for s in scores)
+        kept += len(scores)
+        dropped += sum(len(c.parent) for c in plain.decode(prompt).cycles) - sum(len(c.parent) for c in got.cycles)
+    assert kept > 0 and dropped > 0  # the threshold both let candidates through and cut some
+    with pytest.raises(ValueError, match="min_score"):
+        Decoder(bundle, parse_method("goose"), DecodeConfig(min_score=1.0))
+
+
 def test_eos_and_max_new_tokens_are_exact(bundle, tmp_path):
     prompt = repeating_prompts()[0]
     ref = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=50)).decode(prompt).token_ids

@@ -119,3 +119,15 @@ def test_harmonic_split_sums_and_decreases():
         for n in range(1, 8):
             s = harmonic_split(total, n)
             assert sum(s) == total and all(a >= b for a, b in zip(s, s[1:]))
+
+
+def test_grow_branches_min_score_drops_improbable_candidates():
+    from goose_runtime.goose import grow_branches
+    from goose_runtime.trees import new_tree
+    table = AdjacencyTable(V, top_k=4)
+    table.update(np.array([-1]), np.array([2]), np.array([[10, 11, 12, 13]]),
+                 np.array([[0.6, 0.2, 0.009, 0.001]], dtype=np.float32))
+    for min_score, want in ((0.0, [10, 11, 12, 13]), (0.01, [10, 11]), (0.7, [])):
+        tree = new_tree(2)
+        placed = grow_branches(tree, 0, 8, table, -1, top_k=4, max_depth=1, min_score=min_score)
+        assert tree.token[1:] == want and placed == len(want)
