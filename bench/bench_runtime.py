@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     budgets = [int(b) for b in args.budgets.split(",")]
     report = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "machine": machine(),
               "prompts_per_set": args.prompts, "max_new_tokens": args.max_new_tokens,
-              "adjacency": "kept across prompts" if args.keep_adjacency else "reset per prompt", "runs": {}}
+              "adjacency": "kept across prompts" if args.keep_adjacency else "reset per prompt", "runs": {},
+              "complete": False}  # True once every dtype and set has run
     start = time.perf_counter()
     for dtype in args.dtypes.split(","):
         bundle = load_model(args.model, device="auto", dtype=dtype)
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
               f" (decode step {1e3 * lat[0]:.1f} ms)\n")
         print("```\n" + format_table(rows) + "\n```")
     report["wall_s"] = time.perf_counter() - start
+    report["complete"] = True
     print(f"\nmachine: {json.dumps(report['machine'])}\nwall: {report['wall_s']:.0f} s")
     write_report(report, args.out)
     return 0

@@ -76,8 +76,9 @@ def _decode_options(parser) -> None:
     adj.add_argument("--keep-adjacency", dest="reset_adjacency", action="store_false",
                      help="carry the adjacency table across prompts (as Token Recycling does)")
     parser.add_argument("--min-score", type=float, default=0.0,
-                        help="goose: do not draft transition candidates whose harvested probability is below "
-                        "this (the paper lists 0.01; default 0: off, see README)")
+                        help="goose: do not draft transition candidates whose harvested probability (an upper "
+                        "bound: softmax over the top-k's blocks) is below this (the paper lists 0.01; default 0: "
+                        "off, see README)")
 
 
 def load_quietly(args):
@@ -119,6 +120,8 @@ def decode_handler(args: argparse.Namespace) -> int:
     from .runner import parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
+    if args.min_score > 0 and not any(s.kind == "goose" for s in specs):
+        raise UsageError("--min-score applies to goose only, and no goose method is in this run")
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
@@ -167,7 +170,8 @@ def _table(summaries) -> list[dict]:
 
 def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
-            "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency}
+            "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
+            "min_score": args.min_score}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

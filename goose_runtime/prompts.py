@@ -8,10 +8,10 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   see NOTICE there) in file order (question 81, 82, ...); the text is the first turn.
 - ``stdlib``: code continuation cut from this interpreter's standard library
   (``sysconfig.get_paths()["stdlib"]``, or the folder named by ``GOOSE_STDLIB_DIR``, so another
-  machine with another Python can cut the same prompts from a copy of these sources). One prompt per module of :data:`STDLIB_MODULES`, in that
-  order: the first function (or method) that starts in the last two thirds of the module, has at least
-  :data:`STDLIB_CONTEXT_LINES` lines before it and at least :data:`STDLIB_MIN_REST` body lines after its
-  first statement. The prompt is the ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the
+  machine with another Python can cut the same prompts from a copy of these sources). One prompt
+  per module of :data:`STDLIB_MODULES`, in that order: the first function (or method) that starts
+  in the last two thirds of the module, has at least :data:`STDLIB_CONTEXT_LINES` lines before it
+  and at least :data:`STDLIB_MIN_REST` body lines after its first statement. The prompt is the ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the
   signature and first statement (often the docstring); the id is ``module:line`` of the ``def``.
   Modules missing from the interpreter are skipped, so the set depends on the Python version.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the

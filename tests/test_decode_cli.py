@@ -95,6 +95,17 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     meta = trace_metadata(pf)
     assert meta["config"]["reset_adjacency"] is True and meta["config"]["decode"]["max_new_tokens"] == 10
     assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]
+    assert [m["score"] for m in meta["config"]["methods"]] == ["logit"] * 3 and out["min_score"] == 0.0
+
+
+def test_min_score_is_reported_and_recorded_for_goose_only(capsys, tiny, tmp_path):
+    trace = tmp_path / "run.parquet"
+    out = run_json(capsys, ["decode", "--method", "goose@8", "--compare", "ar,tr", "--prompt", "abcabcabc",
+                            "--max-new-tokens", "8", "--min-score", "0.001", "--trace-out", str(trace), "--json"])
+    assert out["min_score"] == 0.001 and all(m["matches_ar"] for m in out["methods"].values())
+    methods = {m["label"]: m for m in trace_metadata(open_trace(trace))["config"]["methods"]}
+    assert methods["goose@8"]["score"] == "prob" and methods["goose@8"]["min_score"] == 0.001
+    assert methods["tr"]["score"] == "logit" and "min_score" not in methods["tr"]
 
 
 def test_budget_suffix_labels_round_trip(capsys, tiny):
@@ -134,6 +145,7 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
     (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
+    (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
     (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):

@@ -15,12 +15,16 @@ from goose_theory.topology import Topology, save_topology
 
 pytestmark = pytest.mark.slow
 
-METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology", "auto"]
+METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology", "auto", "auto-flat"]
 NEW_TOKENS = 64
 # auto needs a latency profile: this is one `goose profile-latency` measured on the 2-core CPU
 CPU_PROFILE = dict(sizes=(1, 2, 4, 8, 16, 24, 32, 48, 64),
                    seconds=(0.0244, 0.0253, 0.0251, 0.0304, 0.0333, 0.0394, 0.0451, 0.0595, 0.0719),
                    draft_s=0.00073, draft_s_per_node=3.4e-05)
+# ... and the nearly flat one of an H200 (goose profile-latency there), under which auto drafts its
+# largest trees (36-50 nodes on the GPU)
+FLAT_PROFILE = dict(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.0219, 0.0255, 0.0249, 0.0228, 0.0236, 0.0225, 0.0221),
+                    draft_s=0.00083, draft_s_per_node=1.4e-05)
 
 
 def stdlib_text(name: str) -> str:
@@ -85,16 +89,19 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
     from goose_runtime.decoder import DecodeConfig, Decoder
     from goose_runtime.methods import parse_method
     from goose_theory.latency import LatencyProfile
-    spec = parse_method(method, topology_path=topology_path)
-    latency = LatencyProfile(**CPU_PROFILE) if method == "auto" else None
+    spec = parse_method(method.removesuffix("-flat"), topology_path=topology_path)
+    latency = {"auto": LatencyProfile(**CPU_PROFILE), "auto-flat": LatencyProfile(**FLAT_PROFILE)}.get(method)
     dec = Decoder(bundle, spec, DecodeConfig(max_new_tokens=NEW_TOKENS, latency=latency))
-    spine_hits = {}
+    spine_hits, largest = {}, 0
     for name, ids in prompts.items():
         res = dec.decode(ids, prompt_id=name)
+        largest = max([largest] + [len(c.parent) - 1 for c in res.cycles])
         assert res.token_ids == reference[name], f"{method} diverged from ar on {name}"
         spine_hits[name] = sum(1 for c in res.cycles for src, acc in zip(c.source, c.accepted)
                                if src == "spine" and acc)
         assert sum(c.tau for c in res.cycles) == len(res.token_ids)
     assert all(len(reference[n]) == NEW_TOKENS for n in ("code", "repeat"))  # long enough to mean something
+    if method == "auto-flat":
+        assert largest >= 30  # the flat profile really made auto verify large trees
     if spec.uses_matcher:
         assert spine_hits["repeat"] >= 10  # context matching fired and its tokens were accepted
