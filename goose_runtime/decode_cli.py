@@ -79,6 +79,9 @@ def _decode_options(parser) -> None:
                         help="goose: do not draft transition candidates whose harvested probability (an upper "
                         "bound: softmax over the top-k's blocks) is below this (the paper lists 0.01; default 0: "
                         "off, see README)")
+    parser.add_argument("--branch-power", type=float, default=1.0,
+                        help="goose: split a branch budget over sibling candidates as 1/rank**P (default 1, "
+                        "harmonic; 2 is Token Recycling's shape, see README)")
 
 
 def load_quietly(args):
@@ -115,13 +118,16 @@ def decode_handler(args: argparse.Namespace) -> int:
         raise UsageError("--limit applies to --bench only")
     if not 0.0 <= args.min_score < 1.0:
         raise UsageError(f"--min-score must be in [0, 1), got {args.min_score}")
+    if not args.branch_power > 0:
+        raise UsageError(f"--branch-power must be > 0, got {args.branch_power}")
     from .decoder import DecodeConfig
     from .prompts import Prompt, load_prompts
     from .runner import parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
-    if args.min_score > 0 and not any(s.kind == "goose" for s in specs):
-        raise UsageError("--min-score applies to goose only, and no goose method is in this run")
+    for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
+        if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
+            raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
@@ -135,7 +141,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                     log=lambda m: print(f"[goose] {m}", file=sys.stderr))
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
-                          record=True, latency=latency, min_score=args.min_score)
+                          record=True, latency=latency, min_score=args.min_score, branch_power=args.branch_power)
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)
@@ -171,7 +177,7 @@ def _table(summaries) -> list[dict]:
 def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
             "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
-            "min_score": args.min_score}
+            "min_score": args.min_score, "branch_power": args.branch_power}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

@@ -37,6 +37,7 @@ class GoosePolicy:
     rho: float = 0.5          # share of the branch budget on spine nodes
     bypass_len: int = PAPER_BYPASS_LEN  # consensus bypass threshold (tokens)
     min_score: float = 0.0    # drop transition candidates harvested below this probability (paper: 0.01)
+    branch_power: float = 1.0  # siblings' shares of a branch budget ~ 1/rank**power (2: Token Recycling's)
 
     @property
     def spine_ratio(self) -> float:
@@ -90,7 +91,7 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
     if not chain:
         tree = new_tree(anchor, match)
         grow_branches(tree, 0, budget, adj, before_anchor, top_k=top_k, max_depth=max_depth,
-                      min_score=policy.min_score)
+                      min_score=policy.min_score, power=policy.branch_power)
         return tree
     m = len(chain) if match.high_confidence else min(len(chain), max(1, round(budget * policy.spine_ratio)))
     tree = build_chain(anchor, match, m)
@@ -103,7 +104,7 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
         next_spine = chain[node] if node < m else None  # the spine child's token: not a branch
         placed = grow_branches(tree, node, share + carry, adj, before_anchor, top_k=top_k, max_depth=max_depth,
                                exclude={next_spine} if next_spine is not None else None,
-                               min_score=policy.min_score)
+                               min_score=policy.min_score, power=policy.branch_power)
         carry = share + carry - placed
     return tree
 

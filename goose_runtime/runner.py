@@ -167,7 +167,7 @@ def run_config(specs, config, **extra) -> dict:
 
     methods = [{"label": method_label(s), "name": s.name, "budget": s.budget,
                 "topology": s.topology.to_dict() if s.topology is not None else None,
-                "score": harvest_score(s, config), **({"min_score": config.min_score} if s.kind == "goose" else {})}
+                "score": harvest_score(s, config), **({"min_score": config.min_score, "branch_power": config.branch_power} if s.kind == "goose" else {})}
                for s in specs]
     return {"methods": methods, "decode": dataclasses.asdict(config),
             "reset_adjacency": config.reset_adjacency, **extra}

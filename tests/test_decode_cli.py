@@ -105,6 +105,7 @@ def test_min_score_is_reported_and_recorded_for_goose_only(capsys, tiny, tmp_pat
     assert out["min_score"] == 0.001 and all(m["matches_ar"] for m in out["methods"].values())
     methods = {m["label"]: m for m in trace_metadata(open_trace(trace))["config"]["methods"]}
     assert methods["goose@8"]["score"] == "prob" and methods["goose@8"]["min_score"] == 0.001
+    assert methods["goose@8"]["branch_power"] == 1.0 and out["branch_power"] == 1.0
     assert methods["tr"]["score"] == "logit" and "min_score" not in methods["tr"]
 
 
@@ -146,6 +147,8 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
+    (["--prompt", "x", "--branch-power", "0"], "--branch-power must be > 0"),
+    (["--prompt", "x", "--method", "tr", "--compare", "ar", "--branch-power", "2"], "applies to goose only"),
     (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):

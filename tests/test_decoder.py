@@ -118,6 +118,15 @@ def test_goose_min_score_is_lossless_and_drafts_only_probable_candidates(bundle)
         Decoder(bundle, parse_method("goose"), DecodeConfig(min_score=1.0))
 
 
+def test_goose_branch_power_is_lossless(bundle):
+    cfg = DecodeConfig(max_new_tokens=60, branch_power=2.0)
+    ar, dec = Decoder(bundle, parse_method("ar"), cfg), Decoder(bundle, parse_method("goose", budget=30), cfg)
+    for prompt in repeating_prompts():
+        assert dec.decode(prompt).token_ids == ar.decode(prompt).token_ids
+    with pytest.raises(ValueError, match="branch_power"):
+        Decoder(bundle, parse_method("goose"), DecodeConfig(branch_power=0.0))
+
+
 def test_eos_and_max_new_tokens_are_exact(bundle, tmp_path):
     prompt = repeating_prompts()[0]
     ref = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=50)).decode(prompt).token_ids

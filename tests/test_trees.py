@@ -131,3 +131,18 @@ def test_grow_branches_min_score_drops_improbable_candidates():
         tree = new_tree(2)
         placed = grow_branches(tree, 0, 8, table, -1, top_k=4, max_depth=1, min_score=min_score)
         assert tree.token[1:] == want and placed == len(want)
+
+
+def test_goose_branch_power_gives_the_best_rank_a_larger_subtree():
+    # no match: the whole budget is a transition tree; power 2 (TR's split) favours rank 0 more
+    def rank0_subtree(power):
+        tree = build_goose(GoosePolicy(branch_power=power), Match(()), full_table(), 1, 2, budget=40)
+        check_tree(tree)
+        first = tree.children[0][0]
+        inside = {first}
+        for i in range(first + 1, tree.n_nodes):
+            if tree.parent[i] in inside:
+                inside.add(i)
+        return tree.n_nodes - 1, len(inside)
+    (n1, r1), (n2, r2) = rank0_subtree(1.0), rank0_subtree(2.0)
+    assert n1 == n2 == 40 and r2 > r1
