@@ -11,8 +11,9 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   machine with another Python can cut the same prompts from a copy of these sources). One prompt
   per module of :data:`STDLIB_MODULES`, in that order: the first function (or method) that starts
   in the last two thirds of the module, has at least :data:`STDLIB_CONTEXT_LINES` lines before it
-  and at least :data:`STDLIB_MIN_REST` body lines after its first statement. The prompt is the ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the
-  signature and first statement (often the docstring); the id is ``module:line`` of the ``def``.
+  and at least :data:`STDLIB_MIN_REST` body lines after its first statement. The prompt is the
+  ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the signature and first statement (often
+  the docstring); the id is ``module:line`` of the ``def``.
   Modules missing from the interpreter are skipped, so the set depends on the Python version.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
   first turn is used) and optionally ``id``; blank lines are skipped; order = file order.

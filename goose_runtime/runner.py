@@ -162,13 +162,16 @@ def _mean(values: list[float]) -> float:
 
 def run_config(specs, config, **extra) -> dict:
     """The full config of a run, as stored in the trace metadata; each method also records the
-    adjacency score its decoder harvested (``score``) and, for goose, the ``min_score`` it applied."""
+    adjacency score its decoder harvested (``score``) and, for goose, the ``min_score`` and
+    ``branch_power`` it applied."""
     from .decoder import harvest_score
+
+    def goose_only(s) -> dict:
+        return {"min_score": config.min_score, "branch_power": config.branch_power} if s.kind == "goose" else {}
 
     methods = [{"label": method_label(s), "name": s.name, "budget": s.budget,
                 "topology": s.topology.to_dict() if s.topology is not None else None,
-                "score": harvest_score(s, config), **({"min_score": config.min_score, "branch_power": config.branch_power} if s.kind == "goose" else {})}
-               for s in specs]
+                "score": harvest_score(s, config), **goose_only(s)} for s in specs]
     return {"methods": methods, "decode": dataclasses.asdict(config),
             "reset_adjacency": config.reset_adjacency, **extra}
 
