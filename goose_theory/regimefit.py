@@ -92,11 +92,17 @@ def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[t
         if missing:
             raise ValueError(f"{path}: no {', '.join(missing)} column (recorded before it existed; re-record "
                              f"the traces for the two-regime fit)")
+        meta = trace_metadata(pf)
+        thresholded = [str(m.get("label")) for m in (meta.get("config") or {}).get("methods", [])
+                       if isinstance(m, dict) and (m.get("min_score") or 0) > 0]
+        if thresholded:  # fill_rates would read the threshold's cuts as a sparse adjacency table
+            raise ValueError(f"{path}: {', '.join(thresholded)} recorded with --min-score; the regime fit "
+                             f"needs traces of goose without it")
         frame = pf.read(columns=COLUMNS + [c for c in ("bypass",) if c in pf.schema_arrow.names]).to_pandas()
         if benchmark is not None:
             frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)
         if len(frame):
-            out.append((frame, trace_metadata(pf)))
+            out.append((frame, meta))
     return out
 
 
