@@ -44,9 +44,8 @@ class KVStore:
         self.v: torch.Tensor | None = None
 
     def allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        """Create the buffers from the first layer's states (their heads, head_dim, dtype, device)."""
-        if key_states.shape[0] != 1:
-            raise ValueError(f"the goose KV cache holds batch size 1, got {key_states.shape[0]}")
+        """Create the buffers from the first layer's states (their heads, head_dim, dtype, device;
+        batch 1, which :meth:`GrowableLayer.update` checks)."""
         _, hk, _, dk = key_states.shape
         _, hv, _, dv = value_states.shape
         self.k = key_states.new_empty((self.num_layers, hk, self.initial_capacity, dk))
@@ -109,10 +108,10 @@ class GrowableLayer(DynamicLayer):
         self.is_initialized = True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
         if key_states.shape[0] != 1:
             raise ValueError(f"the goose KV cache holds batch size 1, got {key_states.shape[0]}")
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
         n, start = key_states.shape[-2], self.length
         self.store.reserve(start + n)
         self.store.k[self.index, :, start: start + n] = key_states[0]
@@ -129,9 +128,6 @@ class GrowableLayer(DynamicLayer):
         if tokens_to_remove == 0 or not self.is_initialized:
             return
         self.length = max(0, self.length + tokens_to_remove)
-
-    def set_length(self, length: int) -> None:
-        self.length = length
 
     def reset(self) -> None:
         self.length = 0
