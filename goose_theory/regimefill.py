@@ -24,7 +24,7 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
-from .topology import SPINE, Topology, topology_from_dict
+from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology, topology_from_dict
 from .yields import yield_with_fallback
 
 BYPASS_LEN = PAPER_BYPASS_LEN  # goose's consensus bypass threshold (the runtime's GoosePolicy default too)
@@ -122,10 +122,9 @@ def first_nodes(topology: Topology, budget: int) -> Topology:
         (0, 0, 1)
     """
     kept, nodes = {0: 0}, [(-1, "root", 0)]
-    names = ("root", "spine", "transition")
     for c in bfs_order(topology.parent, topology.source, topology.rank)[:budget].tolist():
         kept[c] = len(nodes)  # breadth-first: a node's parent is always kept before it
-        nodes.append((kept[topology.parent[c]], names[topology.source[c]], int(topology.rank[c])))
+        nodes.append((kept[topology.parent[c]], SOURCE_NAMES[topology.source[c]], int(topology.rank[c])))
     return Topology.from_nodes(nodes, max_depth=topology.max_depth, max_spine=topology.max_spine)
 
 
@@ -147,17 +146,16 @@ def filled_tau(topology: Topology, acceptance: Acceptance, fill: Sequence[float]
     acc = replace(acceptance, p_t=unfold(acceptance.p_t, fill[0]), p_t_spine=unfold(acceptance.p_t_spine, fill[1]),
                   p_t_chain=unfold(acceptance.p_t_chain, fill[2]))
     rng = np.random.default_rng(seed)
-    names = ("root", "spine", "transition")
     total = 0.0
     for _ in range(samples):
         keep, new, nodes = [True], {0: 0}, [(-1, "root", 0)]
         for v in range(1, len(topology.parent)):
             p = topology.parent[v]
-            ok = keep[p] and (topology.source[v] != 2 or rng.random() < fill[topology.source[p]])
+            ok = keep[p] and (topology.source[v] != TRANSITION or rng.random() < fill[topology.source[p]])
             keep.append(ok)
             if ok:
                 new[v] = len(nodes)
-                nodes.append((new[p], names[topology.source[v]], int(topology.rank[v])))
+                nodes.append((new[p], SOURCE_NAMES[topology.source[v]], int(topology.rank[v])))
         sub = Topology.from_nodes(nodes, max_depth=topology.max_depth, max_spine=topology.max_spine)
         total += yield_with_fallback(first_nodes(sub, budget), acc)[0].expected_tau
     return total / samples

@@ -47,13 +47,12 @@ from .acceptance import Acceptance
 from .fitcheck import curve_test, spine_availability
 from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
                          psi_estimate)
-from .regimespare import SpineModel, end_rates
+from .regimespare import MAX_RANK, SpineModel, end_rates
+from .topology import SOURCE_NAMES
 from .traceio import open_trace, trace_metadata
 
 COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
            "reached", "spine_avail", "tau"]
-SOURCES = ("root", "spine", "transition")
-MAX_RANK = 10
 MAX_SPINE = 20
 MIN_ROWS = 30
 
@@ -75,7 +74,7 @@ class RegimeFit:
 
     def to_dict(self) -> dict[str, Any]:
         out = {"psi": self.psi, "psi_ci95": list(self.psi_ci95), "matched": self.matched.to_dict(),
-               "unmatched": self.unmatched.to_dict(), "fill": dict(zip(SOURCES, self.fill)),
+               "unmatched": self.unmatched.to_dict(), "fill": dict(zip(SOURCE_NAMES, self.fill)),
                "cycles": self.cycles, "prompts": self.prompts}
         if self.confident is not None:
             out.update(confident=self.confident.to_dict(), psi_confident=self.psi_confident)

@@ -35,7 +35,7 @@ import pandas as pd
 from ._numba import jit
 from .acceptance import Acceptance
 from .regimefill import bfs_order
-from .topology import SPINE, TRANSITION, Topology
+from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology
 
 DRAWS = 64          # fill draws per match length
 PRIOR_N = 10.0      # end-of-spine rates: pseudo-count of the chain-rate prior (the traces hold 6-40 nodes)
@@ -202,6 +202,5 @@ def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fi
             break
         best = tau
         parent.append(v); kind.append(k); rank.append(r)
-    names = ("root", "spine", "transition")
-    return Topology.from_nodes([(p, names[k], r) for p, k, r in zip(parent, kind, rank)],
+    return Topology.from_nodes([(p, SOURCE_NAMES[k], r) for p, k, r in zip(parent, kind, rank)],
                                max_depth=topology.max_depth, max_spine=topology.max_spine, meta=topology.meta)
