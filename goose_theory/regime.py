@@ -126,18 +126,20 @@ def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, p
     and with ``spines`` (the fit's :class:`~goose_theory.regimespare.SpineModel` of the matched
     and confident regimes) so are the matched and confident trees
     (:func:`~goose_theory.regimespare.spare_tau`: match length, end-of-spine rates, spare slots)."""
-    tm, nm = _expected(topology, matched)
-    tu, nu = _expected(unmatched_topology or topology, unmatched)
     filled = fill is not None and budget is not None
+
+    def matched_price(tree: Topology, acceptance: Acceptance, spine: Any) -> tuple[float, float]:
+        return spare_tau(tree, acceptance, spine, fill, budget) if filled and spine is not None \
+            else _expected(tree, acceptance)
+
+    tm, nm = matched_price(topology, matched, spines[0])
     if filled and unmatched_topology is not None and unmatched_topology.budget > budget:
         tu, nu = filled_tau(unmatched_topology, unmatched, fill, budget, samples=FILL_SAMPLES), float(budget)
-    if filled and spines[0] is not None:
-        tm, nm = spare_tau(topology, matched, spines[0], fill, budget)
+    else:
+        tu, nu = _expected(unmatched_topology or topology, unmatched)
     if confident is None:
         return RegimeTau(harmonic_tau(tm, tu, psi), tm, tu, psi, nm, nu)
-    tc, nc = _expected(confident_topology or topology, confident)
-    if filled and spines[1] is not None:
-        tc, nc = spare_tau(confident_topology or topology, confident, spines[1], fill, budget)
+    tc, nc = matched_price(confident_topology or topology, confident, spines[1])
     return RegimeTau(harmonic_tau(tm, tu, psi, tau_confident=tc, psi_confident=psi_confident),
                      tm, tu, psi, nm, nu, psi_confident, tc, nc)
 
