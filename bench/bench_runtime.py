@@ -37,6 +37,7 @@ from goose_runtime.profile import profile_latency
 from goose_runtime.prompts import load_prompts
 from goose_runtime.runner import run_methods, summarize
 from goose_theory.cli_util import format_table, to_jsonable
+from goose_theory.topology import write_json_atomic
 
 BASELINES = ("ar", "pld", "tr", "iso:3", "mixed-iso:3")
 LATENCY_SIZES = (1, 2, 4, 9, 17, 33, 48, 64, 81)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
         for bench in args.sets.split(","):
             rows.extend(run_set(bundle, bench, specs, args, profile))
-            write_report(report, args.out)  # after every set: a run cut short keeps what it measured
+            write_json_atomic(args.out, to_jsonable(report))  # after every set: a run cut short keeps what it measured
         print(f"\n## {bundle.name}, {dtype}, {bundle.device}\n")
         print("forward of n tokens / decode step: " +
               ", ".join(f"n={n}: {t / lat[0]:.2f}x" for n, t in zip(LATENCY_SIZES, lat)) +
@@ -129,17 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     report["wall_s"] = time.perf_counter() - start
     report["complete"] = True
     print(f"\nmachine: {json.dumps(report['machine'])}\nwall: {report['wall_s']:.0f} s")
-    write_report(report, args.out)
+    write_json_atomic(args.out, to_jsonable(report))
     return 0
 
-
-def write_report(report: dict, path: str) -> None:
-    """Write the JSON atomically (temp file, then rename)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(to_jsonable(report), fh, indent=1)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
