@@ -1,4 +1,5 @@
-"""Shared test helpers: random valid topologies for property tests; gpu tests need a CUDA device."""
+"""Shared test helpers: random valid topologies for property tests, a trace copy with edited
+metadata; gpu tests need a CUDA device."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,20 @@ def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float
                 break
         depth.append(depth[p] + 1); has_spine_child.append(False); next_rank.append(0)
     return Topology.from_nodes(zip(parents, sources, ranks), max_depth=max_depth, max_spine=max_spine)
+
+
+def thresholded_trace_copy(src: str, dst) -> None:
+    """A copy of trace ``src`` whose metadata says its first method ran with ``--min-score 0.01``."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(src)
+    meta = dict(table.schema.metadata)
+    config = json.loads(meta[b"config"])
+    config["methods"][0]["min_score"] = 0.01
+    meta[b"config"] = json.dumps(config).encode()
+    pq.write_table(table.replace_schema_metadata(meta), dst)
 
 
 def pytest_collection_modifyitems(config, items):

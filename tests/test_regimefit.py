@@ -181,16 +181,10 @@ def test_rank_curve_never_rises_with_rank():
 
 
 def test_traces_recorded_with_min_score_are_refused(tmp_path):
-    import json
-    import pyarrow.parquet as pq
     from goose_theory.regimefit import read_frames
-    table = pq.read_table("traces/mtbench-b8.parquet")
-    meta = dict(table.schema.metadata)
-    config = json.loads(meta[b"config"])
-    config["methods"][0]["min_score"] = 0.01
-    meta[b"config"] = json.dumps(config).encode()
+    from tests.conftest import thresholded_trace_copy
     bad = tmp_path / "thresholded.parquet"
-    pq.write_table(table.replace_schema_metadata(meta), bad)
+    thresholded_trace_copy("traces/mtbench-b8.parquet", bad)
     assert read_frames(["traces/mtbench-b8.parquet"])  # the shipped one reads
     with pytest.raises(ValueError, match="recorded with --min-score"):
         read_frames([str(bad)])

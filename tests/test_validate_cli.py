@@ -1,29 +1,17 @@
 """``goose loop`` / ``goose validate`` bad input: one line, exit code 2 (the full loop runs in `make run`)."""
 from __future__ import annotations
 
-import json
-
-import pyarrow.parquet as pq
 import pytest
 
 from goose_runtime.cli import main
+from tests.conftest import thresholded_trace_copy
 
 pytestmark = pytest.mark.slow  # the loop loads the real default model before it fits
 
 
-def _thresholded_copy(src: str, dst) -> None:
-    """A shipped trace whose metadata says goose ran with --min-score."""
-    table = pq.read_table(src)
-    meta = dict(table.schema.metadata)
-    config = json.loads(meta[b"config"])
-    config["methods"][0]["min_score"] = 0.01
-    meta[b"config"] = json.dumps(config).encode()
-    pq.write_table(table.replace_schema_metadata(meta), dst)
-
-
 def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     for bench in ("humaneval", "mtbench", "stdlib"):
-        _thresholded_copy(f"traces/{bench}-b8.parquet", tmp_path / f"{bench}.parquet")
+        thresholded_trace_copy(f"traces/{bench}-b8.parquet", tmp_path / f"{bench}.parquet")
     code = main(["loop", "--traces", str(tmp_path / "*.parquet"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("error: two-regime fit") and "recorded with --min-score" in err[-1]
