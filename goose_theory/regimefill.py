@@ -25,6 +25,7 @@ import pandas as pd
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
 from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology, topology_from_dict
+from .validation import cluster_ratio_ci
 from .yields import yield_with_fallback
 
 BYPASS_LEN = PAPER_BYPASS_LEN  # goose's consensus bypass threshold (the runtime's GoosePolicy default too)
@@ -192,18 +193,27 @@ def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str,
 
 def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:
     """Matched share of tokens over cycles with a known regime, with a bootstrap interval over
-    prompts (cycles of one prompt are correlated)."""
+    prompts (cycles of one prompt are correlated): sum of matched tau over sum of tau, per
+    (benchmark, prompt) cluster, through :func:`~goose_theory.validation.cluster_ratio_ci`.
+
+    With a single prompt there is no spread between prompts to resample, and the regime file
+    (strict JSON) cannot hold NaN bounds, so the interval is the whole range a share can take,
+    (0, 1). With no cycle of known regime, everything is NaN.
+
+    Example:
+        >>> roots = pd.DataFrame({"benchmark": "b", "prompt_id": [0, 0, 1], "regime": [1, 0, 1], "tau": [3, 1, 2]})
+        >>> est, (lo, hi) = psi_estimate(roots, n_boot=100)
+        >>> round(est, 4), lo <= est <= hi
+        (0.8333, True)
+    """
     known = roots[roots["regime"] >= 0]
     if known.empty:
         return float("nan"), (float("nan"), float("nan"))
     g = known.assign(mt=known["tau"] * known["regime"]).groupby(["benchmark", "prompt_id"])[["mt", "tau"]].sum()
-    num, den = g["mt"].to_numpy(float), g["tau"].to_numpy(float)
-    est = float(num.sum() / den.sum())
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, num.size, size=(n_boot, num.size))
-    draws = num[picks].sum(1) / np.maximum(den[picks].sum(1), 1e-300)
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return est, (float(lo), float(hi))
+    est, lo, hi = cluster_ratio_ci(g["mt"].to_numpy(float), g["tau"].to_numpy(float), n_boot=n_boot, seed=seed)
+    if len(g) == 1 and est == est:
+        return est, (0.0, 1.0)
+    return est, (lo, hi)
 
 
 def fill_rates(frames: Sequence[tuple[pd.DataFrame, dict]], nodes: pd.DataFrame) -> tuple[float, float, float]:

@@ -61,3 +61,43 @@ def test_first_nodes_keeps_the_fill_order():
                              (3, "transition", 0)])
     head = first_nodes(t, 3)
     assert head.budget == 3 and head.spine_length == 2 and list(head.source).count(2) == 1
+
+
+def _roots(rows):
+    return pd.DataFrame(rows, columns=["benchmark", "prompt_id", "regime", "tau"])
+
+
+def test_psi_estimate_against_a_direct_prompt_bootstrap():
+    """Ratio of sums per (benchmark, prompt), resampled by prompt with the same generator draws;
+    the same prompt id in two benchmarks is two clusters, and regime -1 cycles are left out."""
+    import numpy as np
+
+    from goose_theory.regimefill import psi_estimate
+
+    rng = np.random.default_rng(7)
+    rows = [(b, p, int(rng.integers(-1, 2)), int(rng.integers(1, 6))) for b in ("x", "y") for p in range(5)
+            for _ in range(int(rng.integers(1, 9)))]
+    clusters = sorted({(b, p) for b, p, _, _ in rows})
+    num = np.array([sum(t for b, p, r, t in rows if (b, p) == c and r == 1) for c in clusters], float)
+    den = np.array([sum(t for b, p, r, t in rows if (b, p) == c and r >= 0) for c in clusters], float)
+    draws = np.random.default_rng(3).integers(0, len(clusters), size=(300, len(clusters)))
+    ratios = [num[d].sum() / den[d].sum() for d in draws]
+    est, (lo, hi) = psi_estimate(_roots(rows), n_boot=300, seed=3)
+    assert est == pytest.approx(num.sum() / den.sum(), rel=1e-12)
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(ratios, [2.5, 97.5])), rel=1e-12)
+    assert lo < est < hi
+
+
+def test_psi_estimate_with_one_prompt_or_none():
+    """One prompt: no spread between prompts to resample, so the interval is the whole (0, 1)
+    (finite: the regime file is strict JSON); no cycle of known regime: NaN throughout."""
+    import json
+    import math
+
+    from goose_theory.regimefill import psi_estimate
+
+    est, ci = psi_estimate(_roots([("x", 0, 1, 3), ("x", 0, 0, 1), ("x", 0, -1, 5)]))
+    assert est == pytest.approx(3 / 4) and ci == (0.0, 1.0)
+    json.dumps(ci, allow_nan=False)
+    est, ci = psi_estimate(_roots([("x", 0, -1, 2), ("y", 1, -1, 1)]))
+    assert math.isnan(est) and all(math.isnan(x) for x in ci)
