@@ -134,18 +134,29 @@ def _handler(args) -> int:
     return 0
 
 
-def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
-    """The two-regime (single, pair) topologies of each group at its recommended budget."""
+def regime_exports(files: list[str], *, bench: str | None, budget: int, context: str,
+                   provenance: dict | None = None) -> tuple:
+    """``goose_theory.regime.regime_topologies`` for the CLIs: (single, pair, fit, methods) of
+    ``bench``'s rows (None: all) at ``budget``. A trace set it cannot fit (no usable rows or
+    methods, traces without spine_avail or recorded with --min-score) is a one-line UsageError,
+    ``context`` (naming the set) first.
+
+    Example: ``regime_exports(["traces/stdlib.parquet"], bench="stdlib", budget=16, context="--regimes: stdlib")``.
+    """
     from goose_theory.regime import regime_topologies
 
+    try:
+        return regime_topologies(files, benchmark=bench, budget=budget, provenance=provenance or {})
+    except ValueError as exc:
+        raise UsageError(f"{context}: {str(exc).splitlines()[0]}") from None
+
+
+def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
+    """The two-regime (single, pair) topologies of each group at its recommended budget."""
     pairs = {}
     for g in analysis.groups:
-        budget = g.recommendation.best.topology.budget
-        try:
-            single, pair, _, _ = regime_topologies(files, benchmark=g.fit.key.get("benchmark"), budget=budget,
-                                                   provenance={})
-        except ValueError as exc:  # no usable rows or methods, or traces without spine_avail (pyarrow)
-            raise UsageError(f"--regimes: {g.label}: {str(exc).splitlines()[0]}") from None
+        single, pair, _, _ = regime_exports(files, bench=g.fit.key.get("benchmark"), context=f"--regimes: {g.label}",
+                                            budget=g.recommendation.best.topology.budget)
         pairs[g.label] = (single, pair)
     return pairs
 

@@ -117,13 +117,11 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int) -> 
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
     confident matches where the traces label them); returns both paths."""
-    from goose_theory.regime import regime_topologies
     from goose_theory.regimefile import save_over_fit
 
-    try:
-        single, pair, fit, methods = regime_topologies(files, benchmark=bench, budget=budget, provenance={})
-    except ValueError as exc:  # no usable rows or methods, traces without spine_avail or with --min-score
-        raise UsageError(f"two-regime fit ({bench}): {str(exc).splitlines()[0]}") from None
+    from .fit_cli import regime_exports
+
+    single, pair, fit, methods = regime_exports(files, bench=bench, budget=budget, context=f"two-regime fit ({bench})")
     pair_path = save_over_fit(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "

@@ -202,3 +202,23 @@ def test_bad_rows_found_while_counting_exit_2_or_skip(good, tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err.startswith(f"skipped: {bad}: ") and captured.err.count("\n") == 1
     assert json.loads(captured.out)["files"] == [str(good)]
+
+
+def test_regime_exports_turns_a_fit_error_into_one_usage_line(good, tmp_path, monkeypatch):
+    """The one wrapper fit-acceptance --regimes and goose loop share: ValueError -> UsageError of
+    one line, the caller's context (naming the set) first."""
+    import goose_theory.regime
+    from goose_runtime.fit_cli import regime_exports
+    from goose_theory.cli_util import UsageError
+
+    old = _rewrite(good, tmp_path / "old.parquet", drop="spine_avail")
+    with pytest.raises(UsageError) as caught:
+        regime_exports([str(old)], bench=None, budget=4, context="two-regime fit (x)")
+    msg = str(caught.value)
+    assert msg.startswith("two-regime fit (x): ") and "spine_avail" in msg and "\n" not in msg
+
+    def boom(*args, **kwargs):
+        raise ValueError("first line\nsecond line")
+    monkeypatch.setattr(goose_theory.regime, "regime_topologies", boom)
+    with pytest.raises(UsageError, match=r"^--regimes: all: first line$"):
+        regime_exports([str(good)], bench=None, budget=4, context="--regimes: all")
