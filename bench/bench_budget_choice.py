@@ -16,17 +16,17 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 
 import torch
 
+from goose_theory.cli_util import to_jsonable
 from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.regime import regime_topologies, save_regime_topologies
-from goose_theory.topology import load_topology
+from goose_theory.topology import load_topology, write_json_atomic
 from goose_runtime.decoder import DecodeConfig
 from goose_runtime.fit_report import write_report
 from goose_runtime.model import load_model
@@ -71,10 +71,15 @@ def main(argv=None) -> int:
         report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}
         print_set(bench, chosen, rows)
     report["wall_s"] = round(time.time() - t0)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(report, fh, indent=1)
+    save_report(args.out, report)
     return 0
+
+
+def save_report(path: str, report: dict) -> None:
+    """Write ``report`` as strict JSON (NaN/inf -> null: a run with no finite interval, say, has
+    NaN bounds), atomically (temp file, then rename; directories made): a benchmark cut short or
+    killed never leaves a half file over the last good one."""
+    write_json_atomic(path, to_jsonable(report))
 
 
 def print_set(bench: str, chosen: int, rows) -> None:
