@@ -66,3 +66,16 @@ def test_greedy_walk_follows_the_argmax():
 def test_tree_visibility_is_ancestors_and_self():
     vis = tree_visibility([-1, 0, 1, 0])
     assert vis.astype(int).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 0, 1]]
+
+
+def test_tree_visibility_of_random_trees_follows_the_parent_links():
+    rng = np.random.default_rng(4)
+    for q in (1, 2, 17, 81):
+        parent = [-1] + [int(rng.integers(0, i)) for i in range(1, q)]
+        want = np.zeros((q, q), dtype=bool)
+        for i in range(q):
+            node = i
+            while node >= 0:  # i sees itself and every ancestor
+                want[i, node] = True
+                node = parent[node]
+        assert np.array_equal(tree_visibility(parent), want)

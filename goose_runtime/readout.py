@@ -1,0 +1,113 @@
+"""Top-k of every verified row, on the CPU in fp32: one pass of block maxima, then a numba kernel.
+
+Every cycle reads the top-10 of each tree node's logits (the argmax verifies; the rest is
+harvested into the adjacency table). At 81 rows that is 16 MB of logits, so the readout is
+memory-bound: :func:`goose_runtime.verify.blocked_topk` already reads the vocabulary once (the max
+of each 64-column block), but its second half -- a top-k over the block maxima, a gather of the k
+best blocks, a top-k over those and the index arithmetic -- is five small torch ops that cost as
+much again. :func:`topk_rows` keeps torch's vectorised block maxima and does the rest per row in
+one parallel numba kernel: pick the k blocks with the largest maxima (an element of the top k lies
+in one of them: its block's max is at least the element), then scan those blocks, keeping a sorted
+top k by insertion.
+
+Ties: within the scanned blocks a smaller column wins a tie (blocks are scanned in column order),
+the rule of ``torch.argmax``. Exact: values and indices equal ``torch.topk``'s wherever the top k
+is free of ties (``tests/test_readout.py``).
+
+Used by :func:`goose_runtime.verify.top_candidates` for contiguous fp32 CPU logits of several rows
+whose vocabulary splits into at least ``4 k`` blocks; everything else (CUDA, bf16, one row) keeps
+the torch path.
+
+Example:
+    >>> import torch
+    >>> x = torch.zeros(2, 1024)
+    >>> x[0, 700], x[0, 3], x[1, 5] = 3.0, 2.0, 1.0
+    >>> vals, idx, blocks = topk_rows(x, 2)
+    >>> idx.tolist(), vals[0].tolist()
+    ([[700, 3], [5, 0]], [3.0, 2.0])
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import torch
+
+from goose_theory._numba import jit, parallel_jit
+
+BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 rows (1024: 2x slower)
+
+
+@jit
+def _insert(vals, idx, n, k, value, index):
+    """Insert (value, index) into the first n entries of a descending top-k; returns the new n.
+    Equal values keep the earlier entry first."""
+    pos = n if n < k else k - 1
+    while pos > 0 and vals[pos - 1] < value:
+        if pos < k:
+            vals[pos] = vals[pos - 1]
+            idx[pos] = idx[pos - 1]
+        pos -= 1
+    vals[pos] = value
+    idx[pos] = index
+    return n + 1 if n < k else n
+
+
+@parallel_jit
+def _topk_from_block_max(x, block_max, k, block, vals, idx, best_blocks):
+    """Per row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
+    ``vals[r], idx[r]`` = the top k of those blocks' columns (descending)."""
+    q, n_blocks = block_max.shape
+    for r in numba.prange(q):
+        bv = np.empty(k, np.float32)
+        bi = best_blocks[r]
+        n = 0
+        for b in range(n_blocks):
+            if n < k or block_max[r, b] > bv[k - 1]:
+                n = _insert(bv, bi, n, k, block_max[r, b], b)
+        order = np.sort(bi)  # scan in column order, so a tie goes to the smaller column
+        tv, ti = vals[r], idx[r]
+        m = 0
+        for c in range(k):
+            start = order[c] * block
+            for j in range(start, start + block):
+                if m < k or x[r, j] > tv[k - 1]:
+                    m = _insert(tv, ti, m, k, x[r, j], j)
+
+
+def fits(logits: torch.Tensor, k: int) -> bool:
+    """Whether :func:`topk_rows` applies: contiguous fp32 CPU logits of >= 2 rows, a vocabulary of
+    at least ``4 k`` whole blocks."""
+    if logits.device.type != "cpu" or logits.dtype != torch.float32 or logits.dim() != 2:
+        return False
+    q, v = logits.shape
+    return q >= 2 and k >= 1 and v % BLOCK == 0 and v // BLOCK >= 4 * k and logits.is_contiguous()
+
+
+def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values float32 (q, k), indices int64 (q, k), blocks int64 (q, k)): the top k of each row,
+    best first, and the k blocks of :data:`BLOCK` columns with the largest maxima that they were
+    taken from (best first). ``logits`` must satisfy :func:`fits`."""
+    q, v = logits.shape
+    block_max = logits.view(q, v // BLOCK, BLOCK).amax(-1).numpy()  # torch's SIMD reduction: one pass
+    vals = np.empty((q, k), np.float32)
+    idx = np.empty((q, k), np.int64)
+    blocks = np.empty((q, k), np.int64)
+    _set_threads()
+    _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    return vals, idx, blocks
+
+
+def block_candidates(logits: torch.Tensor, blocks: np.ndarray) -> torch.Tensor:
+    """(q, k * BLOCK): the columns of each row's ``blocks``, in that order (what ``"prob"`` scores
+    normalise over)."""
+    q, v = logits.shape
+    per_row = v // BLOCK
+    rows = torch.from_numpy(blocks + np.arange(q, dtype=np.int64)[:, None] * per_row)
+    return logits.view(q * per_row, BLOCK).index_select(0, rows.view(-1)).view(q, -1)
+
+
+def _set_threads() -> None:
+    """numba's pool follows torch's thread count (``--threads 1`` runs stay on one core)."""
+    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != want:
+        numba.set_num_threads(want)

@@ -1,0 +1,83 @@
+"""readout.py: the numba top-k against torch.topk (the reference), ties, the "prob" path, threads."""
+from __future__ import annotations
+
+import doctest
+
+import numba
+import numpy as np
+import pytest
+import torch
+
+from goose_runtime import readout
+from goose_runtime.verify import _blocked, top_candidates
+
+
+@pytest.mark.parametrize("q,vocab,k", [(2, 49152, 1), (9, 49152, 10), (81, 49152, 10), (3, 151936, 10),
+                                       (5, 4096, 16), (300, 2560, 10)])
+def test_topk_rows_equals_torch_topk(q, vocab, k):
+    logits = torch.randn(q, vocab, generator=torch.Generator().manual_seed(q + vocab + k)) * 4
+    want = torch.topk(logits, k, dim=-1)
+    vals, idx, blocks = readout.topk_rows(logits, k)
+    assert np.array_equal(idx, want.indices.numpy()) and np.array_equal(vals, want.values.numpy())
+    for r in range(q):  # the top k lie in the chosen blocks
+        assert set((idx[r] // readout.BLOCK).tolist()) <= set(blocks[r].tolist())
+
+
+def test_blocks_are_the_k_largest_block_maxima_best_first():
+    logits = torch.randn(4, 8192, generator=torch.Generator().manual_seed(3))
+    _, _, blocks = readout.topk_rows(logits, 10)
+    block_max = logits.view(4, -1, readout.BLOCK).amax(-1)
+    assert np.array_equal(blocks, torch.topk(block_max, 10, dim=-1).indices.numpy())
+
+
+def test_a_top_k_crowded_into_one_block_and_ties_go_to_the_smaller_column():
+    logits = torch.zeros(2, 4096)
+    logits[0, 1024:1034] = torch.arange(10, 0, -1, dtype=torch.float32)   # all ten in one block
+    logits[1, [4000, 17, 900]] = 5.0                                        # a three-way tie at the top
+    vals, idx, _ = readout.topk_rows(logits, 10)
+    assert idx[0].tolist() == list(range(1024, 1034))
+    assert idx[1, :3].tolist() == [17, 900, 4000] and vals[1, :3].tolist() == [5.0] * 3
+    assert idx[1, 0] == int(torch.argmax(logits[1]))
+
+
+def test_fits_only_contiguous_fp32_cpu_with_enough_blocks():
+    x = torch.randn(3, 4096)
+    assert readout.fits(x, 10)
+    assert not readout.fits(x[:1], 10)                        # one row: torch.topk
+    assert not readout.fits(x.bfloat16(), 10)                  # another dtype
+    assert not readout.fits(x[:, :4000], 10)                   # not whole blocks (and a view)
+    assert not readout.fits(torch.randn(3, 512), 10)           # fewer than 4 k blocks
+    assert not readout.fits(x.t().contiguous().t(), 10)        # not contiguous
+
+
+@pytest.mark.parametrize("score", [None, "logit", "prob"])
+def test_top_candidates_equal_the_torch_path_bit_for_bit(score):
+    logits = torch.randn(17, 49152, generator=torch.Generator().manual_seed(11)) * 3
+    top, scores = top_candidates(logits, 10, score)
+    vals, idx, cand = _blocked(logits, 10)
+    assert np.array_equal(top, idx.numpy())
+    if score is None:
+        assert scores is None
+    elif score == "logit":
+        assert np.array_equal(scores, vals.numpy())
+    else:
+        want = torch.exp(vals - torch.logsumexp(cand, dim=-1, keepdim=True)).numpy()
+        assert np.array_equal(scores, want)
+
+
+def test_the_result_does_not_depend_on_the_thread_count():
+    logits = torch.randn(40, 49152, generator=torch.Generator().manual_seed(2))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = readout.topk_rows(logits, 10)
+        assert numba.get_num_threads() == 1
+        torch.set_num_threads(max(2, before))
+        many = readout.topk_rows(logits, 10)
+    finally:
+        torch.set_num_threads(before)
+    assert all(np.array_equal(a, b) for a, b in zip(one, many))
+
+
+def test_doctest():
+    assert doctest.testmod(readout).failed == 0
