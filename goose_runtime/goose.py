@@ -72,6 +72,8 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     kids = [tree.add(node, TRANSITION, r, t, s) for r, t, s in cands[:width]]
     used, carry = width, 0
     for kid, share in zip(kids, harmonic_split(budget - width, width, power)):
+        if share + carry <= 0:  # nothing to hang here (most leaves): skip the call
+            continue
         placed = grow_branches(tree, kid, share + carry, adj, before_anchor, top_k=top_k,
                                max_depth=max_depth, power=power, min_score=min_score)
         carry = share + carry - placed
