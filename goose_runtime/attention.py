@@ -12,7 +12,9 @@ which grows with the text (about 70 MB per forward at 500 tokens of context).
 (1, 1, q, L) mask is tiled g times down its rows. Every attention row sees exactly the keys,
 values and mask entries it saw before, so the result is the same computation; only the copy is
 gone. Anything else (no grouping, one token, a per-head or boolean mask) goes to transformers'
-own SDPA function unchanged.
+own SDPA function unchanged. Inside :func:`one_forward` (``verify.forward`` uses it) the tiled mask
+is made once and reused by every layer, which all receive the same mask object (0.2-0.3 ms per
+forward over 30 layers, at 17-81 rows).
 
 Example:
     >>> import torch
@@ -27,7 +29,9 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 from transformers import AttentionInterface
@@ -48,12 +52,36 @@ def packed_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torc
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
     packed = query.reshape(b, heads // groups, groups * q, d)
-    mask = attention_mask.repeat(1, 1, groups, 1)
+    mask = _tiled(attention_mask, groups)
     out = torch.nn.functional.scaled_dot_product_attention(packed, key, value, attn_mask=mask, scale=scaling)
     return out.reshape(b, heads, q, d).transpose(1, 2).contiguous(), None
 
 
 AttentionInterface.register(NAME, packed_sdpa)
+
+_forward = threading.local()  # .memo: (mask object, groups, tiled mask) within one forward pass
+
+
+@contextmanager
+def one_forward() -> Iterator[None]:
+    """Within this block the tiled mask of a given mask object is computed once. Only for the span
+    of one forward pass, in which the mask is not modified (it is never kept past the block)."""
+    _forward.memo = None
+    _forward.active = True
+    try:
+        yield
+    finally:
+        _forward.active, _forward.memo = False, None
+
+
+def _tiled(mask: torch.Tensor, groups: int) -> torch.Tensor:
+    """``mask`` (1, 1, q, L) tiled ``groups`` times down its rows: (1, 1, groups * q, L)."""
+    if not getattr(_forward, "active", False):
+        return mask.repeat(1, 1, groups, 1)
+    memo = _forward.memo
+    if memo is None or memo[0] is not mask or memo[1] != groups:
+        memo = _forward.memo = (mask, groups, mask.repeat(1, 1, groups, 1))
+    return memo[2]
 
 
 def use_packed_attention(model: Any) -> bool:

@@ -20,6 +20,7 @@ import torch
 from goose_theory._numba import jit
 
 from . import readout
+from .attention import one_forward
 from .trees import DraftTree
 
 
@@ -78,8 +79,9 @@ class MaskBuilder:
 
 def forward(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
     """Logits (q, vocab) of one forward pass that appends q positions to ``cache``."""
-    out = model(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
-                use_cache=True)
+    with one_forward():  # every layer gets the same mask: tile it for packed attention once
+        out = model(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
+                    use_cache=True)
     return out.logits[0]
 
 

@@ -36,3 +36,45 @@ def test_model_switches_only_from_sdpa():
     bundle.model.set_attn_implementation("eager")
     assert not use_packed_attention(bundle.model)
     assert bundle.model.config._attn_implementation == "eager"
+
+
+def test_one_forward_tiles_a_mask_once_and_forgets_it_after():
+    from goose_runtime import attention
+
+    mask = torch.zeros(1, 1, 4, 9)
+    assert attention._tiled(mask, 3) is not attention._tiled(mask, 3)        # outside: a new tile each call
+    with attention.one_forward():
+        first = attention._tiled(mask, 3)
+        assert attention._tiled(mask, 3) is first                            # every layer reuses it
+        assert attention._tiled(mask, 2).shape == (1, 1, 8, 9)               # another grouping: tiled anew
+        other = torch.zeros(1, 1, 4, 9)
+        assert attention._tiled(other, 3) is not first                       # another mask object too
+    mask.fill_(-1.0)                                                         # changed after the block:
+    assert attention._tiled(mask, 3).min() == -1.0                           # nothing stale is kept
+    torch.testing.assert_close(first, torch.zeros(1, 1, 12, 9))
+
+
+def test_the_forward_with_the_shared_tile_equals_the_one_without():
+    from goose_runtime import attention
+    from goose_runtime.kvcache import cache_for
+
+    bundle = tiny_random_bundle()
+    model, masks = bundle.model, MaskBuilder(torch.float32, torch.device("cpu"))
+    parent = [-1, 0, 0, 1, 1, 2]
+    ids = torch.tensor([3, 5, 7, 11, 13, 17])
+    pos = torch.tensor([0, 1, 1, 2, 2, 2]) + 4
+    outs = []
+    for shared in (True, False):
+        cache = cache_for(model)
+        prefix = torch.tensor([1, 2, 3, 4])
+        with torch.inference_mode():
+            model(input_ids=prefix[None], attention_mask=masks.causal_mask(4), position_ids=torch.arange(4)[None],
+                  cache=cache, use_cache=True)
+            kwargs = dict(input_ids=ids[None], attention_mask=masks.tree_mask(parent, 4), position_ids=pos[None],
+                          cache=cache, use_cache=True)
+            if shared:
+                with attention.one_forward():
+                    outs.append(model(**kwargs).logits)
+            else:
+                outs.append(model(**kwargs).logits)
+    assert torch.equal(outs[0], outs[1])
