@@ -1,5 +1,6 @@
 """Side by side: reading the top-k out of a tree's logits with ``torch.topk`` against the blocked
-top-k (``goose_runtime.verify._blocked``) at several block sizes.
+top-k (``goose_runtime.verify._blocked``) at several block sizes, and against the decoder's fp32
+CPU path (``goose_runtime.readout.topk_rows``: torch's block maxima, then one numba kernel).
 
 The decoder needs, for every tree node, the target's argmax (the walk) and its top-K successors
 (harvesting the adjacency table): a top-k over q rows of the 49152-column vocabulary every cycle.
@@ -19,6 +20,7 @@ import time
 
 import torch
 
+from goose_runtime import readout
 from goose_runtime.kvcache import cache_for
 from goose_runtime.model import load_model
 from goose_runtime.profile import _prefix_ids, depths, ternary_parents
@@ -41,6 +43,7 @@ def variants(k: int) -> dict:
     out = {"torch.topk": lambda x: torch.topk(x, k, dim=-1)}
     for b in BLOCKS:
         out[f"blocked/{b}"] = lambda x, b=b: _blocked(x, k, b)[:2]
+    out["numba/64"] = lambda x: readout.topk_rows(x, k)[:2] if readout.fits(x, k) else _blocked(x, k, 64)[:2]
     return out
 
 
@@ -49,7 +52,7 @@ def time_size(logits: torch.Tensor, k: int, rounds: int, hot: bool) -> dict[str,
     fns, scratch = variants(k), torch.empty(16 << 20)
     want = torch.topk(logits, k, dim=-1)
     for name, fn in fns.items():
-        vals, idx = fn(logits)
+        vals, idx = (torch.as_tensor(a) for a in fn(logits))
         if not (torch.equal(vals, want.values) and torch.equal(idx, want.indices)):
             raise SystemExit(f"{name} differs from torch.topk")
     times = {name: [] for name in fns}

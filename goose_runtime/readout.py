@@ -35,6 +35,7 @@ import torch
 from goose_theory._numba import jit, parallel_jit
 
 BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 rows (1024: 2x slower)
+USE_NUMBA = True  # False: verify.top_candidates reads with torch ops alone (bench/bench_overhead.py compares)
 
 
 @jit
@@ -77,7 +78,7 @@ def _topk_from_block_max(x, block_max, k, block, vals, idx, best_blocks):
 def fits(logits: torch.Tensor, k: int) -> bool:
     """Whether :func:`topk_rows` applies: contiguous fp32 CPU logits of >= 2 rows, a vocabulary of
     at least ``4 k`` whole blocks."""
-    if logits.device.type != "cpu" or logits.dtype != torch.float32 or logits.dim() != 2:
+    if not USE_NUMBA or logits.device.type != "cpu" or logits.dtype != torch.float32 or logits.dim() != 2:
         return False
     q, v = logits.shape
     return q >= 2 and k >= 1 and v % BLOCK == 0 and v // BLOCK >= 4 * k and logits.is_contiguous()

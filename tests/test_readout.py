@@ -50,6 +50,11 @@ def test_fits_only_contiguous_fp32_cpu_with_enough_blocks():
     assert not readout.fits(x.t().contiguous().t(), 10)        # not contiguous
 
 
+def test_the_numba_path_can_be_switched_off(monkeypatch):
+    monkeypatch.setattr(readout, "USE_NUMBA", False)
+    assert not readout.fits(torch.randn(3, 4096), 10)
+
+
 @pytest.mark.parametrize("score", [None, "logit", "prob"])
 def test_top_candidates_equal_the_torch_path_bit_for_bit(score):
     logits = torch.randn(17, 49152, generator=torch.Generator().manual_seed(11)) * 3

@@ -1,0 +1,94 @@
+"""Where a cycle's time outside the forward pass goes: per-phase milliseconds per cycle.
+
+Issue 3's target is an overhead under 1 ms per cycle (matching, tree building, mask, walk, cache
+compaction, harvesting). This decodes real prompts with each method and wraps the decoder's phases
+with timers: ``build`` (matching and the tree), ``mask``, ``readout`` (top-k of every node's
+logits: the walk's argmax and the harvest's candidates), ``walk``, ``compact`` (KV cache),
+``harvest`` (adjacency table update). ``draft_s`` is the decoder's own per-cycle figure (the
+cycle's wall time minus the forward), the number the traces and ``bench_runtime.py`` report; the
+timers add about a microsecond per wrapped call. One warm-up prompt per method is not counted.
+``--torch-readout`` adds, for each method, a run that reads the top-k with torch ops alone
+(``verify.blocked_topk``) instead of the numba kernel (``goose_runtime/readout.py``), the two runs
+back to back.
+
+Usage:
+    .venv/bin/python bench/bench_overhead.py --methods ar,goose@8,goose@16,goose@60,goose@80,tr \
+        --bench humaneval --prompts 3 --threads 2
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import torch
+
+import goose_runtime.adjacency as adjacency
+import goose_runtime.decoder as decoder
+import goose_runtime.readout as readout
+from goose_runtime.runner import parse_labeled
+from goose_runtime.model import load_model
+from goose_runtime.prompts import encode_prompt, load_prompts
+
+PHASES = (("build", decoder.Decoder, "_build"), ("mask", decoder.MaskBuilder, "tree_mask"),
+          ("readout", decoder, "top_candidates"), ("walk", decoder, "greedy_walk"),
+          ("compact", decoder, "compact"), ("harvest", adjacency.AdjacencyTable, "update"))
+
+
+def install_timers(totals: dict[str, float]) -> None:
+    """Wrap each phase's function so that its seconds add up in ``totals``."""
+    for label, owner, name in PHASES:
+        inner = getattr(owner, name)
+
+        def timed(*args, _inner=inner, _label=label, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                totals[_label] += time.perf_counter() - start
+        setattr(owner, name, timed)
+
+
+def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float]) -> dict[str, float]:
+    """ms per cycle of ``draft_s`` and of each phase, over ``prompts`` (after one warm-up prompt)."""
+    dec = decoder.Decoder(bundle, parse_labeled(method), decoder.DecodeConfig(max_new_tokens=128))
+    dec.decode(prompts[0])
+    totals.clear()
+    cycles, draft = 0, 0.0
+    for ids in prompts:
+        result = dec.decode(ids)
+        cycles += len(result.cycles)
+        draft += sum(c.draft_s for c in result.cycles)
+    row = {"cycles": cycles, "draft_s": 1e3 * draft / cycles}
+    row.update({label: 1e3 * totals[label] / cycles for label, _, _ in PHASES})
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--methods", default="ar,goose@8,goose@16,goose@60,goose@80,tr")
+    ap.add_argument("--bench", default="humaneval")
+    ap.add_argument("--prompts", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--torch-readout", action="store_true", help="also time each method with the torch-only readout")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    bundle = load_model(device="cpu")
+    prompts = [encode_prompt(bundle, p) for p in load_prompts(args.bench, limit=args.prompts)]
+    totals: dict[str, float] = collections.defaultdict(float)
+    install_timers(totals)
+    labels = ["draft_s"] + [label for label, _, _ in PHASES]
+    print(f"{args.bench}, {args.prompts} prompts, 128 new tokens, {args.threads} threads: ms per cycle")
+    print(f"{'method':18s} {'cycles':>6s} " + " ".join(f"{x:>8s}" for x in labels))
+    with torch.inference_mode():
+        for method in args.methods.split(","):
+            for name, torch_only in [(method, False)] + ([(method + " (torch)", True)] if args.torch_readout else []):
+                readout.USE_NUMBA = not torch_only
+                row = measure(bundle, method, prompts, totals)
+                print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
+        readout.USE_NUMBA = True
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
