@@ -51,7 +51,12 @@ def install_timers(totals: dict[str, float]) -> None:
 
 def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float]) -> dict[str, float]:
     """ms per cycle of ``draft_s`` and of each phase, over ``prompts`` (after one warm-up prompt)."""
-    dec = decoder.Decoder(bundle, parse_labeled(method), decoder.DecodeConfig(max_new_tokens=128))
+    spec = parse_labeled(method)
+    latency = None
+    if spec.kind == "auto":  # auto cuts its trees on this device's latency profile (cached)
+        from goose_runtime.profile import device_profile
+        latency, _ = device_profile(bundle, dtype="float32")
+    dec = decoder.Decoder(bundle, spec, decoder.DecodeConfig(max_new_tokens=128, latency=latency))
     dec.decode(prompts[0])
     totals.clear()
     cycles, draft = 0, 0.0
@@ -66,7 +71,7 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", default="ar,goose@8,goose@16,goose@60,goose@80,tr")
+    ap.add_argument("--methods", default="ar,goose@4,goose@8,goose@16,goose@60,goose@80,tr,auto")
     ap.add_argument("--bench", default="humaneval")
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
