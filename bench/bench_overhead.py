@@ -69,14 +69,19 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
     return row
 
 
-def main(argv=None) -> int:
+def parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", default="ar,goose@4,goose@8,goose@16,goose@60,goose@80,tr,auto")
-    ap.add_argument("--bench", default="humaneval")
-    ap.add_argument("--prompts", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
+    for flag, default in (("--methods", "ar,goose@4,goose@8,goose@16,goose@60,goose@80,tr,auto"),
+                          ("--bench", "humaneval")):
+        ap.add_argument(flag, default=default)
+    for flag, default in (("--prompts", 3), ("--threads", 2)):
+        ap.add_argument(flag, type=int, default=default)
     ap.add_argument("--torch-readout", action="store_true", help="also time each method with the torch-only readout")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     torch.set_num_threads(args.threads)
     bundle = load_model(device="cpu")
     prompts = [encode_prompt(bundle, p) for p in load_prompts(args.bench, limit=args.prompts)]
