@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from goose_theory._numba import jit
+
 _MULT = np.int64(1_000_003)  # odd multiplier for the bigram hash (vocab sizes stay far below it)
 
 
@@ -62,24 +64,12 @@ class AdjacencyTable:
         ``prev`` may hold -1 where there is no token before (start of the text): then only the
         unigram row is written. Within one call a later row wins over an earlier one.
         """
-        prev = np.asarray(prev, dtype=np.int64)
-        cur = np.asarray(cur, dtype=np.int64)
+        prev = np.ascontiguousarray(prev, dtype=np.int64)
+        cur = np.ascontiguousarray(cur, dtype=np.int64)
         k = min(self.top_k, tokens.shape[1])
-        self.uni_tok[cur, :k] = tokens[:, :k]
-        self.uni_score[cur, :k] = scores[:, :k]
-        self.uni_filled[cur] = True
-        if k < self.top_k:  # fewer successors than K given: the rest of the row is unused
-            self.uni_score[cur, k:] = -np.inf
-        has_prev = prev >= 0
-        if not has_prev.all():
-            prev, cur, tokens, scores = prev[has_prev], cur[has_prev], tokens[has_prev], scores[has_prev]
-        slots = self._slot(prev, cur)
-        self.bi_key[slots, 0] = prev
-        self.bi_key[slots, 1] = cur
-        self.bi_tok[slots, :k] = tokens[:, :k]
-        self.bi_score[slots, :k] = scores[:, :k]
-        if k < self.top_k:
-            self.bi_score[slots, k:] = -np.inf
+        _write_rows(prev, cur, np.ascontiguousarray(tokens, dtype=np.int64),
+                    np.ascontiguousarray(scores, dtype=np.float32), k, self.n_slots, self.uni_tok,
+                    self.uni_score, self.uni_filled, self.bi_key, self.bi_tok, self.bi_score)
 
     def lookup(self, prev: int, cur: int) -> tuple[list[int], list[float]]:
         """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else empty."""
@@ -96,3 +86,25 @@ class AdjacencyTable:
             n = next(i for i, s in enumerate(scores_l) if s == -np.inf)
             toks_l, scores_l = toks_l[:n], scores_l[:n]
         return toks_l, scores_l
+
+
+@jit
+def _write_rows(prev, cur, tokens, scores, k, n_slots, uni_tok, uni_score, uni_filled, bi_key, bi_tok, bi_score):
+    # one pass, row by row (a later row overwrites an earlier one with the same key); the table is
+    # cold after a forward pass, so the cost is the cache lines of each row, not the arithmetic
+    top_k = uni_tok.shape[1]
+    for i in range(prev.shape[0]):
+        c = cur[i]
+        for j in range(top_k):
+            uni_tok[c, j] = tokens[i, j] if j < k else uni_tok[c, j]
+            uni_score[c, j] = scores[i, j] if j < k else -np.inf
+        uni_filled[c] = True
+        p = prev[i]
+        if p < 0:
+            continue
+        slot = (p * _MULT + c) % n_slots
+        bi_key[slot, 0] = p
+        bi_key[slot, 1] = c
+        for j in range(top_k):
+            bi_tok[slot, j] = tokens[i, j] if j < k else bi_tok[slot, j]
+            bi_score[slot, j] = scores[i, j] if j < k else -np.inf

@@ -60,3 +60,39 @@ def test_short_rows_and_reset():
 def test_bad_sizes_rejected():
     with pytest.raises(ValueError):
         AdjacencyTable(0)
+
+
+def _reference_update(t: AdjacencyTable, prev, cur, tokens, scores) -> None:
+    """The table's update written as vectorised numpy assignments (its first implementation)."""
+    prev, cur = np.asarray(prev, dtype=np.int64), np.asarray(cur, dtype=np.int64)
+    k = min(t.top_k, tokens.shape[1])
+    t.uni_tok[cur, :k] = tokens[:, :k]
+    t.uni_score[cur, :k] = scores[:, :k]
+    t.uni_filled[cur] = True
+    if k < t.top_k:
+        t.uni_score[cur, k:] = -np.inf
+    keep = prev >= 0
+    prev, cur, tokens, scores = prev[keep], cur[keep], tokens[keep], scores[keep]
+    slots = (prev * 1_000_003 + cur) % t.n_slots
+    t.bi_key[slots, 0], t.bi_key[slots, 1] = prev, cur
+    t.bi_tok[slots, :k] = tokens[:, :k]
+    t.bi_score[slots, :k] = scores[:, :k]
+    if k < t.top_k:
+        t.bi_score[slots, k:] = -np.inf
+
+
+def test_update_equals_the_vectorised_reference():
+    rng = np.random.default_rng(7)
+    fast, ref = AdjacencyTable(300, top_k=5, n_slots=97), AdjacencyTable(300, top_k=5, n_slots=97)
+    for step in range(200):
+        q, width = int(rng.integers(1, 40)), int(rng.choice([3, 5, 8]))
+        prev = rng.integers(-1, 300, q)            # -1: no token before
+        cur = rng.integers(0, 30, q)               # few distinct contexts: repeats within a call
+        tokens = rng.integers(0, 300, (q, width))
+        scores = rng.standard_normal((q, width)).astype(np.float32)
+        fast.update(prev, cur, tokens, scores)
+        _reference_update(ref, prev, cur, tokens, scores)
+        for name in ("bi_key", "bi_tok", "bi_score", "uni_filled", "uni_tok", "uni_score"):
+            assert np.array_equal(getattr(fast, name), getattr(ref, name)), (step, name)
+        a, b = int(rng.integers(-1, 300)), int(rng.integers(0, 30))
+        assert fast.lookup(a, b) == ref.lookup(a, b)
