@@ -13,8 +13,8 @@ which grows with the text (about 70 MB per forward at 500 tokens of context).
 values and mask entries it saw before, so the result is the same computation; only the copy is
 gone. Anything else (no grouping, one token, a per-head or boolean mask) goes to transformers'
 own SDPA function unchanged. Inside :func:`one_forward` (``verify.forward`` uses it) the tiled mask
-is made once and reused by every layer, which all receive the same mask object (0.2-0.3 ms per
-forward over 30 layers, at 17-81 rows).
+is made once and reused by every layer, which all receive the same mask object (0.1-1.2 ms per
+forward over 30 layers at 8-81 rows; ``bench/bench_attention.py``).
 
 Example:
     >>> import torch

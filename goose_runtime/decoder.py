@@ -27,6 +27,7 @@ import torch
 from goose_theory.allocation import PAPER_BYPASS_LEN
 from goose_theory.latency import LatencyProfile
 
+from . import readout
 from .adjacency import AdjacencyTable
 from .dyntree import Calibration, DynamicPolicy
 from .goose import GoosePolicy, build_goose
@@ -36,7 +37,7 @@ from .methods import MethodError, MethodSpec
 from .model import ModelBundle
 from .records import CycleRecord, PromptResult
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
-from .verify import MaskBuilder, forward, greedy_walk, top_candidates
+from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
 SOURCE_NAMES = ("root", "spine", "transition")
 
@@ -81,6 +82,20 @@ def harvest_score(method: MethodSpec, config: DecodeConfig) -> str:
     return config.score
 
 
+_warm: list[bool] = []
+
+
+def warm_kernels() -> None:
+    """Compile (or load from numba's cache) the cycle's compiled kernels once per process, when the
+    first decoder is made, so that no timed cycle pays for it (about 3 s in a fresh clone)."""
+    if _warm:
+        return
+    readout.warm_up()
+    tree_visibility([-1, 0])
+    AdjacencyTable(4, top_k=1, n_slots=4).update(np.array([0]), np.array([1]), np.array([[2]]), np.array([[0.5]]))
+    _warm.append(True)
+
+
 class Decoder:
     """Decodes prompts with one method on one model; the adjacency table lives across prompts
     unless ``config.reset_adjacency``."""
@@ -105,6 +120,7 @@ class Decoder:
             raise MethodError("method 'auto' needs a latency profile (DecodeConfig.latency)")
         self._calibration = Calibration()  # auto's acceptance estimates, carried across prompts
         self.score = harvest_score(method, config)
+        warm_kernels()
 
     # ---- one prompt ---------------------------------------------------------------------------
     def decode(self, prompt_ids: list[int], *, prompt_id: str = "prompt", benchmark: str = "prompt") -> PromptResult:

@@ -11,7 +11,8 @@ in one of them: its block's max is at least the element), then scan those blocks
 top k by insertion.
 
 Ties: within the scanned blocks a smaller column wins a tie (blocks are scanned in column order),
-the rule of ``torch.argmax``. Exact: values and indices equal ``torch.topk``'s wherever the top k
+the rule of ``torch.argmax``. NaN is never selected (comparisons with it are false), whereas
+``torch.argmax`` would return it; a model that emits NaN logits has no meaningful argmax anyway. Exact: values and indices equal ``torch.topk``'s wherever the top k
 is free of ties (``tests/test_readout.py``).
 
 Used by :func:`goose_runtime.verify.top_candidates` for contiguous fp32 CPU logits of several rows
@@ -88,14 +89,26 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     """(values float32 (q, k), indices int64 (q, k), blocks int64 (q, k)): the top k of each row,
     best first, and the k blocks of :data:`BLOCK` columns with the largest maxima that they were
     taken from (best first). ``logits`` must satisfy :func:`fits`."""
+    logits = logits.detach()
     q, v = logits.shape
     block_max = logits.view(q, v // BLOCK, BLOCK).amax(-1).numpy()  # torch's SIMD reduction: one pass
     vals = np.empty((q, k), np.float32)
     idx = np.empty((q, k), np.int64)
     blocks = np.empty((q, k), np.int64)
-    _set_threads()
-    _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    before = numba.get_num_threads()
+    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    try:  # numba's pool follows torch's thread count (--threads 1 runs stay on one core), for this call only
+        numba.set_num_threads(want)
+        _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    finally:
+        numba.set_num_threads(before)
     return vals, idx, blocks
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the readout kernel now, not in a timed decoding cycle:
+    a fresh clone compiles it in about 2 s."""
+    topk_rows(torch.zeros(2, 4 * BLOCK), 1)
 
 
 def block_candidates(logits: torch.Tensor, blocks: np.ndarray) -> torch.Tensor:
@@ -105,10 +118,3 @@ def block_candidates(logits: torch.Tensor, blocks: np.ndarray) -> torch.Tensor:
     per_row = v // BLOCK
     rows = torch.from_numpy(blocks + np.arange(q, dtype=np.int64)[:, None] * per_row)
     return logits.view(q * per_row, BLOCK).index_select(0, rows.view(-1)).view(q, -1)
-
-
-def _set_threads() -> None:
-    """numba's pool follows torch's thread count (``--threads 1`` runs stay on one core)."""
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    if numba.get_num_threads() != want:
-        numba.set_num_threads(want)

@@ -54,10 +54,13 @@ def test_one_forward_tiles_a_mask_once_and_forgets_it_after():
     torch.testing.assert_close(first, torch.zeros(1, 1, 12, 9))
 
 
-def test_the_forward_with_the_shared_tile_equals_the_one_without():
+def test_the_forward_with_the_shared_tile_equals_the_one_without(monkeypatch):
     from goose_runtime import attention
     from goose_runtime.kvcache import cache_for
 
+    tiles = []
+    real_tiled = attention._tiled
+    monkeypatch.setattr(attention, "_tiled", lambda m, g: tiles.append(real_tiled(m, g)) or tiles[-1])
     bundle = tiny_random_bundle()
     model, masks = bundle.model, MaskBuilder(torch.float32, torch.device("cpu"))
     parent = [-1, 0, 0, 1, 1, 2]
@@ -72,9 +75,14 @@ def test_the_forward_with_the_shared_tile_equals_the_one_without():
                   cache=cache, use_cache=True)
             kwargs = dict(input_ids=ids[None], attention_mask=masks.tree_mask(parent, 4), position_ids=pos[None],
                           cache=cache, use_cache=True)
+            tiles.clear()
             if shared:
                 with attention.one_forward():
                     outs.append(model(**kwargs).logits)
             else:
                 outs.append(model(**kwargs).logits)
+            layers = model.config.num_hidden_layers
+            assert len(tiles) == layers >= 2                       # every layer asks for the tile
+            distinct = len({id(t) for t in tiles})
+            assert distinct == (1 if shared else layers)           # made once, or once per layer
     assert torch.equal(outs[0], outs[1])

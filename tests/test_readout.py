@@ -40,6 +40,14 @@ def test_a_top_k_crowded_into_one_block_and_ties_go_to_the_smaller_column():
     assert idx[1, 0] == int(torch.argmax(logits[1]))
 
 
+def test_equal_values_in_blocks_of_different_rank_keep_column_order():
+    # block 3 holds the row's max and a 5; block 0 holds an equal 5: the smaller column comes first,
+    # although block 3 is the better block
+    logits = torch.zeros(2, 4096)
+    logits[:, 10], logits[:, 200], logits[:, 201] = 5.0, 9.0, 5.0
+    assert readout.topk_rows(logits, 3)[1].tolist() == [[200, 10, 201]] * 2
+
+
 def test_fits_only_contiguous_fp32_cpu_with_enough_blocks():
     x = torch.randn(3, 4096)
     assert readout.fits(x, 10)
@@ -70,18 +78,38 @@ def test_top_candidates_equal_the_torch_path_bit_for_bit(score):
         assert np.array_equal(scores, want)
 
 
-def test_the_result_does_not_depend_on_the_thread_count():
+def test_the_result_does_not_depend_on_the_thread_count(monkeypatch):
     logits = torch.randn(40, 49152, generator=torch.Generator().manual_seed(2))
-    before = torch.get_num_threads()
+    before_torch, before_numba = torch.get_num_threads(), numba.get_num_threads()
+    asked = []
+    real_set = numba.set_num_threads
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: (asked.append(n), real_set(n))[1])
     try:
         torch.set_num_threads(1)
         one = readout.topk_rows(logits, 10)
-        assert numba.get_num_threads() == 1
-        torch.set_num_threads(max(2, before))
+        assert asked[0] == 1                                   # the kernel ran on torch's one thread
+        assert numba.get_num_threads() == before_numba         # and numba's own setting came back
+        torch.set_num_threads(max(2, before_torch))
         many = readout.topk_rows(logits, 10)
     finally:
-        torch.set_num_threads(before)
+        torch.set_num_threads(before_torch)
     assert all(np.array_equal(a, b) for a, b in zip(one, many))
+
+
+def test_ties_and_minus_inf_follow_a_stable_sort_and_argmax():
+    """Integer-valued logits (many ties, maxima shared by more than 4 k blocks), -inf rows: the
+    result is the first k of a stable descending sort, and column 0 is torch.argmax."""
+    gen = torch.Generator().manual_seed(9)
+    for trial in range(40):
+        q, v, k = 6, 64 * int(torch.randint(40, 80, (1,), generator=gen)), int(torch.randint(1, 11, (1,), generator=gen))
+        logits = torch.randint(0, 4 if trial % 2 else 40, (q, v), generator=gen).float()
+        logits[0] = float("-inf")                               # a row with no finite value
+        logits[1, : v // 2] = float("-inf")
+        vals, idx, _ = readout.topk_rows(logits, k)
+        order = np.argsort(-logits.numpy(), axis=1, kind="stable")[:, :k]
+        assert np.array_equal(idx[1:], order[1:]), trial
+        assert np.array_equal(idx[:, 0], torch.argmax(logits, dim=1).numpy()), trial
+        assert np.array_equal(vals, np.take_along_axis(logits.numpy(), idx, 1))
 
 
 def test_doctest():
