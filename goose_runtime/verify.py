@@ -97,7 +97,8 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
         if score is None or score == "logit":
             return idx_np, (vals_np if score else None)
         vals, idx = torch.from_numpy(vals_np), torch.from_numpy(idx_np)
-        cand = readout.block_candidates(logits, blocks)
+        # one row: the exact softmax over every column, as on the torch path
+        cand = logits if logits.shape[0] == 1 else readout.block_candidates(logits, blocks)
     else:
         vals, idx, cand = _blocked(logits, k)
     if score is None:

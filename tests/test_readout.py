@@ -12,7 +12,7 @@ from goose_runtime import readout
 from goose_runtime.verify import _blocked, top_candidates
 
 
-@pytest.mark.parametrize("q,vocab,k", [(2, 49152, 1), (9, 49152, 10), (81, 49152, 10), (3, 151936, 10),
+@pytest.mark.parametrize("q,vocab,k", [(1, 49152, 1), (1, 49152, 10), (2, 49152, 1), (9, 49152, 10), (81, 49152, 10), (3, 151936, 10),
                                        (5, 4096, 16), (300, 2560, 10)])
 def test_topk_rows_equals_torch_topk(q, vocab, k):
     logits = torch.randn(q, vocab, generator=torch.Generator().manual_seed(q + vocab + k)) * 4
@@ -51,7 +51,7 @@ def test_equal_values_in_blocks_of_different_rank_keep_column_order():
 def test_fits_only_contiguous_fp32_cpu_with_enough_blocks():
     x = torch.randn(3, 4096)
     assert readout.fits(x, 10)
-    assert not readout.fits(x[:1], 10)                        # one row: torch.topk
+    assert readout.fits(x[:1], 10)                            # one row too (ar's step)
     assert not readout.fits(x.bfloat16(), 10)                  # another dtype
     assert not readout.fits(x[:, :4000], 10)                   # not whole blocks (and a view)
     assert not readout.fits(torch.randn(3, 512), 10)           # fewer than 4 k blocks
@@ -64,8 +64,9 @@ def test_the_numba_path_can_be_switched_off(monkeypatch):
 
 
 @pytest.mark.parametrize("score", [None, "logit", "prob"])
-def test_top_candidates_equal_the_torch_path_bit_for_bit(score):
-    logits = torch.randn(17, 49152, generator=torch.Generator().manual_seed(11)) * 3
+@pytest.mark.parametrize("rows", [1, 17])
+def test_top_candidates_equal_the_torch_path_bit_for_bit(score, rows):
+    logits = torch.randn(rows, 49152, generator=torch.Generator().manual_seed(11)) * 3
     top, scores = top_candidates(logits, 10, score)
     vals, idx, cand = _blocked(logits, 10)
     assert np.array_equal(top, idx.numpy())
@@ -114,3 +115,10 @@ def test_ties_and_minus_inf_follow_a_stable_sort_and_argmax():
 
 def test_doctest():
     assert doctest.testmod(readout).failed == 0
+
+
+def test_one_row_with_a_tie_at_the_top_reads_like_argmax():
+    logits = torch.randn(1, 49152, generator=torch.Generator().manual_seed(4))
+    logits[0, [30000, 77, 12345]] = 50.0                     # an exact three-way tie at the top
+    top, _ = top_candidates(logits, 1, None)
+    assert top[0, 0] == int(torch.argmax(logits[0])) == 77
