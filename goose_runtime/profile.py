@@ -159,8 +159,9 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> 
     where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t"
     path = os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}-r{PROFILE_REVISION}.json")
     if os.path.exists(path):
-        if log:
-            log(f"using the cached latency profile {path} (delete it to re-measure)")
+        if log:  # the machine's speeds drift (a VM's from day to day): say how old the profile is
+            hours = max(0.0, (time.time() - os.path.getmtime(path)) / 3600)
+            log(f"using the cached latency profile {path}, measured {hours:.1f} h ago (delete it to re-measure)")
         return load_latency(path), path
     if log:
         log("measuring verification latency against tree size on this device (once; cached)")

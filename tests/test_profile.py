@@ -63,3 +63,23 @@ def test_cli_bad_sizes(capsys, tmp_path, sizes):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --sizes") and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_device_profile_reuses_the_cached_file_and_says_its_age(monkeypatch, tmp_path):
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from goose_runtime.profile import PROFILE_REVISION, device_profile
+    from goose_theory.latency import LatencyProfile, save_latency
+
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    stub = SimpleNamespace(name="m", device=torch.device("cpu"))
+    path = tmp_path / f"latency-m-cpu{torch.get_num_threads()}t-float32-r{PROFILE_REVISION}.json"
+    save_latency(LatencyProfile(sizes=(1, 9), seconds=(0.02, 0.03)), path)
+    two_hours_ago = time.time() - 7200
+    os.utime(path, (two_hours_ago, two_hours_ago))
+    said = []
+    profile, used = device_profile(stub, dtype="float32", log=said.append)
+    assert used == str(path) and profile.seconds == (0.02, 0.03)
+    assert len(said) == 1 and "measured 2.0 h ago" in said[0]
