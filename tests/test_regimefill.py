@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from goose_theory.regimefill import root_fill, slot_fill
+from goose_theory.regimefill import fill_rates, root_fill, slot_fill
 from goose_theory.regimefit import _annotate
 
 from test_regimefit import FILL, _frames
@@ -36,6 +36,22 @@ def test_root_fill_from_unmatched_goose_cycles():
     nodes = _annotate(frame)
     assert root_fill(nodes) == pytest.approx(FILL, abs=0.03)
     assert root_fill(nodes[nodes["regime"] == 1]) is None  # no unmatched cycle: unknown
+
+
+def test_fill_rates_combines_the_static_and_the_unmatched_goose_fill():
+    frames = _frames(seed=3)
+    frame, meta = frames[0]
+    nodes = _annotate(frame)
+    root, chain_static = root_fill(nodes), slot_fill(frames)[2]
+    # goose's unmatched cycles give the root's and the spine's rate; a static shape drafted in the
+    # traces gives the chain's
+    assert fill_rates(frames, nodes) == (root, root, chain_static)
+    # without a static shape among the methods the root's rate stands in for the chain too
+    goose_only = nodes[nodes["method"] == "goose@4"]
+    assert fill_rates(frames, goose_only) == (root_fill(goose_only),) * 3
+    # no unmatched cycle: nothing to take from goose, so the static shapes' rates stand
+    matched_only = nodes[nodes["regime"] == 1]
+    assert fill_rates(frames, matched_only) == slot_fill(frames)
 
 
 def test_filled_tau_against_the_fill_process():
