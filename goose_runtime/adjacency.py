@@ -29,7 +29,7 @@ import numpy as np
 
 from goose_theory._numba import jit
 
-_MULT = np.int64(1_000_003)  # odd multiplier for the bigram hash (vocab sizes stay far below it)
+MULT = 1_000_003  # odd multiplier for the bigram hash (vocab sizes stay far below it)
 
 
 class AdjacencyTable:
@@ -55,9 +55,6 @@ class AdjacencyTable:
         self.bi_key.fill(-1)
         self.uni_filled.fill(False)
 
-    def _slot(self, prev: np.ndarray | int, cur: np.ndarray | int):
-        return (np.asarray(prev, dtype=np.int64) * _MULT + np.asarray(cur, dtype=np.int64)) % self.n_slots
-
     def update(self, prev: np.ndarray, cur: np.ndarray, tokens: np.ndarray, scores: np.ndarray) -> None:
         """Write the successors of contexts ``(prev[i], cur[i])``: ``tokens[i]`` (best first), ``scores[i]``.
 
@@ -73,7 +70,7 @@ class AdjacencyTable:
 
     def lookup(self, prev: int, cur: int) -> tuple[list[int], list[float]]:
         """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else empty."""
-        slot = int((prev * 1_000_003 + cur) % self.n_slots) if prev >= 0 else -1
+        slot = int((prev * MULT + cur) % self.n_slots) if prev >= 0 else -1
         if slot >= 0 and self.bi_key[slot, 0] == prev and self.bi_key[slot, 1] == cur:
             toks, scores = self.bi_tok[slot], self.bi_score[slot]
         elif 0 <= cur < self.vocab_size and self.uni_filled[cur]:
@@ -92,19 +89,25 @@ class AdjacencyTable:
 def _write_rows(prev, cur, tokens, scores, k, n_slots, uni_tok, uni_score, uni_filled, bi_key, bi_tok, bi_score):
     # one pass, row by row (a later row overwrites an earlier one with the same key); the table is
     # cold after a forward pass, so the cost is the cache lines of each row, not the arithmetic
-    top_k = uni_tok.shape[1]
     for i in range(prev.shape[0]):
         c = cur[i]
-        for j in range(top_k):
-            uni_tok[c, j] = tokens[i, j] if j < k else uni_tok[c, j]
-            uni_score[c, j] = scores[i, j] if j < k else -np.inf
+        _write_row(uni_tok, uni_score, c, tokens, scores, i, k)
         uni_filled[c] = True
         p = prev[i]
         if p < 0:
             continue
-        slot = (p * _MULT + c) % n_slots
+        slot = (p * MULT + c) % n_slots
         bi_key[slot, 0] = p
         bi_key[slot, 1] = c
-        for j in range(top_k):
-            bi_tok[slot, j] = tokens[i, j] if j < k else bi_tok[slot, j]
-            bi_score[slot, j] = scores[i, j] if j < k else -np.inf
+        _write_row(bi_tok, bi_score, slot, tokens, scores, i, k)
+
+
+@jit
+def _write_row(tok, score, row, tokens, scores, i, k):
+    # row ``row`` of the table takes the first k successors of input row i; past them the row is
+    # unused (score -inf marks a short row for lookup)
+    for j in range(k):
+        tok[row, j] = tokens[i, j]
+        score[row, j] = scores[i, j]
+    for j in range(k, score.shape[1]):
+        score[row, j] = -np.inf
