@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -82,18 +83,13 @@ def harvest_score(method: MethodSpec, config: DecodeConfig) -> str:
     return config.score
 
 
-_warm: list[bool] = []
-
-
+@functools.cache
 def warm_kernels() -> None:
     """Compile (or load from numba's cache) the cycle's compiled kernels once per process, when the
     first decoder is made, so that no timed cycle pays for it (about 3 s in a fresh clone)."""
-    if _warm:
-        return
     readout.warm_up()
     tree_visibility([-1, 0])
     AdjacencyTable(4, top_k=1, n_slots=4).update(np.array([0]), np.array([1]), np.array([[2]]), np.array([[0.5]]))
-    _warm.append(True)
 
 
 class Decoder:
