@@ -61,15 +61,14 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     its next sibling. Candidates scored below ``min_score`` are not drafted (meaningful when the
     table holds probabilities).
     """
-    if budget <= 0 or tree.depth[node] >= max_depth:
+    if budget <= 0 or tree.depth[node] >= max_depth or adj is None:
         return 0
-    cands = candidates(adj, tree, node, before_anchor, exclude or set())
-    if min_score > 0:
-        cands = [c for c in cands if c[2] >= min_score]
-    width = min(len(cands), top_k, max(1, math.ceil(budget / 2)))
+    width = min(top_k, max(1, math.ceil(budget / 2)))
+    cands = _first_candidates(adj, tree, node, before_anchor, width, exclude, min_score)
+    width = len(cands)
     if width == 0:
         return 0
-    kids = [tree.add(node, TRANSITION, r, t, s) for r, t, s in cands[:width]]
+    kids = tree.add_transitions(node, cands)
     used, carry = width, 0
     for kid, share in zip(kids, harmonic_split(budget - width, width, power)):
         if share + carry <= 0:  # nothing to hang here (most leaves): skip the call
@@ -79,6 +78,25 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
         carry = share + carry - placed
         used += placed
     return used
+
+
+def _first_candidates(adj: AdjacencyTable, tree: DraftTree, node: int, before_anchor: int, limit: int,
+                      exclude: set[int] | None, min_score: float) -> list[tuple[int, int, float]]:
+    """The first ``limit`` adjacency successors of ``node`` as ``(rank, token, score)``, skipping
+    ``exclude`` and scores below ``min_score`` (:func:`~goose_runtime.trees.candidates`, cut short:
+    this runs for every node that gets a branch budget)."""
+    toks, scores = adj.lookup(*tree.context(node, before_anchor))
+    if not exclude and min_score <= 0:
+        n = min(limit, len(toks))
+        return list(zip(range(n), toks[:n], scores[:n]))
+    out = []
+    for r, (t, s) in enumerate(zip(toks, scores)):
+        if (exclude and t in exclude) or s < min_score:
+            continue
+        out.append((r, t, s))
+        if len(out) == limit:
+            break
+    return out
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,

@@ -22,7 +22,9 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from goose_theory.candidate import largest_remainder
 from goose_theory.topology import ROOT, SPINE, TRANSITION, Topology
@@ -64,6 +66,22 @@ class DraftTree:
         self.depth.append(self.depth[parent] + 1); self.children.append([])
         self.children[parent].append(idx)
         return idx
+
+    def add_transitions(self, parent: int, cands: list[tuple[int, int, float]]) -> Sequence[int]:
+        """Append ``(rank, token, score)`` transition children of ``parent`` in order (the bulk form
+        of :meth:`add`: goose's builder hangs a node's children in one call); returns their indices."""
+        start, n = len(self.parent), len(cands)
+        if n == 1:  # most calls: a single child, where plain appends are cheaper than list building
+            rank, token, score = cands[0]
+            return (self.add(parent, TRANSITION, rank, token, score),)
+        self.parent += [parent] * n; self.source += [TRANSITION] * n; self.spine_pos += [0] * n
+        self.depth += [self.depth[parent] + 1] * n
+        for rank, token, score in cands:
+            self.rank.append(rank); self.token.append(token); self.score.append(score)
+            self.children.append([])
+        kids = range(start, start + n)
+        self.children[parent].extend(kids)
+        return kids
 
     def context(self, node: int, before_anchor: int) -> tuple[int, int]:
         """The adjacency key of ``node``: (token before it, its token)."""
@@ -154,6 +172,12 @@ def harmonic_split(total: int, n: int, power: float = 1.0) -> list[int]:
         >>> harmonic_split(10, 3)
         [5, 3, 2]
     """
+    return list(_harmonic_shares(total, n, power))
+
+
+@functools.lru_cache(maxsize=4096)
+def _harmonic_shares(total: int, n: int, power: float) -> tuple[int, ...]:
+    # memoised: goose's builder asks for the same few (total, n) splits thousands of times a prompt
     if n <= 0 or total <= 0:
-        return [0] * max(n, 0)
-    return largest_remainder(total, [1.0 / (i + 1) ** power for i in range(n)])
+        return (0,) * max(n, 0)
+    return tuple(largest_remainder(total, [1.0 / (i + 1) ** power for i in range(n)]))

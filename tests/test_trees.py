@@ -146,3 +146,53 @@ def test_goose_branch_power_gives_the_best_rank_a_larger_subtree():
         return tree.n_nodes - 1, len(inside)
     (n1, r1), (n2, r2) = rank0_subtree(1.0), rank0_subtree(2.0)
     assert n1 == n2 == 40 and r2 > r1
+
+
+def _reference_grow(tree, node, budget, adj, before, *, top_k, max_depth, exclude=None, power=1.0, min_score=0.0):
+    """grow_branches as first written (node by node with ``DraftTree.add``, all candidates listed
+    first): the reference the faster builder must reproduce exactly."""
+    from goose_runtime.trees import candidates
+    if budget <= 0 or tree.depth[node] >= max_depth:
+        return 0
+    cands = [c for c in candidates(adj, tree, node, before, exclude or set()) if c[2] >= min_score]
+    width = min(len(cands), top_k, max(1, -(-budget // 2)))
+    if width == 0:
+        return 0
+    kids = [tree.add(node, TRANSITION, r, t, s) for r, t, s in cands[:width]]
+    used, carry = width, 0
+    shares = harmonic_split(budget - width, width, power)
+    for kid, share in zip(kids, shares):
+        if share + carry <= 0:
+            continue
+        placed = _reference_grow(tree, kid, share + carry, adj, before, top_k=top_k, max_depth=max_depth,
+                                 power=power, min_score=min_score)
+        carry = share + carry - placed
+        used += placed
+    return used
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 90), st.integers(0, 1000), st.sampled_from([1.0, 2.0]), st.sampled_from([0.0, 0.3]),
+       st.integers(1, 10), st.booleans())
+def test_grow_branches_matches_the_reference(budget, seed, power, min_score, top_k, sparse):
+    from goose_runtime.goose import grow_branches
+    from goose_runtime.trees import new_tree
+    table = full_table(seed)
+    if sparse:  # some rows missing or short, so budgets pass to siblings
+        table.reset()
+        rng = np.random.default_rng(seed)
+        rows = rng.choice(V, V // 2, replace=False)
+        toks = np.stack([rng.permutation(V)[:10] for _ in rows])
+        scores = np.sort(rng.random((len(rows), 10)))[:, ::-1].astype(np.float32)
+        scores[:, 6:] = -np.inf  # short rows: ranks 6-9 are absent
+        table.update(np.full(len(rows), -1), rows, toks, scores)
+    fast, ref = new_tree(2), new_tree(2)
+    exclude = {int(table.lookup(-1, 2)[0][0])} if table.lookup(-1, 2)[0] else None
+    got = grow_branches(fast, 0, budget, table, 1, top_k=top_k, max_depth=6, exclude=exclude, power=power,
+                        min_score=min_score)
+    want = _reference_grow(ref, 0, budget, table, 1, top_k=top_k, max_depth=6, exclude=exclude, power=power,
+                           min_score=min_score)
+    assert got == want
+    for field in ("parent", "source", "rank", "token", "depth", "children", "spine_pos"):
+        assert getattr(fast, field) == getattr(ref, field), field
+    assert np.array_equal(np.array(fast.score), np.array(ref.score), equal_nan=True)
