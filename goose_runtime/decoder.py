@@ -19,6 +19,8 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import time
 from dataclasses import dataclass
 
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 
 from goose_theory.allocation import PAPER_BYPASS_LEN
+from goose_theory.errors import InputError
 from goose_theory.latency import LatencyProfile
 
 from . import readout
@@ -41,12 +44,59 @@ from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
 SOURCE_NAMES = ("root", "spine", "transition")
+SCORES = ("logit", "prob")
+
+
+class ConfigError(InputError):
+    """A :class:`DecodeConfig` field out of range (a ``ValueError``). ``field`` names it and
+    ``problem`` says what is wrong, so a CLI can name its flag instead: ``--min-score must be in
+    [0, 1), got 1.5`` (``decode_cli.make_config``)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field, self.problem = field, problem
+
+
+def _real(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
+
+
+# field -> (what a good value is, test); every DecodeConfig checks its fields against these
+_RULES = {
+    "max_new_tokens": ("must be at least 1", _count),
+    "top_k": ("must be at least 1", _count),
+    "ngram_sizes": ("must be a non-empty tuple of integers >= 1",
+                    lambda v: isinstance(v, tuple) and len(v) > 0 and all(_count(n) for n in v)),
+    "max_spine": ("must be at least 1", _count),
+    "max_depth": ("must be at least 1", _count),
+    "adjacency_slots": ("must be at least 1", _count),
+    "ema_alpha": ("must be in (0, 1]", lambda v: _real(v) and 0 < v <= 1),  # 0 would never update the EMA
+    "rho": ("must be in [0, 1]", lambda v: _real(v) and 0 <= v <= 1),  # a share of the branch budget
+    "bypass_len": ("must be at least 1", _count),
+    "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
+    "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
+    "branch_power": ("must be > 0 and finite", lambda v: _real(v) and v > 0),
+}
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
     """Decoding options (paper defaults). ``reset_adjacency``: empty the adjacency table before each
-    prompt (False carries it over, as Token Recycling's own code does)."""
+    prompt (False carries it over, as Token Recycling's own code does).
+
+    Every range is checked here, once, when a config is made (also by ``dataclasses.replace``): a
+    bad value raises :class:`ConfigError` naming the field.
+
+    Example:
+        >>> DecodeConfig(min_score=1.5)
+        Traceback (most recent call last):
+        ...
+        goose_runtime.decoder.ConfigError: min_score must be in [0, 1), got 1.5
+    """
 
     max_new_tokens: int = 128
     reset_adjacency: bool = True
@@ -74,6 +124,14 @@ class DecodeConfig:
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
 
+    def __post_init__(self) -> None:
+        # the one place these ranges are checked: the Decoder and every CLI rely on it
+        for field, (rule, ok) in _RULES.items():
+            value = getattr(self, field)
+            if not ok(value):
+                shown = repr(value) if isinstance(value, str) else value
+                raise ConfigError(field, f"{rule}, got {shown}")
+
 
 def harvest_score(method: MethodSpec, config: DecodeConfig) -> str:
     """The adjacency score a method's decoder harvests: ``auto`` needs probabilities to rank
@@ -97,14 +155,7 @@ class Decoder:
     unless ``config.reset_adjacency``."""
 
     def __init__(self, bundle: ModelBundle, method: MethodSpec, config: DecodeConfig = DecodeConfig()) -> None:
-        if config.score not in ("logit", "prob"):
-            raise ValueError(f"score must be 'logit' or 'prob', got {config.score!r}")
-        if not config.branch_power > 0:
-            raise ValueError(f"branch_power must be > 0, got {config.branch_power}")
-        if not 0.0 <= config.min_score < 1.0:
-            raise ValueError(f"min_score must be in [0, 1), got {config.min_score}")
-        if config.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {config.max_new_tokens}")
+        # config's ranges were checked when it was made (DecodeConfig.__post_init__)
         self.bundle, self.method, self.config = bundle, method, config
         vocab = int(bundle.model.get_output_embeddings().weight.shape[0])
         self.vocab_size = vocab
