@@ -25,18 +25,40 @@ from .trees import DraftTree
 
 
 def tree_visibility(parent: list[int]) -> np.ndarray:
-    """Boolean (q, q) matrix: row i is True at i's ancestors and at i itself (parents come first)."""
-    return _visibility(np.asarray(parent, dtype=np.int64))
+    """Boolean (q, q) matrix: row i is True at i's ancestors and at i itself (parents come first).
+
+    Raises ``ValueError`` for a list that is not such a tree (``parent[0] != -1``, or some
+    ``parent[i]`` outside ``[0, i)``), which the kernel would otherwise read out of bounds."""
+    arr = np.asarray(parent, dtype=np.int64)
+    try:
+        return _visibility(arr)
+    except ValueError:  # the kernel's message is a constant: name the first bad entry here
+        raise ValueError(_bad_parent(arr)) from None
+
+
+def _bad_parent(parent: np.ndarray) -> str:
+    if parent.shape[0] == 0:
+        return "tree_visibility: empty parent list (a tree has at least its root)"
+    if parent[0] != -1:
+        return f"tree_visibility: parent[0] must be -1 (the root), got {parent[0]}"
+    i = 1 + int(np.flatnonzero((parent[1:] < 0) | (parent[1:] >= np.arange(1, parent.shape[0])))[0])
+    return f"tree_visibility: parent[{i}] must lie in [0, {i}) (parents come first), got {parent[i]}"
 
 
 @jit
 def _visibility(parent):
     # row i = row parent[i] (whose ones all lie before column parent[i] + 1) plus i itself; a
-    # compiled loop, as goose's trees change shape every cycle (the Python loop took 36 us at 81 nodes)
+    # compiled loop, as goose's trees change shape every cycle (the Python loop took 36 us at 81 nodes).
+    # The parents are checked in the same pass (a bad one would index out of bounds silently)
     q = parent.shape[0]
+    if q == 0 or parent[0] != -1:
+        raise ValueError("tree_visibility: malformed parent list")
     vis = np.zeros((q, q), dtype=np.bool_)
-    for i in range(q):
+    vis[0, 0] = True
+    for i in range(1, q):
         p = parent[i]
+        if p < 0 or p >= i:
+            raise ValueError("tree_visibility: malformed parent list")
         for j in range(p + 1):
             vis[i, j] = vis[p, j]
         vis[i, i] = True

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from goose_runtime.trees import DraftTree, new_tree
-from goose_runtime.verify import _blocked, blocked_topk, greedy_walk, top_candidates, tree_visibility
+from goose_runtime.verify import (MaskBuilder, _blocked, blocked_topk, greedy_walk, top_candidates,
+                                  tree_visibility)
 
 
 @pytest.mark.parametrize("q,vocab,k", [(1, 49152, 1), (9, 49152, 10), (3, 151936, 10), (4, 1000, 3),
@@ -79,3 +80,23 @@ def test_tree_visibility_of_random_trees_follows_the_parent_links():
                 want[i, node] = True
                 node = parent[node]
         assert np.array_equal(tree_visibility(parent), want)
+
+
+@pytest.mark.parametrize("parent, message", [
+    ([], "empty parent list"),
+    ([0, 0], r"parent\[0\] must be -1 \(the root\), got 0"),
+    ([-1, -1], r"parent\[1\] must lie in \[0, 1\) \(parents come first\), got -1"),
+    ([-1, 0, 2], r"parent\[2\] must lie in \[0, 2\) \(parents come first\), got 2"),
+    ([-1, 0, 1, 7, 0], r"parent\[3\] must lie in \[0, 3\) \(parents come first\), got 7"),
+    ([-1, 0, 0, 1, -5], r"parent\[4\] must lie in \[0, 4\) \(parents come first\), got -5"),
+])
+def test_tree_visibility_rejects_a_malformed_parent_list(parent, message):
+    with pytest.raises(ValueError, match=message):
+        tree_visibility(parent)
+
+
+def test_mask_builder_rejects_a_malformed_tree_before_caching_it():
+    masks = MaskBuilder(torch.float32, torch.device("cpu"))
+    with pytest.raises(ValueError, match="parent"):
+        masks.tree_mask([-1, 0, 3, 1], past=4)
+    assert masks.tree_mask([-1, 0, 1], past=4).shape == (1, 1, 3, 7)
