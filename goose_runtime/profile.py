@@ -144,28 +144,48 @@ DEVICE_PROFILE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 PROFILE_REVISION = 2
 
 
-def device_profile(bundle, *, dtype: str, path: str | None = None, log=None) -> tuple[LatencyProfile, str]:
-    """The latency profile of this model on this device: ``path`` if given, else the cached one
-    under the goose cache folder, measured once (about 10 s) when it is missing."""
+def cached_profile_path(bundle, *, dtype: str) -> str:
+    """Where :func:`device_profile` caches the profile of this model, device, thread count and dtype."""
     import os
 
-    from goose_theory.latency import load_latency, save_latency
-
     from .model import _cache_root
-    if path:
-        return load_latency(path), path
+
     name = os.path.basename(str(bundle.name))
     # on a CPU the thread count changes the shape of the curve (more threads: wider trees are cheaper)
     where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t"
-    path = os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}-r{PROFILE_REVISION}.json")
-    if os.path.exists(path):
+    return os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}-r{PROFILE_REVISION}.json")
+
+
+def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool = False,
+                   log=None) -> tuple[LatencyProfile, str]:
+    """The latency profile of this model on this device: ``path`` if given, else the cached one
+    under the goose cache folder (:func:`cached_profile_path`), measured (about 10 s) when it is
+    missing or when ``refresh`` is set. Returns the profile and the file it is in.
+
+    ``refresh`` re-measures and replaces the cached file (atomically: a run killed while measuring
+    leaves the old file whole); the CLIs' ``--refresh-latency``. This VM's speeds drift from day to
+    day, and the cost-aware budget follows the profile. With an explicit ``path`` it is an error
+    (:class:`goose_theory.latency.LatencyError`): that file is the user's and is never overwritten;
+    measure a new one with ``goose profile-latency --out FILE``.
+    """
+    import os
+
+    from goose_theory.latency import LatencyError, load_latency, save_latency
+
+    if path:
+        if refresh:
+            raise LatencyError(f"refresh re-measures the cached profile; it never overwrites the given file {path}")
+        return load_latency(path), path
+    path = cached_profile_path(bundle, dtype=dtype)
+    if os.path.exists(path) and not refresh:
         if log:  # the machine's speeds drift (a VM's from day to day): say how old the profile is
             hours = max(0.0, (time.time() - os.path.getmtime(path)) / 3600)
-            log(f"using the cached latency profile {path}, measured {hours:.1f} h ago (delete it to re-measure)")
+            log(f"using the cached latency profile {path}, measured {hours:.1f} h ago "
+                "(--refresh-latency re-measures it)")
         return load_latency(path), path
     if log:
-        log("measuring verification latency against tree size on this device (once; cached)")
+        log("re-measuring verification latency against tree size on this device (--refresh-latency)" if refresh
+            else "measuring verification latency against tree size on this device (once; cached)")
     profile = profile_latency(bundle, sizes=DEVICE_PROFILE_SIZES, repeats=5)
-    save_latency(profile, path)
+    save_latency(profile, path)  # atomic: temp file beside it, then rename over the old one
     return profile, path
-

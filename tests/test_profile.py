@@ -83,3 +83,39 @@ def test_device_profile_reuses_the_cached_file_and_says_its_age(monkeypatch, tmp
     profile, used = device_profile(stub, dtype="float32", log=said.append)
     assert used == str(path) and profile.seconds == (0.02, 0.03)
     assert len(said) == 1 and "measured 2.0 h ago" in said[0]
+
+
+def test_device_profile_measures_once_then_reuses_until_refresh(monkeypatch, tmp_path, bundle):
+    import os
+
+    import goose_runtime.profile as profile_mod
+
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = profile_mod.profile_latency
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    said = []
+    first, path = profile_mod.device_profile(bundle, dtype="float32", log=said.append)
+    assert path == profile_mod.cached_profile_path(bundle, dtype="float32") and os.path.exists(path)
+    assert len(calls) == 1 and "(once; cached)" in said[-1]
+    os.utime(path, (1e9, 1e9))  # an old file: a rewrite shows as a new mtime
+    again, _ = profile_mod.device_profile(bundle, dtype="float32", log=said.append)
+    assert len(calls) == 1 and again == first and os.path.getmtime(path) == 1e9
+    assert "--refresh-latency re-measures it" in said[-1] and "delete" not in said[-1]
+    fresh, same_path = profile_mod.device_profile(bundle, dtype="float32", refresh=True, log=said.append)
+    assert len(calls) == 2 and same_path == path and os.path.getmtime(path) > 1e9
+    assert "re-measuring" in said[-1] and load_latency(path) == fresh
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".tmp")] == []  # the atomic write left no temp file
+
+
+def test_device_profile_refresh_never_overwrites_an_explicit_file(tmp_path, bundle):
+    from goose_runtime.profile import device_profile
+    from goose_theory.latency import LatencyError, LatencyProfile, save_latency
+
+    given = tmp_path / "mine.json"
+    save_latency(LatencyProfile(sizes=(1, 9), seconds=(0.02, 0.03)), given)
+    before = given.read_text()
+    assert device_profile(bundle, dtype="float32", path=str(given))[0].seconds == (0.02, 0.03)
+    with pytest.raises(LatencyError, match="never overwrites the given file"):
+        device_profile(bundle, dtype="float32", path=str(given), refresh=True)
+    assert given.read_text() == before
