@@ -12,22 +12,24 @@ budget the cost-aware rule chose, and its speed against the fastest measured.
 
 Usage:
     .venv/bin/python bench/bench_budget_choice.py --budgets 4,8,16,32 --limit 5 --threads 2
+    (add ``--refresh-latency`` to re-measure the cached device profile first, as ``goose loop`` does)
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
 import torch
 
-from goose_theory.cli_util import to_jsonable
+from goose_theory.cli_util import UsageError, to_jsonable
 from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.regime import regime_topologies, save_regime_topologies
 from goose_theory.topology import load_topology, write_json_atomic
-from goose_runtime.decoder import DecodeConfig
+from goose_runtime.decode_cli import make_config
 from goose_runtime.fit_report import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
@@ -50,15 +52,21 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="bench/results/bench_budget_choice.json")
+    ap.add_argument("--refresh-latency", action="store_true",
+                    help="re-measure this device's cached latency profile (speeds drift) and overwrite it")
     args = ap.parse_args(argv)
+    try:  # bad input: argparse's one line and exit code 2, before the model loads
+        config = make_config(max_new_tokens=args.max_new_tokens, record=True)
+        files = _trace_files(args.traces)
+    except UsageError as err:
+        ap.error(str(err))
     torch.set_num_threads(args.threads)
-    files = _trace_files(args.traces)
     bundle = load_model(device="cpu")
-    profile, profile_path = device_profile(bundle, dtype="float32")
+    profile, profile_path = device_profile(bundle, dtype="float32", refresh=args.refresh_latency,
+                                           log=lambda m: print(f"[bench] {m}", file=sys.stderr))
     fit = fit_traces(files, group_by=("benchmark",), n_boot=100, seed=0)
     out_dir = tempfile.mkdtemp(prefix="goose-budgets-")
     written = write_report(analyze(fit, latency=profile), out_dir)  # the cost-aware budget per set
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens, record=True)
     report, t0 = {"latency": profile_path, "threads": args.threads, "sets": {}}, time.time()
     for bench, path in sorted(written.items()):  # one group per set: its label is the set's name
         if bench not in args.sets.split(","):

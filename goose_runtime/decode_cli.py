@@ -2,11 +2,13 @@
 
 torch and transformers are imported inside the handlers only, so ``goose yield`` stays fast.
 Bad input (unknown method or prompt set, a topology that does not validate, an empty or over-long
-prompt, a missing model path, ``--limit < 1``) ends with one line on stderr and exit code 2.
+prompt, a missing model path, ``--limit < 1``, a DecodeConfig value out of range) ends with one line on
+stderr and exit code 2.
 
 Example:
     goose decode --method goose --compare ar,pld,tr --bench humaneval --limit 5 --max-new-tokens 128
     goose decode --method goose --prompt "def fib(n):" --json
+    goose decode --method auto --bench stdlib --limit 3 --refresh-latency   # re-measure the cached profile
     goose profile-latency --sizes 1,2,4,8,16,32,64 --out latency.json
     goose record-traces --out-dir traces
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 
 from goose_theory.cli_util import UsageError, format_table, print_json
@@ -38,6 +41,7 @@ def register(subparsers) -> None:
     decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
     decode.add_argument("--latency", help="goose-latency/1 profile for the auto method (default: this device's, "
                         "measured once and cached)")
+    add_refresh_option(decode)
     _decode_options(decode)
     decode.add_argument("--json", action="store_true", help="print one JSON object")
     decode.set_defaults(handler=decode_handler)
@@ -84,6 +88,32 @@ def _decode_options(parser) -> None:
                         "harmonic; 2 is Token Recycling's shape, see README)")
 
 
+def add_refresh_option(parser) -> None:
+    """``--refresh-latency``, for every command that reads the cached device profile."""
+    parser.add_argument("--refresh-latency", action="store_true",
+                        help="re-measure this device's cached latency profile (about 10 s) and overwrite it: "
+                        "speeds drift (a VM's from day to day); not with --latency FILE")
+
+
+def check_refresh(args) -> None:
+    """``--refresh-latency`` re-measures the cached profile only: never a ``--latency`` file."""
+    if getattr(args, "refresh_latency", False) and getattr(args, "latency", None):
+        raise UsageError("--refresh-latency re-measures the cached profile; it does not apply with --latency FILE "
+                         "(measure a new file with `goose profile-latency --out FILE`)")
+
+
+def make_config(**fields):
+    """``DecodeConfig(**fields)`` from command-line values: a value out of range is a UsageError that
+    names its flag (``--min-score must be in [0, 1), got 1.5``), so each range-checked field given
+    here must come from the flag ``--<field-with-dashes>``."""
+    from .decoder import ConfigError, DecodeConfig
+
+    try:
+        return DecodeConfig(**fields)
+    except ConfigError as err:
+        raise UsageError(f"--{err.field.replace('_', '-')} {err.problem}") from None
+
+
 def load_quietly(args):
     """Load ``--model`` without transformers' weight-loading bar (stderr stays one line on errors)."""
     from transformers.utils import logging as hf_logging
@@ -112,22 +142,27 @@ def _check_numbers(args) -> None:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
 
 
+def _check_decode_flags(args, specs) -> None:
+    for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
+        if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
+            raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
+    if args.refresh_latency and not any(s.kind == "auto" for s in specs):
+        raise UsageError("--refresh-latency applies to the auto method only (the one that reads the latency "
+                         "profile), and no auto method is in this run")
+    check_refresh(args)
+
+
 def decode_handler(args: argparse.Namespace) -> int:
     _check_numbers(args)
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
-    if not 0.0 <= args.min_score < 1.0:
-        raise UsageError(f"--min-score must be in [0, 1), got {args.min_score}")
-    if not args.branch_power > 0:
-        raise UsageError(f"--branch-power must be > 0, got {args.branch_power}")
-    from .decoder import DecodeConfig
+    config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
+                         min_score=args.min_score, branch_power=args.branch_power)
     from .prompts import Prompt, load_prompts
     from .runner import parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
-    for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
-        if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
-            raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
+    _check_decode_flags(args, specs)
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
@@ -135,13 +170,11 @@ def decode_handler(args: argparse.Namespace) -> int:
     else:
         prompts = load_prompts(args.bench, limit=args.limit)
     bundle = load_quietly(args)
-    latency = None
     if any(s.kind == "auto" for s in specs):
         from .profile import device_profile
-        latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency,
+        latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
                                     log=lambda m: print(f"[goose] {m}", file=sys.stderr))
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency,
-                          record=True, latency=latency, min_score=args.min_score, branch_power=args.branch_power)
+        config = dataclasses.replace(config, latency=latency)
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)

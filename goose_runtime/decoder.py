@@ -48,20 +48,19 @@ SCORES = ("logit", "prob")
 
 
 class ConfigError(InputError):
-    """A :class:`DecodeConfig` field out of range (a ``ValueError``). ``field`` names it and
-    ``problem`` says what is wrong, so a CLI can name its flag instead: ``--min-score must be in
-    [0, 1), got 1.5`` (``decode_cli.make_config``)."""
+    """A :class:`DecodeConfig` field out of range (a ``ValueError``): ``field`` and ``problem``, so a
+    CLI can name its flag instead (``decode_cli.make_config``: ``--min-score must be in [0, 1), ...``)."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field} {problem}")
         self.field, self.problem = field, problem
 
 
-def _real(v) -> bool:
+def _real(v) -> bool:  # a finite number (not a bool)
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _count(v) -> bool:
+def _count(v) -> bool:  # an integer >= 1 (not a bool)
     return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
 
 
@@ -124,11 +123,9 @@ class DecodeConfig:
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
 
-    def __post_init__(self) -> None:
-        # the one place these ranges are checked: the Decoder and every CLI rely on it
+    def __post_init__(self) -> None:  # the one place these ranges are checked: the Decoder and CLIs rely on it
         for field, (rule, ok) in _RULES.items():
-            value = getattr(self, field)
-            if not ok(value):
+            if not ok(value := getattr(self, field)):
                 shown = repr(value) if isinstance(value, str) else value
                 raise ConfigError(field, f"{rule}, got {shown}")
 

@@ -1,9 +1,10 @@
 """``goose validate`` and ``goose loop`` (the README's main job).
 
 ``goose loop`` closes the loop on the embedded default model: fit the shipped traces per prompt
-set -> profile verification latency on this device (cached) -> export the cost-aware optimal
-topology per set -> validate each on held-out prompts against the paper's ``goose`` and ``ar``
--> print the table and write it (markdown + JSON) beside the fit report.
+set -> profile verification latency on this device (cached; ``--refresh-latency`` re-measures
+it) -> export the cost-aware optimal topology per set -> validate each on held-out prompts
+against the paper's ``goose`` and ``ar`` -> print the table and write it (markdown + JSON)
+beside the fit report.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import time
 from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .decode_cli import _model_options, load_quietly
+from .decode_cli import _model_options, add_refresh_option, check_refresh, load_quietly, make_config
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
                  "ci_high", "error_pct", "psi", "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
@@ -45,31 +46,32 @@ def register(sub) -> None:
     p.add_argument("--max-new-tokens", type=int, default=128, help="as the shipped traces (the adjacency table "
                    "fills as a prompt goes on, so shorter runs see lower transition acceptance)")
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
+    add_refresh_option(p)
     p.add_argument("--out-dir", default="runs/loop")
     p.add_argument("--json", action="store_true")
     _model_options(p)
     p.set_defaults(handler=loop_handler)
 
 
-def _check(args) -> list[str]:
-    for flag in ("limit", "max_new_tokens"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+def _check(args):
+    """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # DecodeConfig checks the range
     benches = [b.strip() for b in args.bench.split(",") if b.strip()]
     if not benches:
         raise UsageError("--bench is empty")
-    return benches
+    check_refresh(args)
+    return benches, config
 
 
 def _progress(message: str) -> None:
     print(f"[goose] {message}", file=sys.stderr, flush=True)
 
 
-def _run_validation(args, bundle, plan: list[tuple[str, list[str]]]) -> list:
-    from .decoder import DecodeConfig
+def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> list:
     from .validate import validate_benchmark
 
-    config = DecodeConfig(max_new_tokens=args.max_new_tokens, record=True)
     rows = []
     for bench, files in plan:
         start = time.perf_counter()
@@ -93,12 +95,12 @@ def _emit(args, rows, extra: dict) -> None:
 
 
 def validate_handler(args: argparse.Namespace) -> int:
-    benches = _check(args)
+    benches, config = _check(args)
     from goose_theory.topology import load_topology
     for path in args.topology:
         load_topology(path)  # every file validates before the model loads
     bundle = load_quietly(args)
-    rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches])
+    rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
 
@@ -130,7 +132,7 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int) -> 
 
 
 def loop_handler(args: argparse.Namespace) -> int:
-    benches = _check(args)
+    benches, config = _check(args)
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
@@ -139,7 +141,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     _progress("loading the model")
     bundle = load_quietly(args)
     from .profile import device_profile
-    profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency, log=_progress)
+    profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
+                                           refresh=args.refresh_latency, log=_progress)
     _progress(f"fitting {len(files)} trace files per prompt set")
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     analysis = analyze(fit, latency=profile)
@@ -153,7 +156,7 @@ def loop_handler(args: argparse.Namespace) -> int:
                                                    g.recommendation.best.topology.budget)))
     if not plan:
         raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
-    rows = _run_validation(args, bundle, plan)
+    rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
                        "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})

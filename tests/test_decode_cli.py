@@ -77,6 +77,28 @@ def test_auto_method_with_a_latency_file(capsys, tiny, tmp_path):
     assert "none.json: no such file" in capsys.readouterr().err
 
 
+def test_make_config_names_the_flag_of_a_bad_field():
+    assert decode_cli.make_config(max_new_tokens=3, min_score=0.5).min_score == 0.5
+    with pytest.raises(decode_cli.UsageError, match=r"^--max-new-tokens must be at least 1, got 0$"):
+        decode_cli.make_config(max_new_tokens=0)
+
+
+def test_refresh_latency_re_measures_the_cached_profile(capsys, tiny, tmp_path, monkeypatch):
+    from goose_runtime import profile as profile_mod
+    from goose_theory.latency import LatencyProfile, load_latency, save_latency
+
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    cached = profile_mod.cached_profile_path(tiny, dtype="float32")
+    save_latency(LatencyProfile(sizes=(1, 64), seconds=(0.02, 0.03)), cached)
+    calls = []
+    fresh = LatencyProfile(sizes=(1, 64), seconds=(0.01, 0.05))
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda bundle, **kw: calls.append(kw) or fresh)
+    argv = ["decode", "--method", "auto", "--prompt", "abc abc abc", "--max-new-tokens", "6", "--json"]
+    assert run_json(capsys, argv)["methods"]["auto"]["matches_ar"] and calls == []  # the cached file is used
+    assert run_json(capsys, argv + ["--refresh-latency"])["methods"]["auto"]["matches_ar"]
+    assert len(calls) == 1 and load_latency(cached).seconds == (0.01, 0.05)
+
+
 def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     trace = tmp_path / "run.parquet"
     out = run_json(capsys, ["decode", "--method", "iso:3", "--compare", "ar,pld", "--bench", jsonl, "--limit", "2",
@@ -148,6 +170,11 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
     (["--prompt", "x", "--branch-power", "0"], "--branch-power must be > 0"),
+    (["--prompt", "x", "--min-score", "-0.5"], "--min-score must be in [0, 1), got -0.5"),
+    (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be > 0 and finite, got inf"),
+    (["--prompt", "x", "--refresh-latency"], "--refresh-latency applies to the auto method only"),
+    (["--prompt", "x", "--method", "auto", "--refresh-latency", "--latency", "l.json"],
+     "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE"),
     (["--prompt", "x", "--method", "tr", "--compare", "ar", "--branch-power", "2"], "applies to goose only"),
     (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
 ])

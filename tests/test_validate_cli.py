@@ -1,4 +1,6 @@
-"""``goose loop`` / ``goose validate`` bad input: one line, exit code 2 (the full loop runs in `make run`)."""
+"""``goose loop`` / ``goose validate`` bad input: one line, exit code 2 (the full loop runs in `make run`).
+
+The slow tests load the real default model before the error; the others fail before any model loads."""
 from __future__ import annotations
 
 import pytest
@@ -6,9 +8,8 @@ import pytest
 from goose_runtime.cli import main
 from tests.conftest import thresholded_trace_copy
 
-pytestmark = pytest.mark.slow  # the loop loads the real default model before it fits
 
-
+@pytest.mark.slow  # the loop loads the real default model before it fits
 def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     for bench in ("humaneval", "mtbench", "stdlib"):
         thresholded_trace_copy(f"traces/{bench}-b8.parquet", tmp_path / f"{bench}.parquet")
@@ -17,6 +18,34 @@ def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     assert code == 2 and err[-1].startswith("error: two-regime fit") and "recorded with --min-score" in err[-1]
 
 
+@pytest.mark.slow
 def test_loop_without_traces(capsys, tmp_path):
     assert main(["loop", "--traces", str(tmp_path / "none-*.parquet"), "--out", str(tmp_path / "out")]) == 2
     assert "no parquet files" in capsys.readouterr().err
+
+
+def _fails(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    import goose_runtime.model as model_mod
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("bad input must be refused before the model loads")
+    monkeypatch.setattr(model_mod, "load_model", refuse)
+
+
+def test_loop_refresh_latency_refuses_an_explicit_latency_file(capsys, tmp_path, no_model):
+    _fails(capsys, ["loop", "--refresh-latency", "--latency", str(tmp_path / "l.json"), "--out-dir", str(tmp_path)],
+           "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE")
+
+
+@pytest.mark.parametrize("command", [["loop"], ["validate", "--topology", "t.json"]])
+def test_max_new_tokens_is_checked_by_the_decode_config(capsys, tmp_path, no_model, command):
+    _fails(capsys, [*command, "--max-new-tokens", "0", "--out-dir" if command == ["loop"] else "--out",
+                    str(tmp_path / "out")], "--max-new-tokens must be at least 1, got 0")
+    assert not (tmp_path / "out").exists()
