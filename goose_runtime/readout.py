@@ -6,7 +6,8 @@ memory-bound: :func:`goose_runtime.verify.blocked_topk` already reads the vocabu
 of each 64-column block), but its second half -- a top-k over the block maxima, a gather of the k
 best blocks, a top-k over those and the index arithmetic -- is five small torch ops that cost as
 much again. :func:`topk_rows` keeps torch's vectorised block maxima and does the rest per row in
-one parallel numba kernel: pick the k blocks with the largest maxima (an element of the top k lies
+one numba kernel (serial: torch has just used the cores, and numba's pool cost more to wake than
+it saved): pick the k blocks with the largest maxima (an element of the top k lies
 in one of them: its block's max is at least the element), then scan those blocks, keeping a sorted
 top k by insertion.
 
@@ -30,11 +31,10 @@ Example:
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 import torch
 
-from goose_theory._numba import jit, parallel_jit
+from goose_theory._numba import jit
 
 BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 rows (1024: 2x slower)
 USE_NUMBA = True  # False: verify.top_candidates reads with torch ops alone (bench/bench_overhead.py compares)
@@ -55,12 +55,14 @@ def _insert(vals, idx, n, k, value, index):
     return n + 1 if n < k else n
 
 
-@parallel_jit
+@jit
 def _topk_from_block_max(x, block_max, k, block, vals, idx, best_blocks):
     """Per row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
     ``vals[r], idx[r]`` = the top k of those blocks' columns (descending)."""
+    # serial on purpose: the work is 0.05 ms at 81 rows, and handing it to numba's thread pool right
+    # after torch's cost more than it saved (0.02-0.1 ms a cycle at 1-81 rows, bench_overhead A/B)
     q, n_blocks = block_max.shape
-    for r in numba.prange(q):
+    for r in range(q):
         bv = np.empty(k, np.float32)
         bi = best_blocks[r]
         n = 0
@@ -97,13 +99,7 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     vals = np.empty((q, k), np.float32)
     idx = np.empty((q, k), np.int64)
     blocks = np.empty((q, k), np.int64)
-    before = numba.get_num_threads()
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    try:  # numba's pool follows torch's thread count (--threads 1 runs stay on one core), for this call only
-        numba.set_num_threads(want)
-        _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
-    finally:
-        numba.set_num_threads(before)
+    _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
     return vals, idx, blocks
 
 

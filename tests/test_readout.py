@@ -79,22 +79,18 @@ def test_top_candidates_equal_the_torch_path_bit_for_bit(score, rows):
         assert np.array_equal(scores, want)
 
 
-def test_the_result_does_not_depend_on_the_thread_count(monkeypatch):
+def test_the_result_does_not_depend_on_the_thread_count():
     logits = torch.randn(40, 49152, generator=torch.Generator().manual_seed(2))
     before_torch, before_numba = torch.get_num_threads(), numba.get_num_threads()
-    asked = []
-    real_set = numba.set_num_threads
-    monkeypatch.setattr(numba, "set_num_threads", lambda n: (asked.append(n), real_set(n))[1])
     try:
         torch.set_num_threads(1)
         one = readout.topk_rows(logits, 10)
-        assert asked[0] == 1                                   # the kernel ran on torch's one thread
-        assert numba.get_num_threads() == before_numba         # and numba's own setting came back
         torch.set_num_threads(max(2, before_torch))
         many = readout.topk_rows(logits, 10)
     finally:
         torch.set_num_threads(before_torch)
     assert all(np.array_equal(a, b) for a, b in zip(one, many))
+    assert numba.get_num_threads() == before_numba   # the serial kernel leaves numba's pool alone
 
 
 def test_ties_and_minus_inf_follow_a_stable_sort_and_argmax():
