@@ -6,8 +6,8 @@ memory-bound: :func:`goose_runtime.verify.blocked_topk` already reads the vocabu
 of each 64-column block), but its second half -- a top-k over the block maxima, a gather of the k
 best blocks, a top-k over those and the index arithmetic -- is five small torch ops that cost as
 much again. :func:`topk_rows` keeps torch's vectorised block maxima and does the rest per row in
-one numba kernel (serial: torch has just used the cores, and numba's pool cost more to wake than
-it saved): pick the k blocks with the largest maxima (an element of the top k lies
+one numba kernel (on numba's thread pool from :data:`PARALLEL_ROWS` rows; below that, serially,
+as waking the pool costs more than it saves): pick the k blocks with the largest maxima (an element of the top k lies
 in one of them: its block's max is at least the element), then scan those blocks, keeping a sorted
 top k by insertion.
 
@@ -31,12 +31,17 @@ Example:
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 import torch
 
-from goose_theory._numba import jit
+from goose_theory._numba import jit, parallel_jit
 
 BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 rows (1024: 2x slower)
+# rows from which the kernel runs on numba's thread pool: waking the pool right after torch's forward
+# costs more than it saves on a few rows (ar's one row: 0.15 -> 0.10 ms serial) and saves 0.07 ms at
+# 81 (bench_overhead A/B, 30 Nov; goose@8's 9 rows: equal either way)
+PARALLEL_ROWS = 32
 USE_NUMBA = True  # False: verify.top_candidates reads with torch ops alone (bench/bench_overhead.py compares)
 
 
@@ -56,27 +61,36 @@ def _insert(vals, idx, n, k, value, index):
 
 
 @jit
-def _topk_from_block_max(x, block_max, k, block, vals, idx, best_blocks):
-    """Per row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
+def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks):
+    """Row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
     ``vals[r], idx[r]`` = the top k of those blocks' columns (descending)."""
-    # serial on purpose: the work is 0.05 ms at 81 rows, and handing it to numba's thread pool right
-    # after torch's cost more than it saved (0.02-0.1 ms a cycle at 1-81 rows, bench_overhead A/B)
-    q, n_blocks = block_max.shape
-    for r in range(q):
-        bv = np.empty(k, np.float32)
-        bi = best_blocks[r]
-        n = 0
-        for b in range(n_blocks):
-            if n < k or block_max[r, b] > bv[k - 1]:
-                n = _insert(bv, bi, n, k, block_max[r, b], b)
-        order = np.sort(bi)  # scan in column order, so a tie goes to the smaller column
-        tv, ti = vals[r], idx[r]
-        m = 0
-        for c in range(k):
-            start = order[c] * block
-            for j in range(start, start + block):
-                if m < k or x[r, j] > tv[k - 1]:
-                    m = _insert(tv, ti, m, k, x[r, j], j)
+    n_blocks = block_max.shape[1]
+    bv = np.empty(k, np.float32)
+    bi = best_blocks[r]
+    n = 0
+    for b in range(n_blocks):
+        if n < k or block_max[r, b] > bv[k - 1]:
+            n = _insert(bv, bi, n, k, block_max[r, b], b)
+    order = np.sort(bi)  # scan in column order, so a tie goes to the smaller column
+    tv, ti = vals[r], idx[r]
+    m = 0
+    for c in range(k):
+        start = order[c] * block
+        for j in range(start, start + block):
+            if m < k or x[r, j] > tv[k - 1]:
+                m = _insert(tv, ti, m, k, x[r, j], j)
+
+
+@jit
+def _topk_serial(x, block_max, k, block, vals, idx, best_blocks):
+    for r in range(block_max.shape[0]):
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks)
+
+
+@parallel_jit
+def _topk_parallel(x, block_max, k, block, vals, idx, best_blocks):
+    for r in numba.prange(block_max.shape[0]):
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks)
 
 
 def fits(logits: torch.Tensor, k: int) -> bool:
@@ -99,7 +113,17 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     vals = np.empty((q, k), np.float32)
     idx = np.empty((q, k), np.int64)
     blocks = np.empty((q, k), np.int64)
-    _topk_from_block_max(logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    args = (logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    if q < PARALLEL_ROWS:
+        _topk_serial(*args)
+        return vals, idx, blocks
+    before = numba.get_num_threads()
+    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    try:  # numba's pool follows torch's thread count (--threads 1 runs stay on one core), for this call only
+        numba.set_num_threads(want)
+        _topk_parallel(*args)
+    finally:
+        numba.set_num_threads(before)
     return vals, idx, blocks
 
 
@@ -107,6 +131,7 @@ def warm_up() -> None:
     """Compile (or load from numba's cache) the readout kernel now, not in a timed decoding cycle:
     a fresh clone compiles it in about 2 s."""
     topk_rows(torch.zeros(2, 4 * BLOCK), 1)
+    topk_rows(torch.zeros(PARALLEL_ROWS, 4 * BLOCK), 1)  # the thread-pool kernel too
 
 
 def block_candidates(logits: torch.Tensor, blocks: np.ndarray) -> torch.Tensor:

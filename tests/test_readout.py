@@ -79,18 +79,33 @@ def test_top_candidates_equal_the_torch_path_bit_for_bit(score, rows):
         assert np.array_equal(scores, want)
 
 
-def test_the_result_does_not_depend_on_the_thread_count():
-    logits = torch.randn(40, 49152, generator=torch.Generator().manual_seed(2))
+def test_the_result_does_not_depend_on_the_thread_count(monkeypatch):
+    logits = torch.randn(max(40, readout.PARALLEL_ROWS), 49152, generator=torch.Generator().manual_seed(2))
     before_torch, before_numba = torch.get_num_threads(), numba.get_num_threads()
+    asked = []
+    real_set = numba.set_num_threads
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: (asked.append(n), real_set(n))[1])
     try:
         torch.set_num_threads(1)
         one = readout.topk_rows(logits, 10)
+        assert asked[0] == 1                                   # the pool ran on torch's one thread
+        assert numba.get_num_threads() == before_numba         # and numba's own setting came back
         torch.set_num_threads(max(2, before_torch))
         many = readout.topk_rows(logits, 10)
     finally:
         torch.set_num_threads(before_torch)
     assert all(np.array_equal(a, b) for a, b in zip(one, many))
-    assert numba.get_num_threads() == before_numba   # the serial kernel leaves numba's pool alone
+
+
+def test_few_rows_run_serially_and_agree_with_the_pool(monkeypatch):
+    logits = torch.randn(readout.PARALLEL_ROWS, 49152, generator=torch.Generator().manual_seed(4)) * 3
+    pooled = readout.topk_rows(logits, 10)
+    asked = []
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: asked.append(n))
+    for q in (1, 9, readout.PARALLEL_ROWS - 1):   # below the threshold numba's pool is not touched
+        serial = readout.topk_rows(logits[:q].contiguous(), 10)
+        assert all(np.array_equal(a, b[:q]) for a, b in zip(serial, pooled))
+    assert asked == []
 
 
 def test_ties_and_minus_inf_follow_a_stable_sort_and_argmax():
