@@ -7,6 +7,8 @@ logits: the walk's argmax and the harvest's candidates), ``walk``, ``compact`` (
 ``harvest`` (adjacency table update). ``draft_s`` is the decoder's own per-cycle figure (the
 cycle's wall time minus the forward), the number the traces and ``bench_runtime.py`` report; the
 timers add about a microsecond per wrapped call. One warm-up prompt per method is not counted.
+``--parallel-rows N`` sets the number of rows from which the readout kernel runs on numba's thread
+pool (``readout.PARALLEL_ROWS``; 1: always, as before 30 Nov 05:30).
 ``--torch-readout`` adds, for each method, a run that reads the top-k with torch ops alone
 (``verify.blocked_topk``) instead of the numba kernel (``goose_runtime/readout.py``), the two runs
 back to back.
@@ -49,13 +51,14 @@ def install_timers(totals: dict[str, float]) -> None:
         setattr(owner, name, timed)
 
 
-def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float]) -> dict[str, float]:
+def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float], *,
+            refresh: bool = False) -> dict[str, float]:
     """ms per cycle of ``draft_s`` and of each phase, over ``prompts`` (after one warm-up prompt)."""
     spec = parse_labeled(method)
     latency = None
     if spec.kind == "auto":  # auto cuts its trees on this device's latency profile (cached)
         from goose_runtime.profile import device_profile
-        latency, _ = device_profile(bundle, dtype="float32")
+        latency, _ = device_profile(bundle, dtype="float32", refresh=refresh)
     dec = decoder.Decoder(bundle, spec, decoder.DecodeConfig(max_new_tokens=128, latency=latency))
     dec.decode(prompts[0])
     totals.clear()
@@ -77,12 +80,16 @@ def parse(argv) -> argparse.Namespace:
     for flag, default in (("--prompts", 3), ("--threads", 2)):
         ap.add_argument(flag, type=int, default=default)
     ap.add_argument("--torch-readout", action="store_true", help="also time each method with the torch-only readout")
+    ap.add_argument("--parallel-rows", type=int, default=readout.PARALLEL_ROWS,
+                    help="rows from which the readout kernel uses numba's thread pool (1: always)")
+    ap.add_argument("--refresh-latency", action="store_true", help="re-measure auto's cached latency profile first")
     return ap.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse(argv)
     torch.set_num_threads(args.threads)
+    readout.PARALLEL_ROWS = args.parallel_rows
     bundle = load_model(device="cpu")
     prompts = [encode_prompt(bundle, p) for p in load_prompts(args.bench, limit=args.prompts)]
     totals: dict[str, float] = collections.defaultdict(float)
@@ -94,7 +101,7 @@ def main(argv=None) -> int:
         for method in args.methods.split(","):
             for name, torch_only in [(method, False)] + ([(method + " (torch)", True)] if args.torch_readout else []):
                 readout.USE_NUMBA = not torch_only
-                row = measure(bundle, method, prompts, totals)
+                row = measure(bundle, method, prompts, totals, refresh=args.refresh_latency and method == "auto" and not torch_only)
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
         readout.USE_NUMBA = True
     return 0
