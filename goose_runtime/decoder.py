@@ -118,7 +118,7 @@ class DecodeConfig:
     min_score: float = 0.0
     # goose: a branch budget is split over sibling candidates with weights 1/rank**branch_power
     # (goose.grow_branches). 1 (harmonic) is the default and what every goose number in the README
-    # used; 2 is the shape of Token Recycling's static tree, and measured higher tau in 14 of 18
+    # used; 2 is the shape of Token Recycling's static tree, and measured higher tau in 15 of 18
     # cases (README, "Branch split").
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
