@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import sys
 
 from goose_theory.cli_util import UsageError, format_table, print_json
@@ -166,7 +167,10 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
-        prompts = [Prompt(id="prompt", text=args.prompt, benchmark="prompt")]
+        # the id names the text, so the fit's bootstrap (one unit per (benchmark, prompt_id)) keeps
+        # traces of different --prompt texts apart and pools repeats of one text
+        prompts = [Prompt(id="prompt-" + hashlib.sha1(args.prompt.encode()).hexdigest()[:10], text=args.prompt,
+                          benchmark="prompt")]
     else:
         prompts = load_prompts(args.bench, limit=args.limit)
     bundle = load_quietly(args)

@@ -157,7 +157,8 @@ def render_markdown(analysis: Analysis, files: dict[str, str], chart_files: list
     """The report: estimates, per-group checks, bound check, recommendations, chart links."""
     lines = ["# fit-acceptance report", "", "Traces:", "", *[f"- `{f}`" for f in analysis.fit.counts.files], "",
              "Estimates use reached nodes (parent accepted). 95% intervals: cluster bootstrap over prompts "
-             "(run_id, benchmark, prompt_id); the naive Wilson interval treats nodes as independent.", "",
+             "(benchmark, prompt_id), one unit however many runs decoded it; the naive Wilson interval "
+             "treats nodes as independent.", "",
              "```", summary_text(analysis, files), "```", "", "## Groups", ""]
     for g in analysis.groups:
         lines += _group_section(g)

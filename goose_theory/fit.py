@@ -4,9 +4,10 @@ Estimates come from *reached* nodes (parent accepted): p_s = matched / reached s
 p_t = matched / reached transition nodes, pooled, and as curves (p_s by spine depth, p_t by
 rank and by depth). p_t is also split by the parent's source (root / spine / transition), each
 with its by-rank curve: measured traces show transition acceptance depends strongly on it. Cycles of one prompt share text and so are not independent; the 95%
-interval is therefore a **cluster bootstrap over prompts** (prompt = (run_id, benchmark,
-prompt_id); resample prompts with replacement, recompute the ratio of sums; percentile
-interval; seeded). The naive binomial (Wilson) interval, which treats every node as
+interval is therefore a **cluster bootstrap over prompts** (prompt = (benchmark, prompt_id): the
+same prompt decoded in several runs -- methods, budgets -- is one unit, as its cycles share the
+text; resample prompts with replacement, recompute the ratio of sums; percentile interval; seeded).
+The naive binomial (Wilson) interval, which treats every node as
 independent, is reported beside it: when it is much narrower, the data are over-dispersed.
 With fewer than 2 prompts there is nothing to resample and ``ci95`` falls back to Wilson
 (``ci_method`` says so).
@@ -192,7 +193,7 @@ def _fit_group(label: str, key: dict[str, str], clusters: np.ndarray, counts: Fi
     tables = [t[clusters] for t in (counts.spine_matched, counts.spine_reached, counts.rank_matched,
                                      counts.rank_reached, counts.depth_matched, counts.depth_reached, pm_all, pr_all)]
     per_unit = [*tables, cyc, tau]
-    if merge is not None:  # same prompt in several groups: one resampling unit
+    if merge is not None:  # same prompt in several runs or groups: one resampling unit
         units, inv = np.unique(merge[clusters], return_inverse=True)
         per_unit = [_sum_rows(x, inv, units.size) for x in per_unit]
     sm, sr, rm, rr, dm, dr, pm, pr, cyc, tau = per_unit
@@ -241,7 +242,7 @@ def fit_counts(counts: FitCounts, *, n_boot: int = 1000, seed: int = 0) -> FitRe
     for g, values in enumerate(counts.groups):
         clusters = np.flatnonzero(counts.cluster_group == g)
         groups.append(_fit_group(counts.group_label(g), dict(zip(counts.group_by, values)), clusters, counts,
-                                 None, n_boot, np.random.default_rng([seed, g + 1])))
+                                 counts.cluster_prompt, n_boot, np.random.default_rng([seed, g + 1])))
     return FitResult(counts, overall, tuple(groups), n_boot, seed)
 
 

@@ -3,8 +3,9 @@
 A trace holds one row per node per verification cycle (schema: :mod:`goose_theory.traceio`).
 Everything the fit needs reduces to small count tables, so files are streamed with
 ``iter_batches`` over only the needed columns, strings read as dictionaries (cheap), in bounded
-memory. Per *cluster* (one prompt: ``(group..., run_id, benchmark, prompt_id)``) we count
-reached and matched nodes:
+memory. Per *cluster* (one prompt in one run: ``(group..., run_id, benchmark, prompt_id)``) we
+count reached and matched nodes (the fit then resamples *prompts*, ``(benchmark, prompt_id)``: the
+same prompt decoded in several runs shares its text, so its clusters are one unit):
 
 * spine nodes by spine depth, transition nodes by rank and by depth, and transition nodes by
   the parent's source (root / spine / transition) and rank -- transition acceptance depends
@@ -44,6 +45,7 @@ from .traceio import TraceFileError, TraceInfo, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
+PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
 
@@ -64,7 +66,7 @@ class FitCounts:
     group_by: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]  # values of group_by per group
     cluster_group: np.ndarray  # (C,) group index of each cluster
-    cluster_prompt: np.ndarray  # (C,) index of (run_id, benchmark, prompt_id) across groups
+    cluster_prompt: np.ndarray  # (C,) index of the prompt, (benchmark, prompt_id), across runs and groups
     spine_reached: np.ndarray  # (C, CAP) by spine depth (column = depth, column 0 unused)
     spine_matched: np.ndarray
     rank_reached: np.ndarray  # (C, CAP) transition nodes by rank
@@ -213,7 +215,7 @@ class _Accumulator:
         groups = sorted(set(group_keys))
         gindex = {g: i for i, g in enumerate(groups)}
         cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
-        prompt_keys = [tuple(k[cols.index(c)] for c in CLUSTER_COLUMNS) for k in keys]
+        prompt_keys = [tuple(k[cols.index(c)] for c in PROMPT_COLUMNS) for k in keys]  # global codes
         pindex: dict[tuple[int, ...], int] = {}
         cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
         names = tuple(tuple(self.codes[c].values[v] for c, v in zip(self.group_by, g)) for g in groups)

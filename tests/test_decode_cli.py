@@ -131,6 +131,18 @@ def test_min_score_is_reported_and_recorded_for_goose_only(capsys, tiny, tmp_pat
     assert methods["tr"]["score"] == "logit" and "min_score" not in methods["tr"]
 
 
+def test_a_prompt_trace_names_its_text(capsys, tiny, tmp_path):
+    # the fit resamples by (benchmark, prompt_id): two --prompt texts must not share an id, and
+    # the same text decoded again must keep it
+    ids = []
+    for i, text in enumerate(("abcabcabc", "xyz xyz", "abcabcabc")):
+        trace = tmp_path / f"run{i}.parquet"
+        run_json(capsys, ["decode", "--method", "pld", "--prompt", text, "--max-new-tokens", "4",
+                          "--trace-out", str(trace), "--json"])
+        ids.append(set(open_trace(trace).read(columns=["prompt_id"]).column("prompt_id").to_pylist()))
+    assert len(ids[0]) == 1 and ids[0] == ids[2] != ids[1] and next(iter(ids[0])).startswith("prompt-")
+
+
 def test_budget_suffix_labels_round_trip(capsys, tiny):
     out = run_json(capsys, ["decode", "--method", "goose@8", "--compare", "goose,goose@60,ar", "--prompt", "ab ab ab",
                             "--max-new-tokens", "6", "--json"])

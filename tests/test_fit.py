@@ -1,6 +1,7 @@
 """Fitting p_s / p_t: recovery, honest (cluster-bootstrap) coverage, streaming equivalences."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -83,7 +84,24 @@ def test_groups_split_and_overall_pools_them():
     fit = fit_counts(count_tables([synthetic_table(specs, seed=4)], group_by=["method"]), n_boot=200)
     by = {g.label: g for g in fit.groups}
     assert set(by) == {"a", "b"} and by["a"].p_s.estimate > 0.6 > 0.4 > by["b"].p_s.estimate
-    assert fit.overall.p_s.n == by["a"].p_s.n + by["b"].p_s.n and fit.overall.prompts == 40
+    # the two runs decode the same 20 prompt ids: one resampling unit per prompt, within a group too
+    assert fit.overall.p_s.n == by["a"].p_s.n + by["b"].p_s.n and fit.overall.prompts == 20
+    assert by["a"].prompts == by["b"].prompts == 20
+
+
+def test_the_same_prompts_in_another_run_are_not_new_evidence():
+    # the same traces again under another run_id: as many nodes again, but no new prompts, so the
+    # cluster-bootstrap interval must not narrow (the naive Wilson interval, which counts nodes, does)
+    one = SyntheticSpec(0.6, 0.15, (TREE,), prompts=12, cycles=40)
+    twice = [one, dataclasses.replace(one, run_id="run-again")]
+    base = fit_counts(count_tables([synthetic_table(one, seed=6)]), n_boot=300, seed=1).overall
+    both = fit_counts(count_tables([synthetic_table(one, seed=6), synthetic_table(twice[1], seed=6)]),
+                      n_boot=300, seed=1).overall
+    assert both.prompts == base.prompts == 12 and both.p_s.n == 2 * base.p_s.n
+    for a, b in ((base.p_s, both.p_s), (base.p_t, both.p_t)):
+        assert b.estimate == pytest.approx(a.estimate, abs=1e-12)
+        assert b.ci95 == pytest.approx(a.ci95, abs=1e-12)
+        assert b.naive_ci95[1] - b.naive_ci95[0] < a.naive_ci95[1] - a.naive_ci95[0]
 
 
 def test_seeded_bootstrap_is_reproducible():
