@@ -3,9 +3,8 @@
 A trace holds one row per node per verification cycle (schema: :mod:`goose_theory.traceio`).
 Everything the fit needs reduces to small count tables, so files are streamed with
 ``iter_batches`` over only the needed columns, strings read as dictionaries (cheap), in bounded
-memory. Per *cluster* (one prompt in one run: ``(group..., run_id, benchmark, prompt_id)``) we
-count reached and matched nodes (the fit then resamples *prompts*, ``(benchmark, prompt_id)``: the
-same prompt decoded in several runs shares its text, so its clusters are one unit):
+memory. Per *cluster* (a prompt in a run: ``(group..., run_id, benchmark, prompt_id)``; the fit
+resamples prompts, one unit per ``(benchmark, prompt_id)`` over runs) we count reached and matched nodes:
 
 * spine nodes by spine depth, transition nodes by rank and by depth, and transition nodes by
   the parent's source (root / spine / transition) and rank -- transition acceptance depends
@@ -45,7 +44,7 @@ from .traceio import TraceFileError, TraceInfo, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
-PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs
+PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
 
