@@ -6,9 +6,8 @@ Everything the fit needs reduces to small count tables, so files are streamed wi
 memory. Per *cluster* (a prompt in a run: ``(group..., run_id, benchmark, prompt_id)``; the fit
 resamples prompts, one unit per ``(benchmark, prompt_id)`` over runs) we count reached and matched nodes:
 
-* spine nodes by spine depth, transition nodes by rank and by depth, and transition nodes by
-  the parent's source (root / spine / transition) and rank -- transition acceptance depends
-  strongly on what the node hangs on;
+* spine nodes by spine depth, transition nodes by rank, by depth, and by the parent's source
+  (root / spine / transition) and rank -- transition acceptance depends on what it hangs on;
 * cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and
   sum of squares of the observed tau, so the exact E[tau] of each recorded tree is computed
   once per distinct shape, not once per cycle.
