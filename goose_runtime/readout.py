@@ -12,8 +12,8 @@ in one of them: its block's max is at least the element), then scan those blocks
 top k by insertion.
 
 Ties: within the scanned blocks a smaller column wins a tie (blocks are scanned in column order),
-the rule of ``torch.argmax``. NaN is never selected (comparisons with it are false), whereas
-``torch.argmax`` would return it; a model that emits NaN logits has no meaningful argmax anyway. Exact: values and indices equal ``torch.topk``'s wherever the top k
+the rule of ``torch.argmax``. A row with a NaN logit raises :class:`NaNLogitsError` (a model
+that emits NaN has no meaningful argmax; ``torch.argmax`` would return the NaN's column). Exact: values and indices equal ``torch.topk``'s wherever the top k
 is free of ties (``tests/test_readout.py``).
 
 Used by :func:`goose_runtime.verify.top_candidates` for contiguous fp32 CPU logits whose
@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from goose_theory._numba import jit, parallel_jit
+from goose_theory.errors import InputError
 
 BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 rows (1024: 2x slower)
 # rows from which the kernel runs on numba's thread pool: waking the pool right after torch's forward
@@ -61,16 +62,20 @@ def _insert(vals, idx, n, k, value, index):
 
 
 @jit
-def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks):
+def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows):
     """Row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
-    ``vals[r], idx[r]`` = the top k of those blocks' columns (descending)."""
+    ``vals[r], idx[r]`` = the top k of those blocks' columns (descending); ``nan_rows[r]`` = 1
+    when a block max is NaN (torch's amax propagates it), as the scan would never pick it."""
     n_blocks = block_max.shape[1]
     bv = np.empty(k, np.float32)
     bi = best_blocks[r]
     n = 0
     for b in range(n_blocks):
-        if n < k or block_max[r, b] > bv[k - 1]:
-            n = _insert(bv, bi, n, k, block_max[r, b], b)
+        value = block_max[r, b]
+        if value != value:
+            nan_rows[r] = 1
+        elif n < k or value > bv[k - 1]:
+            n = _insert(bv, bi, n, k, value, b)
     order = np.sort(bi)  # scan in column order, so a tie goes to the smaller column
     tv, ti = vals[r], idx[r]
     m = 0
@@ -82,15 +87,24 @@ def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks):
 
 
 @jit
-def _topk_serial(x, block_max, k, block, vals, idx, best_blocks):
+def _topk_serial(x, block_max, k, block, vals, idx, best_blocks, nan_rows):
     for r in range(block_max.shape[0]):
-        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks)
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows)
 
 
 @parallel_jit
-def _topk_parallel(x, block_max, k, block, vals, idx, best_blocks):
+def _topk_parallel(x, block_max, k, block, vals, idx, best_blocks, nan_rows):
     for r in numba.prange(block_max.shape[0]):
-        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks)
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows)
+
+
+class NaNLogitsError(InputError):
+    """The model produced NaN logits: there is no argmax to verify against, so decoding stops
+    with one line instead of emitting arbitrary tokens (``torch.argmax`` would pick the NaN)."""
+
+    def __init__(self, row: int) -> None:
+        super().__init__(f"the model produced NaN logits (row {row} of the verified tree); in float16 that "
+                         "is usually an overflow: use --dtype bfloat16 or float32")
 
 
 def fits(logits: torch.Tensor, k: int) -> bool:
@@ -113,17 +127,20 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     vals = np.empty((q, k), np.float32)
     idx = np.empty((q, k), np.int64)
     blocks = np.empty((q, k), np.int64)
-    args = (logits.numpy(), block_max, k, BLOCK, vals, idx, blocks)
+    nan_rows = np.zeros(q, np.uint8)
+    args = (logits.numpy(), block_max, k, BLOCK, vals, idx, blocks, nan_rows)
     if q < PARALLEL_ROWS:
         _topk_serial(*args)
-        return vals, idx, blocks
-    before = numba.get_num_threads()
-    want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    try:  # numba's pool follows torch's thread count (--threads 1 runs stay on one core), for this call only
-        numba.set_num_threads(want)
-        _topk_parallel(*args)
-    finally:
-        numba.set_num_threads(before)
+    else:
+        before = numba.get_num_threads()
+        want = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+        try:  # numba's pool follows torch's thread count (--threads 1 runs stay on one core), for this call only
+            numba.set_num_threads(want)
+            _topk_parallel(*args)
+        finally:
+            numba.set_num_threads(before)
+    if nan_rows.any():
+        raise NaNLogitsError(int(np.argmax(nan_rows)))
     return vals, idx, blocks
 
 

@@ -123,6 +123,9 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
         cand = logits if logits.shape[0] == 1 else readout.block_candidates(logits, blocks)
     else:
         vals, idx, cand = _blocked(logits, k)
+        nan = torch.isnan(vals[:, 0])  # topk ranks NaN above every number: a row with one has it first
+        if bool(nan.any()):
+            raise readout.NaNLogitsError(int(nan.nonzero()[0, 0]))
     if score is None:
         return idx.cpu().numpy(), None
     vals = vals.float()

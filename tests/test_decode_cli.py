@@ -253,3 +253,20 @@ def test_registering_the_commands_imports_no_torch():
             "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("method", ["ar", "goose@8"])
+def test_nan_logits_stop_decoding_with_one_line(capsys, tiny, tmp_path, method):
+    # a model that emits NaN (fp16 overflow) has no argmax to verify against: one line, exit 2,
+    # and no trace written (ar's one-row readout is the numba kernel, goose's the torch path here)
+    import torch
+    with torch.no_grad():
+        tiny.model.lm_head.weight[7].fill_(float("nan"))
+    trace = tmp_path / "t.parquet"
+    try:
+        _fails(capsys, ["decode", "--method", method, "--prompt", "abc abc", "--max-new-tokens", "4",
+                        "--trace-out", str(trace)], "NaN logits")
+    finally:
+        with torch.no_grad():
+            tiny.model.lm_head.weight[7].normal_()
+    assert not trace.exists()
