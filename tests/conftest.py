@@ -1,10 +1,18 @@
 """Shared test helpers: random valid topologies for property tests, a trace copy with edited
-metadata; gpu tests need a CUDA device."""
+metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
+the tree builders; gpu tests need a CUDA device."""
 from __future__ import annotations
 
 import numpy as np
 
-from goose_theory.topology import Topology
+from goose_theory.topology import TRANSITION, Topology
+
+V = 64  # vocabulary of the tree-builder tests' adjacency tables
+
+# small fixed trees for the fit tests: spine and transition nodes (TREE), a long spine (DEEP)
+TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
+                            (0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (4, "transition", 0)])
+DEEP = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(8)] + [(0, "transition", 0)])
 
 
 def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float = 0.4,
@@ -27,6 +35,27 @@ def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float
                 break
         depth.append(depth[p] + 1); has_spine_child.append(False); next_rank.append(0)
     return Topology.from_nodes(zip(parents, sources, ranks), max_depth=max_depth, max_spine=max_spine)
+
+
+def full_table(seed: int = 0, k: int = 10):
+    """Every unigram row filled with K distinct successors."""
+    from goose_runtime.adjacency import AdjacencyTable  # here: theory-only runs need no runtime import
+
+    rng = np.random.default_rng(seed)
+    table = AdjacencyTable(V, top_k=k)
+    toks = np.stack([rng.permutation(V)[:k] for _ in range(V)])
+    table.update(np.full(V, -1), np.arange(V), toks, np.sort(rng.random((V, k)))[:, ::-1].astype(np.float32))
+    return table
+
+
+def check_tree(tree, max_depth=6):
+    for i in range(1, tree.n_nodes):
+        p = tree.parent[i]
+        assert 0 <= p < i and tree.depth[i] == tree.depth[p] + 1
+        sibs = [tree.token[c] for c in tree.children[p]]
+        assert len(sibs) == len(set(sibs)), "siblings must be distinct tokens"
+        if tree.source[i] == TRANSITION:
+            assert tree.depth[i] <= max_depth
 
 
 def thresholded_trace_copy(src: str, dst) -> None:

@@ -1,36 +1,18 @@
-"""Tree builders: topology filling, chains, the adaptive Goose tree and the static shapes."""
+"""Tree builders in goose_runtime.trees: topology filling, chains, the harmonic split.
+(The adaptive Goose tree and the static shapes: tests/test_goose.py.)"""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from goose_theory.topology import SPINE, TRANSITION, Topology
+from goose_theory.topology import SPINE, Topology
 from goose_runtime.adjacency import AdjacencyTable
-from goose_runtime.goose import GoosePolicy, build_goose, iso_topology, tr_topology
+from goose_runtime.goose import iso_topology
 from goose_runtime.matcher import Match
 from goose_runtime.trees import build_chain, build_from_topology, harmonic_split
-from tests.conftest import random_topology
-
-V = 64
-
-
-def full_table(seed: int = 0, k: int = 10) -> AdjacencyTable:
-    """Every unigram row filled with K distinct successors."""
-    rng = np.random.default_rng(seed)
-    table = AdjacencyTable(V, top_k=k)
-    toks = np.stack([rng.permutation(V)[:k] for _ in range(V)])
-    table.update(np.full(V, -1), np.arange(V), toks, np.sort(rng.random((V, k)))[:, ::-1].astype(np.float32))
-    return table
-
-
-def check_tree(tree, max_depth=6):
-    for i in range(1, tree.n_nodes):
-        p = tree.parent[i]
-        assert 0 <= p < i and tree.depth[i] == tree.depth[p] + 1
-        sibs = [tree.token[c] for c in tree.children[p]]
-        assert len(sibs) == len(set(sibs)), "siblings must be distinct tokens"
-        if tree.source[i] == TRANSITION:
-            assert tree.depth[i] <= max_depth
+from tests.conftest import V, check_tree, full_table, random_topology
 
 
 @settings(max_examples=80, deadline=None)
@@ -71,49 +53,6 @@ def test_mixed_iso_puts_spine_at_rank0():
     assert plain.n_spine == 0 and plain.n_nodes == topo.n_nodes  # no match: same as iso
 
 
-def test_chain_and_bypass():
-    m = Match(tuple(range(10, 22)), 5, 3, 3)  # high confidence, 12 tokens -> bypass
-    tree = build_goose(GoosePolicy(), m, full_table(), 1, 2, budget=60)
-    assert tree.bypass and tree.token == [2] + list(range(10, 22)) and tree.parent == list(range(-1, 12))
-    assert build_chain(2, m, 3).token == [2, 10, 11, 12]
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(1, 90), st.integers(0, 12), st.floats(0, 1), st.booleans())
-def test_goose_tree_respects_budget_and_tiers(budget, spine_len, ema, confident):
-    agree = 2 if confident else 1
-    m = Match(tuple(range(40, 40 + spine_len)), 3 if spine_len else 0, 1, agree if spine_len else 0)
-    policy = GoosePolicy(ema=ema)
-    tree = build_goose(policy, m, full_table(), 1, 2, budget=budget)
-    check_tree(tree)
-    assert tree.n_nodes - 1 <= budget
-    expect = min(spine_len, budget) if confident else min(spine_len, max(1, round(budget * policy.spine_ratio)))
-    assert tree.n_spine == expect
-    assert list(range(1, expect + 1)) == [i for i in range(tree.n_nodes) if tree.source[i] == SPINE]
-    if not tree.bypass and budget <= 30:
-        assert tree.n_nodes - 1 == budget  # a full table always fills a small budget
-
-
-def test_policy_tiers_and_ema():
-    p = GoosePolicy(ema=0.1)
-    assert p.spine_ratio == 0.15
-    p.observe(4, 4)  # all four accepted: observation 1.0
-    assert abs(p.ema - (0.7 * 0.1 + 0.3)) < 1e-12 and p.spine_ratio == 0.30
-    p.observe(4, 1)  # one accepted of two reached
-    assert abs(p.ema - (0.7 * 0.37 + 0.3 * 0.5)) < 1e-12 and p.spine_ratio == 0.50
-    p.observe(0, 0)
-    assert abs(p.ema - 0.409) < 1e-12
-
-
-def test_static_shapes():
-    tr = tr_topology()
-    assert tr.budget == 80 and int(tr.depth.max()) == 6
-    widths = np.bincount(tr.depth)[1:]
-    assert widths[0] >= widths[-1]  # wide at the top, narrow deep
-    iso = iso_topology(3, 60)
-    assert iso.budget == 60 and np.bincount(iso.depth).tolist()[:4] == [1, 3, 9, 27]
-
-
 def test_harmonic_split_sums_and_decreases():
     for total in range(0, 40):
         for n in range(1, 8):
@@ -121,78 +60,15 @@ def test_harmonic_split_sums_and_decreases():
             assert sum(s) == total and all(a >= b for a, b in zip(s, s[1:]))
 
 
-def test_grow_branches_min_score_drops_improbable_candidates():
-    from goose_runtime.goose import grow_branches
-    from goose_runtime.trees import new_tree
-    table = AdjacencyTable(V, top_k=4)
-    table.update(np.array([-1]), np.array([2]), np.array([[10, 11, 12, 13]]),
-                 np.array([[0.6, 0.2, 0.009, 0.001]], dtype=np.float32))
-    for min_score, want in ((0.0, [10, 11, 12, 13]), (0.01, [10, 11]), (0.7, [])):
-        tree = new_tree(2)
-        placed = grow_branches(tree, 0, 8, table, -1, top_k=4, max_depth=1, min_score=min_score)
-        assert tree.token[1:] == want and placed == len(want)
 
 
-def test_goose_branch_power_gives_the_best_rank_a_larger_subtree():
-    # no match: the whole budget is a transition tree; power 2 (TR's split) favours rank 0 more
-    def rank0_subtree(power):
-        tree = build_goose(GoosePolicy(branch_power=power), Match(()), full_table(), 1, 2, budget=40)
+def test_build_chain_is_the_match_prefix_as_a_spine():
+    # the direct test of build_chain (test_goose's bypass test reaches it only through build_goose)
+    tokens = (10, 11, 12, 13)
+    m = Match(tokens, 3, 1, 1)
+    for length, n in ((None, 4), (2, 2), (0, 0), (9, 4)):
+        tree = build_chain(5, m, length)
         check_tree(tree)
-        first = tree.children[0][0]
-        inside = {first}
-        for i in range(first + 1, tree.n_nodes):
-            if tree.parent[i] in inside:
-                inside.add(i)
-        return tree.n_nodes - 1, len(inside)
-    (n1, r1), (n2, r2) = rank0_subtree(1.0), rank0_subtree(2.0)
-    assert n1 == n2 == 40 and r2 > r1
-
-
-def _reference_grow(tree, node, budget, adj, before, *, top_k, max_depth, exclude=None, power=1.0, min_score=0.0):
-    """grow_branches as first written (node by node with ``DraftTree.add``, all candidates listed
-    first): the reference the faster builder must reproduce exactly."""
-    from goose_runtime.trees import candidates
-    if budget <= 0 or tree.depth[node] >= max_depth:
-        return 0
-    cands = [c for c in candidates(adj, tree, node, before, exclude or set()) if c[2] >= min_score]
-    width = min(len(cands), top_k, max(1, -(-budget // 2)))
-    if width == 0:
-        return 0
-    kids = [tree.add(node, TRANSITION, r, t, s) for r, t, s in cands[:width]]
-    used, carry = width, 0
-    shares = harmonic_split(budget - width, width, power)
-    for kid, share in zip(kids, shares):
-        if share + carry <= 0:
-            continue
-        placed = _reference_grow(tree, kid, share + carry, adj, before, top_k=top_k, max_depth=max_depth,
-                                 power=power, min_score=min_score)
-        carry = share + carry - placed
-        used += placed
-    return used
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.integers(1, 90), st.integers(0, 1000), st.sampled_from([1.0, 2.0]), st.sampled_from([0.0, 0.3]),
-       st.integers(1, 10), st.booleans())
-def test_grow_branches_matches_the_reference(budget, seed, power, min_score, top_k, sparse):
-    from goose_runtime.goose import grow_branches
-    from goose_runtime.trees import new_tree
-    table = full_table(seed)
-    if sparse:  # some rows missing or short, so budgets pass to siblings
-        table.reset()
-        rng = np.random.default_rng(seed)
-        rows = rng.choice(V, V // 2, replace=False)
-        toks = np.stack([rng.permutation(V)[:10] for _ in rows])
-        scores = np.sort(rng.random((len(rows), 10)))[:, ::-1].astype(np.float32)
-        scores[:, 6:] = -np.inf  # short rows: ranks 6-9 are absent
-        table.update(np.full(len(rows), -1), rows, toks, scores)
-    fast, ref = new_tree(2), new_tree(2)
-    exclude = {int(table.lookup(-1, 2)[0][0])} if table.lookup(-1, 2)[0] else None
-    got = grow_branches(fast, 0, budget, table, 1, top_k=top_k, max_depth=6, exclude=exclude, power=power,
-                        min_score=min_score)
-    want = _reference_grow(ref, 0, budget, table, 1, top_k=top_k, max_depth=6, exclude=exclude, power=power,
-                           min_score=min_score)
-    assert got == want
-    for field in ("parent", "source", "rank", "token", "depth", "children", "spine_pos"):
-        assert getattr(fast, field) == getattr(ref, field), field
-    assert np.array_equal(np.array(fast.score), np.array(ref.score), equal_nan=True)
+        assert tree.token == [5, *tokens[:n]] and tree.parent == list(range(-1, n)), length
+        assert tree.n_spine == n and tree.spine_pos == tree.depth == list(range(n + 1))
+        assert all(math.isnan(s) for s in tree.score) and tree.match is m and not tree.bypass
