@@ -1,24 +1,17 @@
-"""Fitting p_s / p_t: recovery, honest (cluster-bootstrap) coverage, streaming equivalences."""
+"""Fitting p_s / p_t: recovery, honest (cluster-bootstrap) coverage, groups and parents.
+(Counting the trace rows, streaming included: tests/test_fitcounts.py.)"""
 from __future__ import annotations
 
 import dataclasses
 import math
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
 
-from goose_theory.fit import Z95, fit_counts, fit_traces, wilson
-from goose_theory.fitcounts import count_files, count_tables
-from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
-from goose_theory.topology import Topology
-from goose_theory.traceio import TraceFileError, check_trace
-
-TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
-                            (0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (4, "transition", 0)])
-DEEP = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(8)] + [(0, "transition", 0)])
+from goose_theory.fit import Z95, fit_counts, wilson
+from goose_theory.fitcounts import count_tables
+from goose_theory.synthetic import SyntheticSpec, synthetic_table
+from tests.conftest import DEEP, TREE
 
 
 def _fit(spec, seed=0, n_boot=300, group_by=()):
@@ -109,93 +102,6 @@ def test_seeded_bootstrap_is_reproducible():
     a, b = fit_counts(counts, n_boot=200, seed=9), fit_counts(counts, n_boot=200, seed=9)
     c = fit_counts(counts, n_boot=200, seed=10)
     assert a.overall.p_s.ci95 == b.overall.p_s.ci95 != c.overall.p_s.ci95
-
-
-def test_reached_is_derived_when_absent_or_null():
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=5, cycles=30), seed=6)
-    ref = count_tables([table])
-    dropped = count_tables([table.drop_columns(["reached"])])
-    i = table.schema.get_field_index("reached")
-    nulled = count_tables([table.set_column(i, table.schema.field(i), pa.nulls(table.num_rows, pa.bool_()))])
-    for other in (dropped, nulled):
-        assert np.array_equal(ref.spine_reached, other.spine_reached)
-        assert np.array_equal(ref.rank_matched, other.rank_matched)
-
-
-def test_streaming_batch_boundaries_do_not_change_counts(tmp_path):
-    path = tmp_path / "t.parquet"
-    write_synthetic(path, SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=6, cycles=30), seed=7)
-    whole = count_files([path])
-    tiny = count_files([path], batch_rows=7)  # cycles straddle every batch
-    assert np.array_equal(whole.spine_reached, tiny.spine_reached)
-    assert np.array_equal(whole.depth_matched, tiny.depth_matched)
-    assert whole.shape_table.equals(tiny.shape_table)
-    assert fit_traces([path], n_boot=50).overall.cycles == 180
-
-
-def test_rows_out_of_order_are_rejected():
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=1, cycles=3), seed=8)
-    shuffled = table.take(np.r_[1, 0, 2:table.num_rows])
-    with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
-        count_tables([shuffled])
-
-
-def _footer_reads(monkeypatch) -> list[str]:
-    """Records every ParquetFile opened without a parsed footer (one that reads the footer)."""
-    reads: list[str] = []
-    real = pq.ParquetFile
-
-    def counting(source, *args, **kwargs):
-        if kwargs.get("metadata") is None:
-            reads.append(str(source))
-        return real(source, *args, **kwargs)
-
-    monkeypatch.setattr(pq, "ParquetFile", counting)
-    return reads
-
-
-def test_count_files_reads_each_footer_once_and_takes_checked_files(tmp_path, monkeypatch):
-    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    write_synthetic(a, SyntheticSpec(0.5, 0.1, (TREE,), prompts=3, cycles=10), seed=9)
-    write_synthetic(b, SyntheticSpec(0.5, 0.1, (DEEP,), prompts=3, cycles=10, run_id="r2"), seed=10)
-    ref = count_files([a, b])
-    checked = check_trace(b)
-    reads = _footer_reads(monkeypatch)
-    got = count_files([a, checked])
-    assert reads == [str(a)]  # the path once; the checked file not again
-    assert got.files == (str(a), str(b)) and got.shape_table.equals(ref.shape_table)
-    assert np.array_equal(got.spine_reached, ref.spine_reached)
-
-
-def test_bad_rows_in_a_checked_file_are_rolled_back_with_on_bad(tmp_path):
-    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
-    write_synthetic(good, SyntheticSpec(0.5, 0.1, (TREE,), prompts=3, cycles=10), seed=9)
-    table = pq.read_table(good)
-    pq.write_table(table.take(np.r_[1, 0, 2:table.num_rows]), bad)  # passes the check, fails counting
-    errors: list[str] = []
-    got = count_files([check_trace(bad), check_trace(good)], on_bad=lambda e: errors.append(str(e)))
-    assert len(errors) == 1 and errors[0].startswith(f"{bad}: ")
-    ref = count_files([good])
-    assert got.files == (str(good),) and got.shape_table.equals(ref.shape_table)
-    with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
-        count_files([check_trace(bad)])
-
-
-@pytest.fixture(scope="module")
-def small_trace(tmp_path_factory):
-    path = tmp_path_factory.mktemp("stream") / "t.parquet"
-    write_synthetic(path, SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=4, cycles=15, prompt_sd=0.5), seed=12)
-    return path, count_files([path])
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batch_rows=st.integers(min_value=1, max_value=400))
-def test_any_batch_size_gives_the_same_counts(small_trace, batch_rows):
-    path, ref = small_trace
-    got = count_files([path], batch_rows=batch_rows)
-    for name in ("spine_reached", "spine_matched", "rank_reached", "rank_matched", "depth_reached", "depth_matched"):
-        assert np.array_equal(getattr(ref, name), getattr(got, name)), name
-    assert ref.shape_table.equals(got.shape_table)
 
 
 def test_recovers_p_t_by_parent_source():
