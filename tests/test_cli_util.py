@@ -1,0 +1,121 @@
+"""CLI plumbing: aligned text tables (NaN shown, not hidden), one-line errors with exit code 2,
+strict JSON output, argparse errors as one line."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, format_table, make_parser, print_json,
+                                   run_command)
+from goose_theory.errors import InputError
+from goose_theory.traceio import TraceFileError
+
+
+def _cells(line: str, widths: list[int]) -> list[str]:
+    """Cut one table line into its padded cells (columns are joined by two spaces)."""
+    out, at = [], 0
+    for w in widths:
+        out.append(line[at:at + w])
+        at += w + 2
+    return out
+
+
+def test_format_table_aligns_columns():
+    rows = [{"rule": "optimal", "budget": 60, "tau": 3.14159265},
+            {"rule": "paper", "budget": 8, "tau": 12.0}]
+    lines = format_table(rows).splitlines()
+    assert len(lines) == 2 + len(rows)
+    widths = [len(d) for d in lines[1].split("  ")]
+    assert set(lines[1]) <= {"-", " "}
+    assert all(len(line) == sum(widths) + 2 * (len(widths) - 1) for line in lines)  # every line as wide
+    assert [c.strip() for c in _cells(lines[0], widths)] == ["rule", "budget", "tau"]
+    body = [_cells(line, widths) for line in lines[2:]]
+    # values right-aligned under left-aligned headers; each column as wide as its widest entry
+    assert [c[0] for c in body] == ["optimal", "  paper"] and widths[0] == len("optimal")
+    assert [c[1] for c in body] == ["    60", "     8"] and widths[1] == len("budget")
+    assert [c[2].strip() for c in body] == ["3.142", "12"]  # floats: 4 significant digits
+    assert lines[0].startswith("rule     budget  tau")
+
+
+def test_format_table_shows_nan_and_picks_columns():
+    rows = [{"a": float("nan"), "b": np.float32(0.5), "c": "kept out"}, {"a": np.float64("nan"), "b": None}]
+    lines = format_table(rows, columns=["b", "a", "missing"]).splitlines()
+    widths = [len(d) for d in lines[1].split("  ")]
+    assert [c.strip() for c in _cells(lines[0], widths)] == ["b", "a", "missing"]
+    first, second = (_cells(line, widths) for line in lines[2:])
+    assert first[1].strip() == second[1].strip() == "nan"  # a NaN shows as nan, never as a blank or a number
+    assert first[0].strip() == "0.5" and second[0].strip() == "None"
+    assert first[2].strip() == second[2].strip() == ""  # a column a row lacks is blank
+    assert "kept out" not in "\n".join(lines)
+
+
+def test_format_table_without_rows():
+    assert format_table([]) == "(no rows)"
+
+
+@pytest.mark.parametrize("error", [InputError("bad  value\n  for --x"), UsageError("bad value for --x"),
+                                   TraceFileError("bad value for --x")])
+def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, error):
+    def handler(args):
+        print("partial output")  # what a handler printed before failing stays, but no traceback
+        raise error
+    assert run_command(handler, argparse.Namespace()) == EXIT_BAD_INPUT == 2
+    out, err = capsys.readouterr()
+    assert err == "error: bad value for --x\n"  # line breaks and runs of spaces folded into one line
+    assert out == "partial output\n"
+
+
+def test_a_message_less_input_error_names_its_type(capsys):
+    class ShapeError(InputError):
+        pass
+
+    def handler(args):
+        raise ShapeError("")
+    assert run_command(handler, argparse.Namespace()) == 2
+    assert capsys.readouterr().err == "error: ShapeError\n"
+
+
+def test_success_returns_the_handlers_code_and_sees_the_args(capsys):
+    seen = []
+
+    def handler(args):
+        seen.append(args.n)
+        return 0 if args.n else 3
+    assert run_command(handler, argparse.Namespace(n=5)) == 0
+    assert run_command(handler, argparse.Namespace(n=0)) == 3
+    assert seen == [5, 0] and capsys.readouterr().err == ""
+
+
+def test_a_bug_is_not_disguised_as_bad_input():
+    def handler(args):
+        raise KeyError("a genuine bug")
+    with pytest.raises(KeyError):
+        run_command(handler, argparse.Namespace())
+
+
+def test_print_json_writes_strict_json(capsys):
+    value = {"tau": np.float64(2.5), "n": np.int64(7), "curve": np.array([0.5, np.nan]), 3: (1, float("inf")),
+             "nested": [{"x": np.float32(-np.inf)}], "ok": True, "none": None}
+    print_json(value)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+
+    def no_constants(name):
+        raise AssertionError(f"non-standard JSON constant {name}")
+    got = json.loads(out, parse_constant=no_constants)
+    assert got == {"tau": 2.5, "n": 7, "curve": [0.5, None], "3": [1, None], "nested": [{"x": None}],
+                   "ok": True, "none": None}
+
+
+def test_parser_error_is_one_line_with_exit_2(capsys):
+    parser = make_parser("goose-x", "a test command")
+    parser.add_argument("--port", type=int)
+    with pytest.raises(SystemExit) as caught:
+        parser.parse_args(["--port", "eighty"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: goose-x: ") and "--port" in err
+    assert parser.parse_args(["--port", "80"]).port == 80
