@@ -1,0 +1,95 @@
+"""``goose app``: flag parsing, the streamlit command line, and bad input, without launching
+anything (``subprocess.call`` is replaced by a recorder)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from goose_runtime import app_cli
+from goose_runtime.cli import build_parser, main
+
+
+def _flags(cmd: list[str]) -> dict[str, str]:
+    """The ``--name value`` pairs after the script in a streamlit command line."""
+    tail = cmd[cmd.index("run") + 2:]
+    assert len(tail) % 2 == 0 and all(k.startswith("--") for k in tail[::2]), tail
+    return dict(zip(tail[::2], tail[1::2]))
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Record each would-be launch instead of starting streamlit; the fake exits with code 0."""
+    calls: list[dict] = []
+
+    def fake_call(cmd, **kwargs):
+        calls.append({"cmd": cmd, **kwargs})
+        return 0
+    monkeypatch.setattr(app_cli.subprocess, "call", fake_call)
+    return calls
+
+
+def test_flags_and_defaults_parse_through_the_goose_dispatcher():
+    args = build_parser().parse_args(["app"])
+    assert (args.port, args.address, args.headless) == (8501, "127.0.0.1", False)
+    assert args.handler is app_cli._handler
+    args = build_parser().parse_args(["app", "--port", "8502", "--headless", "--address", "0.0.0.0"])
+    assert (args.port, args.address, args.headless) == (8502, "0.0.0.0", True)
+
+
+@pytest.mark.parametrize("headless", [True, False])
+def test_streamlit_command_line(headless, tmp_path):
+    script = tmp_path / "explorer.py"
+    cmd = app_cli.streamlit_command(8600, headless, "10.0.0.5", script=script)
+    # this interpreter's streamlit (the venv's), not whatever `streamlit` is first on PATH
+    assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(script)]
+    assert _flags(cmd) == {"--server.port": "8600", "--server.address": "10.0.0.5",
+                           "--server.headless": "true" if headless else "false",
+                           "--browser.gatherUsageStats": "false"}
+
+
+def test_goose_app_runs_streamlit_on_the_app_script_from_the_repo_root(launches, capsys):
+    assert main(["app", "--port", "8502", "--headless"]) == 0
+    assert len(launches) == 1
+    call = launches[0]
+    assert call["cmd"] == app_cli.streamlit_command(8502, True, "127.0.0.1")
+    assert Path(call["cmd"][4]) == app_cli.APP_SCRIPT and app_cli.APP_SCRIPT.is_file()
+    assert app_cli.APP_SCRIPT.parts[-2:] == ("app", "explorer.py")
+    assert Path(call["cwd"]) == app_cli.APP_SCRIPT.parent.parent  # the repository root: traces/ and app/
+    assert call["env"] == dict(os.environ)
+    err = capsys.readouterr().err
+    assert "http://127.0.0.1:8502" in err and err.count("\n") == 1
+
+
+def test_streamlits_exit_code_is_passed_on_and_ctrl_c_is_a_clean_stop(monkeypatch):
+    monkeypatch.setattr(app_cli.subprocess, "call", lambda cmd, **kw: 3)
+    assert main(["app"]) == 3
+
+    def interrupted(cmd, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(app_cli.subprocess, "call", interrupted)
+    assert main(["app"]) == 0
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "-1"])
+def test_a_port_out_of_range_exits_2_naming_it_and_launches_nothing(launches, capsys, port):
+    assert main(["app", "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--port" in err and port in err
+    assert launches == []
+
+
+def test_a_port_that_is_not_a_number_is_an_argparse_error(launches, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["app", "--port", "http"])
+    assert caught.value.code == 2 and "--port" in capsys.readouterr().err and launches == []
+
+
+def test_a_missing_app_script_exits_2_naming_it(launches, capsys, monkeypatch, tmp_path):
+    gone = tmp_path / "app" / "explorer.py"
+    monkeypatch.setattr(app_cli, "APP_SCRIPT", gone)
+    assert main(["app"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(gone) in err and launches == []
