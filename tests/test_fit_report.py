@@ -1,0 +1,110 @@
+"""The fit-acceptance report on a small synthetic fit: the markdown has its sections, names the
+trace files, flags the group whose bound fails, and write_report links only charts it wrote."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from goose_runtime.fit_report import group_rows, render_markdown, summary_text, write_report
+from goose_theory.fit import fit_counts
+from goose_theory.fitanalysis import analyze
+from goose_theory.fitcounts import count_files
+from goose_theory.synthetic import SyntheticSpec, write_synthetic
+from tests.conftest import TREE
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    """Two trace files, one group each: ``goose`` drawn from the model, ``broken`` with nothing
+    accepted past depth 1, so its observed tau falls below the paper's bound."""
+    d = tmp_path_factory.mktemp("report")
+    good, broken = d / "good.parquet", d / "broken.parquet"
+    write_synthetic(good, SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="goose"), seed=11)
+    write_synthetic(broken, SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="broken",
+                                          run_id="r2", max_accepted_depth=1), seed=12)
+    counts = count_files([good, broken], group_by=["method"])
+    return analyze(fit_counts(counts, n_boot=100, seed=0)), (str(good), str(broken))
+
+
+def _sections(text: str) -> dict[str, str]:
+    """``## `` sections of the report by title (the part before the first one under "")."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {"": parts[0], **dict(zip(parts[1::2], parts[2::2]))}
+
+
+def test_report_has_its_sections_and_names_every_trace_file(analysis):
+    a, traces = analysis
+    text = render_markdown(a, {}, [])
+    assert text.startswith("# fit-acceptance report\n")
+    sections = _sections(text)
+    assert list(sections) == ["", "Groups", "Charts"]
+    listed = re.findall(r"^- `(.+)`$", sections[""], flags=re.M)
+    assert listed == list(traces)
+    # the text summary sits in a code block in the head, with the estimates
+    head = sections[""]
+    assert head.count("```") == 2 and "p_s = " in head and "p_t = " in head
+    groups = re.findall(r"^### (.+)$", sections["Groups"], flags=re.M)
+    assert groups == [g.label for g in a.groups] and set(groups) == {"goose", "broken"}
+
+
+def test_each_group_section_reports_its_checks_and_the_bound(analysis):
+    a, _ = analysis
+    groups = re.split(r"^### ", _sections(render_markdown(a, {}, []))["Groups"], flags=re.M)[1:]
+    by_label = {g.split("\n", 1)[0]: g for g in groups}
+    for label, body in by_label.items():
+        for needle in ("p_s by spine depth: LRT", "p_t by rank: LRT", "goodness of fit", "paper's bound",
+                       "Recommendation (budget"):
+            assert needle in body, (label, needle)
+    assert "-> **VIOLATED**" in by_label["broken"] and "-> holds" in by_label["goose"]
+    assert "**VIOLATED**" not in by_label["goose"]
+
+
+def test_markdown_tables_are_well_formed(analysis):
+    a, _ = analysis
+    lines = render_markdown(a, {}, []).splitlines()
+    tables, current = [], []
+    for line in lines + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    assert len(tables) >= 2 * 3  # per group: a recommendation, p_s by depth, p_t by rank, ...
+    for table in tables:
+        width = table[0].count("|")
+        assert re.fullmatch(r"\|(---\|)+", table[1]) and all(row.count("|") == width for row in table), table
+
+
+def test_topology_files_and_charts_are_named(analysis):
+    a, _ = analysis
+    files = {"goose": "/x/topology-goose.json"}
+    text = render_markdown(a, files, ["/x/out/p_s_by_depth.html", "/x/out/bound_check.html"])
+    assert "recommended for goose:" in text and "-> /x/topology-goose.json" in text
+    charts = _sections(text)["Charts"]
+    # links are relative to the report (it sits beside the charts)
+    assert re.findall(r"^- \[(.+)\]\((.+)\)$", charts, flags=re.M) == [
+        ("p_s_by_depth.html", "p_s_by_depth.html"), ("bound_check.html", "bound_check.html")]
+
+
+def test_group_rows_mark_the_violated_bound(analysis):
+    a, _ = analysis
+    rows = {r["group"]: r for r in group_rows(a)}
+    assert set(rows) == {"goose", "broken"}
+    assert rows["broken"]["violated"] == "YES" and rows["goose"]["violated"] == "no"
+    assert rows["broken"]["tau"] < rows["broken"]["bound"] and rows["goose"]["bound"] <= rows["goose"]["tau"]
+    assert "BOUND VIOLATED in group broken" in summary_text(a)
+
+
+def test_write_report_links_exactly_the_charts_it_wrote(analysis, tmp_path):
+    a, _ = analysis
+    files = write_report(a, tmp_path)
+    names = sorted(os.listdir(tmp_path))
+    assert not [n for n in names if n.startswith(".tmp")]
+    assert set(files) >= {"goose", "broken"} and all(os.path.isfile(p) for p in files.values())
+    report = (tmp_path / "report.md").read_text()
+    linked = re.findall(r"^- \[(.+?)\]", _sections(report)["Charts"], flags=re.M)
+    assert linked and sorted(linked) == sorted(n for n in names if n.endswith(".html"))
+    for label, path in files.items():
+        assert path.startswith(str(tmp_path)) and (label == a.overall.label or f"-> {path}" in report)
