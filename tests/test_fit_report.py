@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from goose_runtime.fit_report import group_rows, render_markdown, summary_text, write_report
+from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, write_report
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import count_files
@@ -106,5 +106,8 @@ def test_write_report_links_exactly_the_charts_it_wrote(analysis, tmp_path):
     report = (tmp_path / "report.md").read_text()
     linked = re.findall(r"^- \[(.+?)\]", _sections(report)["Charts"], flags=re.M)
     assert linked and sorted(linked) == sorted(n for n in names if n.endswith(".html"))
+    # one chart per frame with data: a group with no rows leaves no empty chart behind
+    assert set(linked) == {f"{name}.html" for name, frame in chart_frames(a).items() if not frame.empty}
+    assert {"p_s_by_depth.html", "p_t_by_rank.html", "bound_check.html"} <= set(linked)
     for label, path in files.items():
         assert path.startswith(str(tmp_path)) and (label == a.overall.label or f"-> {path}" in report)
