@@ -25,7 +25,7 @@ from goose_theory.topology import TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
-from .trees import DraftTree, build_chain, candidates, harmonic_split, new_tree
+from .trees import DraftTree, build_chain, harmonic_split, new_tree
 
 
 @dataclass
@@ -85,13 +85,16 @@ def _first_candidates(adj: AdjacencyTable, tree: DraftTree, node: int, before_an
     """The first ``limit`` adjacency successors of ``node`` as ``(rank, token, score)``, skipping
     ``exclude`` and scores below ``min_score`` (:func:`~goose_runtime.trees.candidates`, cut short:
     this runs for every node that gets a branch budget)."""
+    if limit <= 0:
+        return []
     toks, scores = adj.lookup(*tree.context(node, before_anchor))
     if not exclude and min_score <= 0:
         n = min(limit, len(toks))
         return list(zip(range(n), toks[:n], scores[:n]))
     out = []
     for r, (t, s) in enumerate(zip(toks, scores)):
-        if (exclude and t in exclude) or s < min_score:
+        # min_score only filters when it is on (> 0): scores are logits by default, often negative
+        if (exclude and t in exclude) or (min_score > 0 and not s >= min_score):
             continue
         out.append((r, t, s))
         if len(out) == limit:

@@ -89,7 +89,9 @@ def _reference_grow(tree, node, budget, adj, before, *, top_k, max_depth, exclud
     from goose_runtime.trees import candidates
     if budget <= 0 or tree.depth[node] >= max_depth:
         return 0
-    cands = [c for c in candidates(adj, tree, node, before, exclude or set()) if c[2] >= min_score]
+    cands = candidates(adj, tree, node, before, exclude or set())
+    if min_score > 0:
+        cands = [c for c in cands if c[2] >= min_score]
     width = min(len(cands), top_k, max(1, -(-budget // 2)))
     if width == 0:
         return 0
@@ -106,20 +108,25 @@ def _reference_grow(tree, node, budget, adj, before, *, top_k, max_depth, exclud
     return used
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.integers(1, 90), st.integers(0, 1000), st.sampled_from([1.0, 2.0]), st.sampled_from([0.0, 0.3]),
-       st.integers(1, 10), st.booleans())
-def test_grow_branches_matches_the_reference(budget, seed, power, min_score, top_k, sparse):
+       st.integers(1, 10), st.booleans(), st.sampled_from(["prob", "logit", "nan"]))
+def test_grow_branches_matches_the_reference(budget, seed, power, min_score, top_k, sparse, scores_are):
     from goose_runtime.goose import grow_branches
     from goose_runtime.trees import new_tree
+    rng = np.random.default_rng(seed)
     table = full_table(seed)
-    if sparse:  # some rows missing or short, so budgets pass to siblings
+    rows = rng.choice(V, V // 2, replace=False) if sparse else np.arange(V)
+    if sparse or scores_are != "prob":  # rows missing or short (budgets pass to siblings); logits, NaN
         table.reset()
-        rng = np.random.default_rng(seed)
-        rows = rng.choice(V, V // 2, replace=False)
         toks = np.stack([rng.permutation(V)[:10] for _ in rows])
         scores = np.sort(rng.random((len(rows), 10)))[:, ::-1].astype(np.float32)
-        scores[:, 6:] = -np.inf  # short rows: ranks 6-9 are absent
+        if scores_are == "logit":  # goose's default harvest: raw logits, often negative
+            scores = (6 * scores - 3).astype(np.float32)
+        elif scores_are == "nan":
+            scores[rng.random(scores.shape) < 0.2] = np.nan
+        if sparse:
+            scores[:, 6:] = -np.inf  # short rows: ranks 6-9 are absent
         table.update(np.full(len(rows), -1), rows, toks, scores)
     fast, ref = new_tree(2), new_tree(2)
     exclude = {int(table.lookup(-1, 2)[0][0])} if table.lookup(-1, 2)[0] else None
