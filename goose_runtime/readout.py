@@ -7,14 +7,14 @@ of each 64-column block), but its second half -- a top-k over the block maxima, 
 best blocks, a top-k over those and the index arithmetic -- is five small torch ops that cost as
 much again. :func:`topk_rows` keeps torch's vectorised block maxima and does the rest per row in
 one numba kernel (on numba's thread pool from :data:`PARALLEL_ROWS` rows; below that, serially,
-as waking the pool costs more than it saves): pick the k blocks with the largest maxima (an element of the top k lies
-in one of them: its block's max is at least the element), then scan those blocks, keeping a sorted
-top k by insertion.
+as waking the pool costs more than it saves): pick the k blocks with the largest maxima (an
+element of the top k lies in one of them: its block's max is at least the element), then scan
+those blocks, keeping a sorted top k by insertion.
 
 Ties: within the scanned blocks a smaller column wins a tie (blocks are scanned in column order),
-the rule of ``torch.argmax``. A row with a NaN logit raises :class:`NaNLogitsError` (a model
-that emits NaN has no meaningful argmax; ``torch.argmax`` would return the NaN's column). Exact: values and indices equal ``torch.topk``'s wherever the top k
-is free of ties (``tests/test_readout.py``).
+the rule of ``torch.argmax``. A row with a NaN logit raises :class:`NaNLogitsError` (a model that
+emits NaN has no meaningful argmax; ``torch.argmax`` would return the NaN's column). Exact: values
+and indices equal ``torch.topk``'s wherever the top k is free of ties (``tests/test_readout.py``).
 
 Used by :func:`goose_runtime.verify.top_candidates` for contiguous fp32 CPU logits whose
 vocabulary splits into at least ``4 k`` blocks, one row included (``ar``'s step: 0.11 ms against

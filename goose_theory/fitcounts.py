@@ -1,21 +1,18 @@
 """Streaming sufficient statistics of trace files: reached/matched counts per prompt cluster.
 
-A trace holds one row per node per verification cycle (schema: :mod:`goose_theory.traceio`).
-Everything the fit needs reduces to small count tables, so files are streamed with
-``iter_batches`` over only the needed columns, strings read as dictionaries (cheap), in bounded
-memory. Per *cluster* (a prompt in a run: ``(group..., run_id, benchmark, prompt_id)``; the fit
-resamples prompts, one unit per ``(benchmark, prompt_id)`` over runs) we count reached and matched nodes:
+A trace holds one row per node per verification cycle (schema: :mod:`goose_theory.traceio`). The fit
+needs only small count tables, so files are streamed with ``iter_batches`` over the needed columns,
+strings read as dictionaries, in bounded memory. Per *cluster*, a prompt in a run (``(group...,
+run_id, benchmark, prompt_id)``; the fit resamples prompts over runs), we count reached and matched:
 
 * spine nodes by spine depth, transition nodes by rank, by depth, and by the parent's source
   (root / spine / transition) and rank -- transition acceptance depends on what it hangs on;
-* cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and
-  sum of squares of the observed tau, so the exact E[tau] of each recorded tree is computed
-  once per distinct shape, not once per cycle.
+* cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and sum
+  of squares of the observed tau: the exact E[tau] of a recorded tree is computed once per shape.
 
-A node is *reached* when its parent was accepted (``reached`` column when present, else derived
-from ``parent``/``accepted`` within the cycle). Observed tau of a cycle = number of accepted
-rows (root included: the bonus token). Rows must come grouped by cycle, root first, nodes in
-index order (as the runtime writes them); anything else is a :class:`TraceFileError`.
+A node is *reached* when its parent was accepted (``reached`` column, else derived from
+``parent``/``accepted``). Observed tau of a cycle = accepted rows (root included: the bonus
+token). Rows must come grouped by cycle, root first, in node order, else a :class:`TraceFileError`.
 
 Example:
     >>> from goose_theory.topology import Topology
@@ -44,6 +41,7 @@ from .traceio import TraceFileError, TraceInfo, check_trace
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
+LEGACY_PROMPT_ID = "prompt"  # `goose decode --prompt` traces before ids named the text: one unit per run
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
 
@@ -213,7 +211,9 @@ class _Accumulator:
         groups = sorted(set(group_keys))
         gindex = {g: i for i, g in enumerate(groups)}
         cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
-        prompt_keys = [tuple(k[cols.index(c)] for c in PROMPT_COLUMNS) for k in keys]  # global codes
+        legacy, at = self.codes["prompt_id"].index.get(LEGACY_PROMPT_ID, -1), cols.index("prompt_id")
+        prompt_keys = [tuple(k[cols.index(c)] for c in (CLUSTER_COLUMNS if k[at] == legacy else PROMPT_COLUMNS))
+                       for k in keys]  # global codes
         pindex: dict[tuple[int, ...], int] = {}
         cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
         names = tuple(tuple(self.codes[c].values[v] for c, v in zip(self.group_by, g)) for g in groups)

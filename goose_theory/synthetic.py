@@ -142,7 +142,9 @@ def _spec_columns(spec: SyntheticSpec, rng: np.random.Generator) -> dict[str, An
     # the matcher is taken to offer a full max_spine continuation every cycle (a(d) = 1)
     spine_len = np.array([t.max_spine for t in spec.topologies], dtype=np.int16)[which]
     tau = np.bincount(row_cycle, weights=out["accepted"], minlength=n_cyc).astype(np.int16)
-    prompt_names = [f"p{i:05d}" for i in range(spec.prompts)]
+    # one spec's prompts have their own random effects, so they are other prompts than another
+    # method's (the fit resamples by (benchmark, prompt_id)); a spec under another run_id repeats them
+    prompt_names = [f"{spec.method}/p{i:05d}" for i in range(spec.prompts)]
     nan = np.full(rows, np.nan, dtype=np.float32)
     return {
         "run_id": _strings([spec.run_id], np.zeros(rows)), "model": _strings([spec.model], np.zeros(rows)),

@@ -77,8 +77,8 @@ def test_groups_split_and_overall_pools_them():
     fit = fit_counts(count_tables([synthetic_table(specs, seed=4)], group_by=["method"]), n_boot=200)
     by = {g.label: g for g in fit.groups}
     assert set(by) == {"a", "b"} and by["a"].p_s.estimate > 0.6 > 0.4 > by["b"].p_s.estimate
-    # the two runs decode the same 20 prompt ids: one resampling unit per prompt, within a group too
-    assert fit.overall.p_s.n == by["a"].p_s.n + by["b"].p_s.n and fit.overall.prompts == 20
+    # the two methods' synthetic prompts are different prompts (their own random effects and ids)
+    assert fit.overall.p_s.n == by["a"].p_s.n + by["b"].p_s.n and fit.overall.prompts == 40
     assert by["a"].prompts == by["b"].prompts == 20
 
 

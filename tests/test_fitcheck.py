@@ -155,3 +155,13 @@ def test_parent_test_unit():
     assert differ.supported and differ.df == 2 and differ.estimates == (0.225, 0.05, 0.325)
     unseen = parent_test(np.array([[40], [0], [60]]), np.array([[100], [0], [100]]))
     assert unseen.df == 1 and np.isnan(unseen.estimates[1])
+
+
+def test_overdispersion_counts_each_prompt_once_across_runs():
+    # the same 12 prompts decoded in two runs (another run_id): 12 prompts for the beta-binomial,
+    # as for the bootstrap, not 24 (which would treat a prompt's two decodings as independent)
+    spec = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5)
+    again = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5, run_id="run-again")
+    fit = fit_counts(count_tables([synthetic_table(spec, seed=3), synthetic_table(again, seed=3)]), n_boot=50)
+    checks = check_group(fit.overall, fit.counts)
+    assert fit.overall.prompts == checks.spine_dispersion.prompts == checks.transition_dispersion.prompts == 12

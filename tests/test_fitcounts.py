@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from goose_theory.fit import fit_traces
+from goose_theory.fit import fit_counts, fit_traces
 from goose_theory.fitcounts import count_files, count_tables
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.traceio import TraceFileError, check_trace
@@ -101,3 +101,18 @@ def test_any_batch_size_gives_the_same_counts(small_trace, batch_rows):
     for name in ("spine_reached", "spine_matched", "rank_reached", "rank_matched", "depth_reached", "depth_matched"):
         assert np.array_equal(getattr(ref, name), getattr(got, name)), name
     assert ref.shape_table.equals(got.shape_table)
+
+
+def test_legacy_prompt_traces_count_one_unit_per_run():
+    # `goose decode --prompt` traces written before their ids named the text all say prompt_id
+    # "prompt": each run is then its own prompt, not one prompt for every text ever decoded
+    tables = []
+    for i in range(3):
+        t = synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}"), seed=i)
+        ids = pa.array(["prompt"] * t.num_rows).dictionary_encode()
+        tables.append(t.set_column(t.schema.get_field_index("prompt_id"), "prompt_id", ids))
+    assert fit_counts(count_tables(tables), n_boot=20).overall.prompts == 3
+    # while one named prompt decoded in three runs is one prompt
+    same = [synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}"), seed=i)
+            for i in range(3)]
+    assert fit_counts(count_tables(same), n_boot=20).overall.prompts == 1
