@@ -58,8 +58,9 @@ def main(argv=None) -> int:
     try:  # bad input: argparse's one line and exit code 2, before the model loads
         config = make_config(max_new_tokens=args.max_new_tokens, record=True)
         files = _trace_files(args.traces)
-    except UsageError as err:
-        ap.error(str(err))
+    except UsageError as err:  # the project's one line (argparse's own error adds a usage line)
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     bundle = load_model(device="cpu")
     profile, profile_path = device_profile(bundle, dtype="float32", refresh=args.refresh_latency,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 import time
 
 import torch
@@ -88,6 +89,9 @@ def parse(argv) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.parallel_rows < 1:
+        print(f"error: --parallel-rows must be >= 1, got {args.parallel_rows}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     readout.PARALLEL_ROWS = args.parallel_rows
     bundle = load_model(device="cpu")
@@ -101,7 +105,8 @@ def main(argv=None) -> int:
         for method in args.methods.split(","):
             for name, torch_only in [(method, False)] + ([(method + " (torch)", True)] if args.torch_readout else []):
                 readout.USE_NUMBA = not torch_only
-                row = measure(bundle, method, prompts, totals, refresh=args.refresh_latency and method == "auto" and not torch_only)
+                refresh = args.refresh_latency and parse_labeled(method).kind == "auto" and not torch_only
+                row = measure(bundle, method, prompts, totals, refresh=refresh)
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
         readout.USE_NUMBA = True
     return 0

@@ -103,8 +103,8 @@ class NaNLogitsError(InputError):
     with one line instead of emitting arbitrary tokens (``torch.argmax`` would pick the NaN)."""
 
     def __init__(self, row: int) -> None:
-        super().__init__(f"the model produced NaN logits (row {row} of the verified tree); in float16 that "
-                         "is usually an overflow: use --dtype bfloat16 or float32")
+        super().__init__(f"the model produced NaN logits (row {row}: a tree node in a cycle, a prompt position "
+                         "at prefill); in float16 that is usually an overflow: use --dtype bfloat16 or float32")
 
 
 def fits(logits: torch.Tensor, k: int) -> bool:
