@@ -167,8 +167,8 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
-        # the id names the text, so the fit's bootstrap (one unit per (benchmark, prompt_id)) keeps
-        # traces of different --prompt texts apart and pools repeats of one text
+        # the id names the exact text, so the fit's bootstrap (one unit per (benchmark, prompt_id))
+        # keeps traces of different --prompt texts apart and pools repeats of one text
         prompts = [Prompt(id="prompt-" + hashlib.sha1(args.prompt.encode()).hexdigest()[:10], text=args.prompt,
                           benchmark="prompt")]
     else:

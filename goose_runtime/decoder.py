@@ -123,7 +123,8 @@ class DecodeConfig:
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
 
-    def __post_init__(self) -> None:  # the one place these ranges are checked: the Decoder and CLIs rely on it
+    def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
+        # checks --max-new-tokens early, for record-traces, whose config runner.py builds)
         for field, (rule, ok) in _RULES.items():
             if not ok(value := getattr(self, field)):
                 shown = repr(value) if isinstance(value, str) else value

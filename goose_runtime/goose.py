@@ -83,8 +83,8 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
 def _first_candidates(adj: AdjacencyTable, tree: DraftTree, node: int, before_anchor: int, limit: int,
                       exclude: set[int] | None, min_score: float) -> list[tuple[int, int, float]]:
     """The first ``limit`` adjacency successors of ``node`` as ``(rank, token, score)``, skipping
-    ``exclude`` and scores below ``min_score`` (:func:`~goose_runtime.trees.candidates`, cut short:
-    this runs for every node that gets a branch budget)."""
+    ``exclude`` and, when ``min_score > 0``, scores below it (:func:`~goose_runtime.trees.candidates`,
+    cut short: this runs for every node that gets a branch budget)."""
     if limit <= 0:
         return []
     toks, scores = adj.lookup(*tree.context(node, before_anchor))

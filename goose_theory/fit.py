@@ -3,12 +3,13 @@
 Estimates come from *reached* nodes (parent accepted): p_s = matched / reached spine nodes,
 p_t = matched / reached transition nodes, pooled, and as curves (p_s by spine depth, p_t by
 rank and by depth). p_t is also split by the parent's source (root / spine / transition), each
-with its by-rank curve: measured traces show transition acceptance depends strongly on it. Cycles of one prompt share text and so are not independent; the 95%
-interval is therefore a **cluster bootstrap over prompts** (prompt = (benchmark, prompt_id): the
-same prompt decoded in several runs -- methods, budgets -- is one unit, as its cycles share the
-text; resample prompts with replacement, recompute the ratio of sums; percentile interval; seeded).
-The naive binomial (Wilson) interval, which treats every node as
-independent, is reported beside it: when it is much narrower, the data are over-dispersed.
+with its by-rank curve: measured traces show transition acceptance depends strongly on it.
+Cycles of one prompt share text and so are not independent; the 95% interval is therefore a
+**cluster bootstrap over prompts** (prompt = (benchmark, prompt_id): the same prompt decoded in
+several runs -- methods, budgets -- is one unit, as its cycles share the text; resample prompts
+with replacement, recompute the ratio of sums; percentile interval; seeded). The naive binomial
+(Wilson) interval, which treats every node as independent, is reported beside it: when it is
+much narrower, the data are over-dispersed.
 With fewer than 2 prompts there is nothing to resample and ``ci95`` falls back to Wilson
 (``ci_method`` says so).
 
