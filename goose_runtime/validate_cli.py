@@ -100,6 +100,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     for path in args.topology:
         load_topology(path)  # every file validates before the model loads
     bundle = load_quietly(args)
+    if not plan:
+        raise UsageError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
@@ -146,6 +148,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     _progress(f"fitting {len(files)} trace files per prompt set")
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     analysis = analyze(fit, latency=profile)
+    if not any(g.fit.key.get("benchmark") in benches for g in analysis.groups):  # before anything is written
+        raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan = []
@@ -154,8 +158,6 @@ def loop_handler(args: argparse.Namespace) -> int:
         if bench in benches and g.label in written:
             plan.append((bench, _regime_topologies(files, bench, written[g.label],
                                                    g.recommendation.best.topology.budget)))
-    if not plan:
-        raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),

@@ -49,3 +49,12 @@ def test_max_new_tokens_is_checked_by_the_decode_config(capsys, tmp_path, no_mod
     _fails(capsys, [*command, "--max-new-tokens", "0", "--out-dir" if command == ["loop"] else "--out",
                     str(tmp_path / "out")], "--max-new-tokens must be at least 1, got 0")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # the loop loads the real model and fits before it knows which sets the traces hold
+def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "out"
+    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "humaneval", "--out-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == "error: the traces hold none of the prompt sets humaneval"
+    assert not out.exists()
