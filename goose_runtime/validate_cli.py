@@ -100,8 +100,6 @@ def validate_handler(args: argparse.Namespace) -> int:
     for path in args.topology:
         load_topology(path)  # every file validates before the model loads
     bundle = load_quietly(args)
-    if not plan:
-        raise UsageError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
@@ -158,6 +156,8 @@ def loop_handler(args: argparse.Namespace) -> int:
         if bench in benches and g.label in written:
             plan.append((bench, _regime_topologies(files, bench, written[g.label],
                                                    g.recommendation.best.topology.budget)))
+    if not plan:
+        raise UsageError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),

@@ -58,3 +58,21 @@ def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1] == "error: the traces hold none of the prompt sets humaneval"
     assert not out.exists()
+
+
+@pytest.mark.slow  # the real model: goose validate end to end, as README's "Using it" shows it
+def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
+    import json
+
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.optimize import build_topology
+    from goose_theory.topology import save_topology
+    topo = tmp_path / "tree.json"
+    save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=4).topology, topo)
+    out = tmp_path / "validation.json"
+    code = main(["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "12",
+                 "--out", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["method"] for r in rows} >= {"ar", "goose@4", "topology:tree"} and all(r["lossless"] for r in rows)
+    assert json.loads(out.read_text())["rows"] == rows
