@@ -76,3 +76,26 @@ def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["method"] for r in rows} >= {"ar", "goose@4", "topology:tree"} and all(r["lossless"] for r in rows)
     assert json.loads(out.read_text())["rows"] == rows
+
+
+@pytest.mark.slow  # the main job end to end on one set, small: CI runs the tests, not `make run`
+def test_loop_end_to_end_on_one_set(capsys, tmp_path):
+    import json
+
+    from goose_theory.latency import LatencyProfile, save_latency
+    latency = tmp_path / "latency.json"   # a given profile: nothing is measured, the budget is fixed by it
+    save_latency(LatencyProfile(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.020, 0.0202, 0.0205, 0.022, 0.026, 0.034, 0.05),
+                                draft_s=0.0004), latency)
+    out = tmp_path / "run"
+    code = main(["loop", "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "16", "--latency", str(latency),
+                 "--out-dir", str(out), "--json"])
+    assert code == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    saved = json.loads((out / "validation.json").read_text())
+    assert saved["rows"] == report["rows"] and saved["latency"] == str(latency)
+    methods = {r["method"] for r in report["rows"]}
+    assert {"ar", "goose", "topology:topology-stdlib", "topology:topology-stdlib-regimes"} <= methods
+    assert all(r["lossless"] for r in report["rows"]) and (out / "report.md").exists()
+    regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
+    assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
+    assert "unmatched" in regimes["regimes"]
