@@ -76,6 +76,8 @@ def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows):
             nan_rows[r] = 1
         elif n < k or value > bv[k - 1]:
             n = _insert(bv, bi, n, k, value, b)
+    if nan_rows[r]:  # topk_rows raises; and the block list may be short (all-NaN row): do not scan it
+        return
     order = np.sort(bi)  # scan in column order, so a tie goes to the smaller column
     tv, ti = vals[r], idx[r]
     m = 0

@@ -145,3 +145,19 @@ def test_a_nan_logit_is_an_error_not_a_silent_choice(q):
         top_candidates(logits.to(torch.bfloat16), 10, "logit")
     logits[q - 1, 1234] = float("inf")   # +inf is a number: it is the argmax
     assert readout.topk_rows(logits, 10)[1][q - 1, 0] == 1234
+    logits[q - 1] = float("nan")   # a whole row of NaN (fp16 overflow): fewer than k blocks to scan
+    with pytest.raises(readout.NaNLogitsError, match=f"row {q - 1}:"):
+        readout.topk_rows(logits, 10)
+
+
+def test_a_nan_row_is_not_scanned():
+    # an all-NaN row leaves fewer than k blocks in its list (the rest of the list is whatever the
+    # buffer held); the kernel must not scan it -- here the buffer holds block 0, and a scan would
+    # write the row's values
+    x = np.full((1, 4096), np.nan, np.float32)
+    block_max = np.full((1, 64), np.nan, np.float32)
+    vals = np.full((1, 10), -7.0, np.float32)
+    idx, blocks, nan_rows = np.zeros((1, 10), np.int64), np.zeros((1, 10), np.int64), np.zeros(1, np.uint8)
+    x[0, :64] = 1.0   # block 0 holds numbers, so a scan would find them
+    readout._topk_serial(x, block_max, 10, readout.BLOCK, vals, idx, blocks, nan_rows)
+    assert nan_rows[0] == 1 and (vals == -7.0).all()
