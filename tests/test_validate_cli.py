@@ -45,6 +45,14 @@ def test_loop_refresh_latency_refuses_an_explicit_latency_file(capsys, tmp_path,
 
 
 @pytest.mark.parametrize("command", [["loop"], ["validate", "--topology", "t.json"]])
+@pytest.mark.parametrize("flag", ["--threads", "--limit"])
+def test_counts_below_one_are_refused_before_the_model_loads(capsys, tmp_path, no_model, command, flag):
+    _fails(capsys, [*command, flag, "0", "--out-dir" if command == ["loop"] else "--out", str(tmp_path / "out")],
+           f"{flag} must be at least 1, got 0")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["loop"], ["validate", "--topology", "t.json"]])
 def test_max_new_tokens_is_checked_by_the_decode_config(capsys, tmp_path, no_model, command):
     _fails(capsys, [*command, "--max-new-tokens", "0", "--out-dir" if command == ["loop"] else "--out",
                     str(tmp_path / "out")], "--max-new-tokens must be at least 1, got 0")
