@@ -137,16 +137,19 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fitanalysis import analyze
     from .fit_report import write_report
 
+    _progress(f"fitting {len(files)} trace files per prompt set")
+    fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
+    held = [g.key.get("benchmark") for g in fit.groups]
+    missing = [b for b in benches if b not in held]
+    if missing:  # before the model loads and before any file is written
+        raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
+                         f"(they hold {', '.join(map(str, held))})")
     _progress("loading the model")
     bundle = load_quietly(args)
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
-    _progress(f"fitting {len(files)} trace files per prompt set")
-    fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     analysis = analyze(fit, latency=profile)
-    if not any(g.fit.key.get("benchmark") in benches for g in analysis.groups):  # before anything is written
-        raise UsageError(f"the traces hold none of the prompt sets {', '.join(benches)}")
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan = []

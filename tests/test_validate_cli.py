@@ -59,12 +59,16 @@ def test_max_new_tokens_is_checked_by_the_decode_config(capsys, tmp_path, no_mod
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # the loop loads the real model and fits before it knows which sets the traces hold
-def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path):
+def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path, no_model):
     out = tmp_path / "out"
     code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "humaneval", "--out-dir", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1] == "error: the traces hold none of the prompt sets humaneval"
+    assert code == 2 and err[-1] == "error: the traces hold no prompt set 'humaneval' (they hold stdlib)"
+    assert not out.exists()
+    # a set the traces lack is refused even beside one they hold (not silently left out)
+    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib,typo", "--out-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == "error: the traces hold no prompt set 'typo' (they hold stdlib)"
     assert not out.exists()
 
 
