@@ -78,11 +78,26 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
         prompts = _read_jsonl(MTBENCH_FILE, benchmark="mtbench")
     elif bench == "stdlib":
         prompts = _stdlib()
-    elif bench.endswith(".jsonl") or os.path.sep in bench or os.path.exists(bench):
-        prompts = _read_jsonl(Path(bench), benchmark=Path(bench).stem)
+    elif set_name(bench) != bench:
+        prompts = _read_jsonl(Path(bench), benchmark=set_name(bench))
     else:
         raise PromptError(f"unknown prompt set {bench!r}: use one of {', '.join(BENCHMARKS)} or a path to a .jsonl file")
     return prompts[:limit] if limit is not None else prompts
+
+
+def set_name(bench: str) -> str:
+    """The ``benchmark`` label of a prompt set (what traces record): the name of a built-in set, the
+    file stem of a JSONL path.
+
+    Example:
+        >>> set_name("stdlib"), set_name("data/my-set.jsonl")
+        ('stdlib', 'my-set')
+    """
+    if bench in BENCHMARKS:
+        return bench
+    if bench.endswith(".jsonl") or os.path.sep in bench or os.path.exists(bench):
+        return Path(bench).stem
+    return bench
 
 
 def split_prompts(prompts: list[Prompt], *, holdout_fraction: float, seed: int) -> tuple[list[Prompt], list[Prompt]]:

@@ -27,7 +27,7 @@ from goose_theory.topology import Topology, load_topology
 from goose_theory.traceio import open_trace
 from goose_theory.validation import cluster_ratio_ci, realised_prediction
 
-from .prompts import Prompt, load_prompts
+from .prompts import Prompt, load_prompts, set_name
 from .records import PromptResult
 
 PAPER_BUDGET = 60
@@ -140,7 +140,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
     exclude: set[str] = set()
     if holdout:
         for _, topo in topologies:
-            exclude |= fitted_prompt_ids(topo, benchmark)
+            exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
     prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
     specs, predictions = [parse_labeled("ar")], {}
     for path, topo in topologies:

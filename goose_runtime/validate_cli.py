@@ -18,6 +18,7 @@ from goose_theory.cli_util import UsageError, format_table, print_json, to_jsona
 from goose_theory.topology import write_json_atomic
 
 from .decode_cli import _check_numbers, _model_options, add_refresh_option, check_refresh, load_quietly, make_config
+from .prompts import set_name
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
                  "ci_high", "error_pct", "psi", "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
@@ -140,7 +141,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     _progress(f"fitting {len(files)} trace files per prompt set")
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     held = [g.key.get("benchmark") for g in fit.groups]
-    missing = [b for b in benches if b not in held]
+    missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
     if missing:  # before the model loads and before any file is written
         raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
                          f"(they hold {', '.join(map(str, held))})")
@@ -153,10 +154,11 @@ def loop_handler(args: argparse.Namespace) -> int:
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan = []
+    by_label = {set_name(b): b for b in benches}
     for g in analysis.groups:
-        bench = g.fit.key.get("benchmark")
-        if bench in benches and g.label in written:
-            plan.append((bench, _regime_topologies(files, bench, written[g.label],
+        bench = by_label.get(g.fit.key.get("benchmark"))
+        if bench is not None and g.label in written:
+            plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
                                                    g.recommendation.best.topology.budget)))
     if not plan:
         raise UsageError(f"no topology was exported for the prompt sets {', '.join(benches)}")

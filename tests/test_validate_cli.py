@@ -72,6 +72,15 @@ def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path, no_mode
     assert not out.exists()
 
 
+def test_loop_matches_a_jsonl_set_by_its_stem(tmp_path, no_model):
+    # traces label a JSONL set by its file stem: --bench some/dir/stdlib.jsonl is the traces'
+    # "stdlib", so the guard lets it through and the loop goes on to load the model
+    jsonl = tmp_path / "stdlib.jsonl"
+    jsonl.write_text('{"prompt": "def f(x):"}\n')
+    with pytest.raises(AssertionError, match="before the model loads"):
+        main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", str(jsonl), "--out-dir", str(tmp_path / "o")])
+
+
 @pytest.mark.slow  # the real model: goose validate end to end, as README's "Using it" shows it
 def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
     import json
