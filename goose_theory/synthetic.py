@@ -57,6 +57,9 @@ class SyntheticSpec:
     max_accepted_depth: int | None = None
     p_t_spine: float | Sequence[float] | None = None  # None: as p_t
     p_t_chain: float | Sequence[float] | None = None
+    # prompt ids: "<run_id>/<method>/p00000"..., as each spec draws its own random effects; a spec
+    # that re-draws another's prompts (same seed) may share a prefix, so the fit sees one prompt
+    prompt_group: str | None = None
 
     @property
     def acceptance(self) -> Acceptance:
@@ -142,9 +145,8 @@ def _spec_columns(spec: SyntheticSpec, rng: np.random.Generator) -> dict[str, An
     # the matcher is taken to offer a full max_spine continuation every cycle (a(d) = 1)
     spine_len = np.array([t.max_spine for t in spec.topologies], dtype=np.int16)[which]
     tau = np.bincount(row_cycle, weights=out["accepted"], minlength=n_cyc).astype(np.int16)
-    # one spec's prompts have their own random effects, so they are other prompts than another
-    # method's (the fit resamples by (benchmark, prompt_id)); a spec under another run_id repeats them
-    prompt_names = [f"{spec.method}/p{i:05d}" for i in range(spec.prompts)]
+    group = spec.prompt_group if spec.prompt_group is not None else f"{spec.run_id}/{spec.method}"
+    prompt_names = [f"{group}/p{i:05d}" for i in range(spec.prompts)]
     nan = np.full(rows, np.nan, dtype=np.float32)
     return {
         "run_id": _strings([spec.run_id], np.zeros(rows)), "model": _strings([spec.model], np.zeros(rows)),

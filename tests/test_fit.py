@@ -85,7 +85,7 @@ def test_groups_split_and_overall_pools_them():
 def test_the_same_prompts_in_another_run_are_not_new_evidence():
     # the same traces again under another run_id: as many nodes again, but no new prompts, so the
     # cluster-bootstrap interval must not narrow (the naive Wilson interval, which counts nodes, does)
-    one = SyntheticSpec(0.6, 0.15, (TREE,), prompts=12, cycles=40)
+    one = SyntheticSpec(0.6, 0.15, (TREE,), prompts=12, cycles=40, prompt_group="shared")
     twice = [one, dataclasses.replace(one, run_id="run-again")]
     base = fit_counts(count_tables([synthetic_table(one, seed=6)]), n_boot=300, seed=1).overall
     both = fit_counts(count_tables([synthetic_table(one, seed=6), synthetic_table(twice[1], seed=6)]),

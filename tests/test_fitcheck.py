@@ -160,8 +160,9 @@ def test_parent_test_unit():
 def test_overdispersion_counts_each_prompt_once_across_runs():
     # the same 12 prompts decoded in two runs (another run_id): 12 prompts for the beta-binomial,
     # as for the bootstrap, not 24 (which would treat a prompt's two decodings as independent)
-    spec = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5)
-    again = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5, run_id="run-again")
+    spec = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5, prompt_group="shared")
+    again = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=12, cycles=40, prompt_sd=0.5, run_id="run-again",
+                          prompt_group="shared")
     fit = fit_counts(count_tables([synthetic_table(spec, seed=3), synthetic_table(again, seed=3)]), n_boot=50)
     checks = check_group(fit.overall, fit.counts)
     assert fit.overall.prompts == checks.spine_dispersion.prompts == checks.transition_dispersion.prompts == 12

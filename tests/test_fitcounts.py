@@ -3,6 +3,8 @@ size, checked files and their footers, bad rows rolled back, rows out of order, 
 derived where absent."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -113,6 +115,15 @@ def test_legacy_prompt_traces_count_one_unit_per_run():
         tables.append(t.set_column(t.schema.get_field_index("prompt_id"), "prompt_id", ids))
     assert fit_counts(count_tables(tables), n_boot=20).overall.prompts == 3
     # while one named prompt decoded in three runs is one prompt
-    same = [synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}"), seed=i)
-            for i in range(3)]
+    same = [synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}",
+                                          prompt_group="one"), seed=i) for i in range(3)]
     assert fit_counts(count_tables(same), n_boot=20).overall.prompts == 1
+
+
+def test_synthetic_prompts_of_other_runs_are_other_prompts():
+    # each spec draws its own random effects: two runs of 20 prompts are 40 prompts to the fit,
+    # unless the specs say they re-draw the same ones (prompt_group)
+    specs = [SyntheticSpec(0.6, 0.2, (TREE,), prompts=20, cycles=10, run_id=f"r{i}") for i in range(2)]
+    assert fit_counts(count_tables([synthetic_table(specs, seed=1)]), n_boot=20).overall.prompts == 40
+    shared = [dataclasses.replace(s, prompt_group="g") for s in specs]
+    assert fit_counts(count_tables([synthetic_table(shared, seed=1)]), n_boot=20).overall.prompts == 20
