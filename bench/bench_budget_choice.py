@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     ap.add_argument("--refresh-latency", action="store_true",
                     help="re-measure this device's cached latency profile (speeds drift) and overwrite it")
     args = ap.parse_args(argv)
-    try:  # bad input: argparse's one line and exit code 2, before the model loads
+    try:  # bad input: one line, exit 2, before the model loads
         config = make_config(max_new_tokens=args.max_new_tokens, record=True)
         files = _trace_files(args.traces)
     except UsageError as err:  # the project's one line (argparse's own error adds a usage line)

@@ -58,8 +58,8 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
 
     Half the budget (at most ``top_k``) becomes direct children, best rank first; the rest is
     split over them harmonically and each grows recursively. Budget a child cannot use passes to
-    its next sibling. Candidates scored below ``min_score`` are not drafted (meaningful when the
-    table holds probabilities).
+    its next sibling. When ``min_score > 0``, candidates scored below it are not drafted (meaningful
+    when the table holds probabilities).
     """
     if budget <= 0 or tree.depth[node] >= max_depth or adj is None:
         return 0

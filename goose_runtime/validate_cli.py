@@ -62,6 +62,9 @@ def _check(args):
     if not benches:
         raise UsageError("--bench is empty")
     check_refresh(args)
+    if getattr(args, "latency", None):  # a bad profile file is one line before the model loads
+        from goose_theory.latency import load_latency
+        load_latency(args.latency)
     return benches, config
 
 

@@ -6,7 +6,8 @@ rank and by depth). p_t is also split by the parent's source (root / spine / tra
 with its by-rank curve: measured traces show transition acceptance depends strongly on it.
 Cycles of one prompt share text and so are not independent; the 95% interval is therefore a
 **cluster bootstrap over prompts** (prompt = (benchmark, prompt_id): the same prompt decoded in
-several runs -- methods, budgets -- is one unit, as its cycles share the text; resample prompts
+several runs -- methods, budgets -- is one unit, as its cycles share the text, except the legacy
+``--prompt`` label (benchmark and id "prompt"), one unit per run; resample prompts
 with replacement, recompute the ratio of sums; percentile interval; seeded). The naive binomial
 (Wilson) interval, which treats every node as independent, is reported beside it: when it is
 much narrower, the data are over-dispersed.

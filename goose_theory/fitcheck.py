@@ -3,17 +3,18 @@ predict the observed tau?
 
 * :func:`curve_test`: constant p against one p per spine depth (or per rank), by a binomial
   likelihood-ratio test and AIC. Sparse tail bins (fewer than ``min_n`` reached nodes) are pooled
-  into the last well-populated bin, so the curve only has parameters the data can carry. The
-  LRT treats nodes as independent; with over-dispersion (below) its p-value is optimistic, so a
-  curve is *supported* only when both the LRT (p < 0.05) and AIC prefer it.
+  into the last well-populated bin, so the curve only has parameters the data can carry. The LRT
+  treats nodes as independent (optimistic under over-dispersion), so a curve is *supported* only
+  when both the LRT (p < 0.05) and AIC prefer it.
 * :func:`overdispersion`: a beta-binomial fit (``scipy.stats.betabinom``, MLE) of the per-prompt
   counts against one binomial: rho = 1 / (a + b + 1), a boundary LRT (p = 0.5 * chi2_1 tail).
-* :func:`parent_test`: one p_t per parent source (root / spine / transition) against pooled p_t,
-  within the rank bins of the pooled model (LRT and AIC, supported only when both agree).
-* :func:`select_acceptance`: the fitted model the data support (scalar or curves; p_t per
-  parent source where supported, via ``Acceptance``'s ``p_t_spine`` / ``p_t_chain``).
+* :func:`parent_test`: one p_t per parent source (root / spine / transition) against pooled p_t
+  in the pooled model's rank bins (LRT and AIC, supported only when both agree).
+* :func:`select_acceptance`: the model the data support (scalar or curves; p_t per parent source
+  where supported: ``Acceptance``'s ``p_t_spine`` / ``p_t_chain``).
 
 Goodness of fit and the paper's bound live in :mod:`goose_theory.fitpredict`.
+
 Example:
     >>> t = curve_test(np.array([0, 60, 30, 15]), np.array([0, 100, 100, 100]), start=1)
     >>> t.supported, [round(p, 2) for p in t.curve]
@@ -279,8 +280,7 @@ def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n
         if parent.supported:
             per = [_source_p_t(t, pm[k], pr[k], p_t) for k, t in enumerate(parent_rank)]
             selected = Acceptance.parse(p_s, per[0], model, p_t_spine=per[1], p_t_chain=per[2])
-    # over-dispersion across prompts: one row per (benchmark, prompt_id), however many runs decoded it
-    units = np.unique(counts.cluster_prompt[c], return_inverse=True)[1]
+    units = np.unique(counts.cluster_prompt[c], return_inverse=True)[1]  # per prompt, as the bootstrap
     per_prompt = [np.bincount(units, weights=x.sum(1)) for x in (sm, sr, rm, rr)]
     return GroupChecks(depth, rank, overdispersion(per_prompt[0], per_prompt[1], name="p_s"),
                        overdispersion(per_prompt[2], per_prompt[3], name="p_t"), scalar, selected,

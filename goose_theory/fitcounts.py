@@ -41,7 +41,7 @@ from .traceio import TraceFileError, TraceInfo, check_trace
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
-LEGACY_PROMPT_ID = "prompt"  # `goose decode --prompt` traces before ids named the text: one unit per run
+LEGACY_PROMPT_ID = "prompt"  # benchmark and id of `decode --prompt` traces before ids named the text: per run
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
 
@@ -62,7 +62,7 @@ class FitCounts:
     group_by: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]  # values of group_by per group
     cluster_group: np.ndarray  # (C,) group index of each cluster
-    cluster_prompt: np.ndarray  # (C,) index of the prompt, (benchmark, prompt_id), across runs and groups
+    cluster_prompt: np.ndarray  # (C,) index of the prompt, (benchmark, prompt_id), across runs (legacy: per run)
     spine_reached: np.ndarray  # (C, CAP) by spine depth (column = depth, column 0 unused)
     spine_matched: np.ndarray
     rank_reached: np.ndarray  # (C, CAP) transition nodes by rank
@@ -211,9 +211,9 @@ class _Accumulator:
         groups = sorted(set(group_keys))
         gindex = {g: i for i, g in enumerate(groups)}
         cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
-        legacy, at = self.codes["prompt_id"].index.get(LEGACY_PROMPT_ID, -1), cols.index("prompt_id")
-        prompt_keys = [tuple(k[cols.index(c)] for c in (CLUSTER_COLUMNS if k[at] == legacy else PROMPT_COLUMNS))
-                       for k in keys]  # global codes
+        legacy = tuple(self.codes[c].index.get(LEGACY_PROMPT_ID, -1) for c in PROMPT_COLUMNS)
+        prompt_keys = [tuple(k[cols.index(c)] for c in PROMPT_COLUMNS) for k in keys]  # global codes
+        prompt_keys = [k + (key[cols.index("run_id")],) if k == legacy else k for k, key in zip(prompt_keys, keys)]
         pindex: dict[tuple[int, ...], int] = {}
         cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
         names = tuple(tuple(self.codes[c].values[v] for c, v in zip(self.group_by, g)) for g in groups)

@@ -110,10 +110,15 @@ def test_legacy_prompt_traces_count_one_unit_per_run():
     # "prompt": each run is then its own prompt, not one prompt for every text ever decoded
     tables = []
     for i in range(3):
-        t = synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}"), seed=i)
+        t = synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}", benchmark="prompt"),
+                            seed=i)
         ids = pa.array(["prompt"] * t.num_rows).dictionary_encode()
         tables.append(t.set_column(t.schema.get_field_index("prompt_id"), "prompt_id", ids))
     assert fit_counts(count_tables(tables), n_boot=20).overall.prompts == 3
+    # the rule is that pair only: a set of another name whose prompt is called "prompt" is one prompt
+    other = [t.set_column(t.schema.get_field_index("benchmark"), "benchmark",
+                          pa.array(["mine"] * t.num_rows).dictionary_encode()) for t in tables]
+    assert fit_counts(count_tables(other), n_boot=20).overall.prompts == 1
     # while one named prompt decoded in three runs is one prompt
     same = [synthetic_table(SyntheticSpec(0.6, 0.2, (TREE,), prompts=1, cycles=20, run_id=f"r{i}",
                                           prompt_group="one"), seed=i) for i in range(3)]

@@ -120,3 +120,10 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path):
     regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
     assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
     assert "unmatched" in regimes["regimes"]
+
+
+def test_loop_refuses_a_bad_latency_file_before_the_model_loads(capsys, tmp_path, no_model):
+    bad = tmp_path / "lat.json"
+    bad.write_text('{"schema": "goose-latency/1", "sizes": [1, 2], "seconds": [0.02]}')
+    _fails(capsys, ["loop", "--latency", str(bad), "--out-dir", str(tmp_path / "out")], "missing key 'draft_s'")
+    assert not (tmp_path / "out").exists()
