@@ -43,6 +43,20 @@ def export_at(files: list[str], bench: str, budget: int, provenance: dict, out_d
     return save_regime_topologies(single, pair, os.path.join(out_dir, f"topology-{bench}-b{budget}.json"))
 
 
+def _check(args) -> tuple:
+    """(DecodeConfig, trace files, budgets) of the command line; a UsageError names a bad flag."""
+    for flag in ("limit", "threads"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    try:
+        budgets = {int(b) for b in args.budgets.split(",")}
+    except ValueError:
+        raise UsageError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
+    if min(budgets) < 1:
+        raise UsageError(f"--budgets must be at least 1, got {min(budgets)}")
+    return make_config(max_new_tokens=args.max_new_tokens, record=True), _trace_files(args.traces), budgets
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", default="traces")
@@ -56,8 +70,7 @@ def main(argv=None) -> int:
                     help="re-measure this device's cached latency profile (speeds drift) and overwrite it")
     args = ap.parse_args(argv)
     try:  # bad input: one line, exit 2, before the model loads
-        config = make_config(max_new_tokens=args.max_new_tokens, record=True)
-        files = _trace_files(args.traces)
+        config, files, extra = _check(args)
     except UsageError as err:  # the project's one line (argparse's own error adds a usage line)
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -74,7 +87,7 @@ def main(argv=None) -> int:
             continue
         fitted = load_topology(path)
         chosen, provenance = fitted.budget, fitted.meta.get("provenance") or {}
-        budgets = sorted({int(b) for b in args.budgets.split(",")} | {chosen})
+        budgets = sorted(extra | {chosen})
         paths = [export_at(files, bench, b, provenance, out_dir) for b in budgets]
         rows, _ = validate_benchmark(bundle, bench, paths, limit=args.limit, config=config)
         report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}

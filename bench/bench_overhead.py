@@ -89,8 +89,15 @@ def parse(argv) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse(argv)
-    if args.parallel_rows < 1:
-        print(f"error: --parallel-rows must be >= 1, got {args.parallel_rows}", file=sys.stderr)
+    try:  # bad input: one line, exit 2, before the model loads
+        kinds = [parse_labeled(m).kind for m in args.methods.split(",")]
+        for flag in ("parallel_rows", "prompts", "threads"):
+            if getattr(args, flag) < 1:
+                raise ValueError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")
+        if args.refresh_latency and "auto" not in kinds:
+            raise ValueError("--refresh-latency re-measures auto's profile, and no auto method is in this run")
+    except ValueError as err:  # MethodError is one too
+        print(f"error: {err}", file=sys.stderr)
         return 2
     torch.set_num_threads(args.threads)
     readout.PARALLEL_ROWS = args.parallel_rows
@@ -107,6 +114,7 @@ def main(argv=None) -> int:
                 readout.USE_NUMBA = not torch_only
                 refresh = args.refresh_latency and parse_labeled(method).kind == "auto" and not torch_only
                 row = measure(bundle, method, prompts, totals, refresh=refresh)
+                args.refresh_latency = args.refresh_latency and not refresh   # once: every auto row, one profile
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
         readout.USE_NUMBA = True
     return 0
