@@ -33,6 +33,7 @@ from goose_runtime.decode_cli import make_config
 from goose_runtime.fit_report import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
+from goose_runtime.prompts import BENCHMARKS
 from goose_runtime.validate import validate_benchmark
 from goose_runtime.validate_cli import _trace_files
 
@@ -54,6 +55,9 @@ def _check(args) -> tuple:
         raise UsageError(f"--budgets must be comma-separated integers, got {args.budgets!r}") from None
     if min(budgets) < 1:
         raise UsageError(f"--budgets must be at least 1, got {min(budgets)}")
+    for name in args.sets.split(","):  # an unknown set would leave an empty report over the last one
+        if name not in BENCHMARKS:
+            raise UsageError(f"--sets: unknown prompt set {name!r} (use {', '.join(BENCHMARKS)})")
     return make_config(max_new_tokens=args.max_new_tokens, record=True), _trace_files(args.traces), budgets
 
 

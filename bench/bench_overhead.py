@@ -91,6 +91,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     try:  # bad input: one line, exit 2, before the model loads
         kinds = [parse_labeled(m).kind for m in args.methods.split(",")]
+        load_prompts(args.bench, limit=1)   # PromptError (a ValueError) names an unknown set
         for flag in ("parallel_rows", "prompts", "threads"):
             if getattr(args, flag) < 1:
                 raise ValueError(f"--{flag.replace('_', '-')} must be at least 1, got {getattr(args, flag)}")

@@ -78,7 +78,7 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
         prompts = _read_jsonl(MTBENCH_FILE, benchmark="mtbench")
     elif bench == "stdlib":
         prompts = _stdlib()
-    elif set_name(bench) != bench:
+    elif _is_file_set(bench):
         prompts = _read_jsonl(Path(bench), benchmark=set_name(bench))
     else:
         raise PromptError(f"unknown prompt set {bench!r}: use one of {', '.join(BENCHMARKS)} or a path to a .jsonl file")
@@ -93,11 +93,12 @@ def set_name(bench: str) -> str:
         >>> set_name("stdlib"), set_name("data/my-set.jsonl")
         ('stdlib', 'my-set')
     """
-    if bench in BENCHMARKS:
-        return bench
-    if bench.endswith(".jsonl") or os.path.sep in bench or os.path.exists(bench):
-        return Path(bench).stem
-    return bench
+    return Path(bench).stem if bench not in BENCHMARKS and _is_file_set(bench) else bench
+
+
+def _is_file_set(bench: str) -> bool:
+    """Whether ``bench`` names a JSONL file rather than a built-in set (``load_prompts``'s rule)."""
+    return bench.endswith(".jsonl") or os.path.sep in bench or os.path.exists(bench)
 
 
 def split_prompts(prompts: list[Prompt], *, holdout_fraction: float, seed: int) -> tuple[list[Prompt], list[Prompt]]:

@@ -18,7 +18,7 @@ from goose_theory.cli_util import UsageError, format_table, print_json, to_jsona
 from goose_theory.topology import write_json_atomic
 
 from .decode_cli import _check_numbers, _model_options, add_refresh_option, check_refresh, load_quietly, make_config
-from .prompts import set_name
+from .prompts import load_prompts, set_name
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
                  "ci_high", "error_pct", "psi", "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
@@ -62,6 +62,12 @@ def _check(args):
     if not benches:
         raise UsageError("--bench is empty")
     check_refresh(args)
+    labels: dict[str, str] = {}
+    for bench in benches:  # each set loads (a missing file is one line now), and two never share a label
+        load_prompts(bench, limit=1)
+        if set_name(bench) in labels:
+            raise UsageError(f"--bench: {labels[set_name(bench)]!r} and {bench!r} are both the set {set_name(bench)!r}")
+        labels[set_name(bench)] = bench
     if getattr(args, "latency", None):  # a bad profile file is one line before the model loads
         from goose_theory.latency import load_latency
         load_latency(args.latency)
@@ -163,8 +169,8 @@ def loop_handler(args: argparse.Namespace) -> int:
         if bench is not None and g.label in written:
             plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
                                                    g.recommendation.best.topology.budget)))
-    if not plan:
-        raise UsageError(f"no topology was exported for the prompt sets {', '.join(benches)}")
+    if not plan:  # every set passed the check above, so this is a fault, not bad input
+        raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),

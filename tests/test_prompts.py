@@ -8,7 +8,7 @@ import pytest
 
 from goose_runtime.model import ByteTokenizer
 from goose_runtime.prompts import (MTBENCH_FILE, Prompt, PromptError, encode_prompt, load_prompts,
-                                   split_prompts)
+                                   set_name, split_prompts)
 
 
 def test_humaneval_full_set_in_file_order():
@@ -135,3 +135,13 @@ def test_encode_chat_template_for_instruct_models():
     assert chat.decode(question) == "<user>Hello?<assistant>"
     task = chat.decode(encode_prompt(chat, Prompt("HumanEval/0", "def f():\n", "humaneval")))
     assert task.startswith("<user>Complete the following Python function") and "```python\ndef f():\n```" in task
+
+
+def test_a_bare_file_name_is_a_jsonl_set(tmp_path, monkeypatch):
+    # load_prompts reads any existing file, with or without the .jsonl suffix; set_name is its stem
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "myset").write_text('{"prompt": "a"}\n')
+    (tmp_path / "other.jsonl").write_text('{"prompt": "b"}\n')
+    assert [p.benchmark for p in load_prompts("myset")] == ["myset"] and set_name("myset") == "myset"
+    assert [p.benchmark for p in load_prompts("other.jsonl")] == ["other"] and set_name("other.jsonl") == "other"
+    assert set_name("humaneval") == "humaneval" and set_name("nope") == "nope"

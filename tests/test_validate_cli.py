@@ -9,7 +9,7 @@ from goose_runtime.cli import main
 from tests.conftest import thresholded_trace_copy
 
 
-@pytest.mark.slow  # the loop loads the real default model before it fits
+@pytest.mark.slow  # the two-regime fit runs after the model loads (the latency profile needs it)
 def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     for bench in ("humaneval", "mtbench", "stdlib"):
         thresholded_trace_copy(f"traces/{bench}-b8.parquet", tmp_path / f"{bench}.parquet")
@@ -18,8 +18,7 @@ def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     assert code == 2 and err[-1].startswith("error: two-regime fit") and "recorded with --min-score" in err[-1]
 
 
-@pytest.mark.slow
-def test_loop_without_traces(capsys, tmp_path):
+def test_loop_without_traces(capsys, tmp_path, no_model):
     assert main(["loop", "--traces", str(tmp_path / "none-*.parquet"), "--out", str(tmp_path / "out")]) == 2
     assert "no parquet files" in capsys.readouterr().err
 
@@ -65,10 +64,15 @@ def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path, no_mode
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1] == "error: the traces hold no prompt set 'humaneval' (they hold stdlib)"
     assert not out.exists()
-    # a set the traces lack is refused even beside one they hold (not silently left out)
+    # a set that does not exist is refused even beside one the traces hold (not silently left out)
     code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib,typo", "--out-dir", str(out)])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1] == "error: the traces hold no prompt set 'typo' (they hold stdlib)"
+    assert code == 2 and err[-1].startswith("error: unknown prompt set 'typo'")   # refused even before the fit
+    assert not out.exists()
+    # and one that exists but is not in the traces, beside one that is
+    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib,mtbench", "--out-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1] == "error: the traces hold no prompt set 'mtbench' (they hold stdlib)"
     assert not out.exists()
 
 
@@ -126,4 +130,14 @@ def test_loop_refuses_a_bad_latency_file_before_the_model_loads(capsys, tmp_path
     bad = tmp_path / "lat.json"
     bad.write_text('{"schema": "goose-latency/1", "sizes": [1, 2], "seconds": [0.02]}')
     _fails(capsys, ["loop", "--latency", str(bad), "--out-dir", str(tmp_path / "out")], "missing key 'draft_s'")
+    assert not (tmp_path / "out").exists()
+
+
+def test_loop_refuses_two_entries_of_one_set_and_a_missing_file(capsys, tmp_path, no_model):
+    # stdlib and a file stdlib.jsonl are both the traces' "stdlib": one would silently replace the other
+    jsonl = tmp_path / "stdlib.jsonl"
+    jsonl.write_text('{"prompt": "def f(x):"}\n')
+    _fails(capsys, ["loop", "--bench", f"stdlib,{jsonl}", "--out-dir", str(tmp_path / "out")],
+           f"'stdlib' and '{jsonl}' are both the set 'stdlib'")
+    _fails(capsys, ["loop", "--bench", str(tmp_path / "nope.jsonl"), "--out-dir", str(tmp_path / "out")], "nope.jsonl")
     assert not (tmp_path / "out").exists()
