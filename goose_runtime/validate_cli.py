@@ -40,7 +40,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("loop", help="main job: fit traces -> optimise (cost-aware) -> validate on held-out prompts")
     p.add_argument("--traces", default="traces", help="trace files, a folder or a glob (default: traces/)")
-    p.add_argument("--bench", default="humaneval,mtbench,stdlib")
+    p.add_argument("--bench", default="humaneval,mtbench,stdlib",
+                   help="built-in sets or JSONL paths; a JSONL set is matched to its traces by its file stem")
     # 5: two held-out prompts missed the prediction by 10-42% from prompt variation alone; five took
     # 3 min on the quiet 2-core CPU and landed within 3% on every set (README, "The main job")
     p.add_argument("--limit", type=int, default=5, help="held-out prompts per set")
@@ -57,7 +58,7 @@ def register(sub) -> None:
 def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     _check_numbers(args)  # --limit, --max-new-tokens, --threads: at least 1
-    config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # DecodeConfig checks the range
+    config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     benches = [b.strip() for b in args.bench.split(",") if b.strip()]
     if not benches:
         raise UsageError("--bench is empty")

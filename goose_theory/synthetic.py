@@ -57,8 +57,8 @@ class SyntheticSpec:
     max_accepted_depth: int | None = None
     p_t_spine: float | Sequence[float] | None = None  # None: as p_t
     p_t_chain: float | Sequence[float] | None = None
-    # prompt ids: "<run_id>/<method>/p00000"..., as each spec draws its own random effects; a spec
-    # that re-draws another's prompts (same seed) may share a prefix, so the fit sees one prompt
+    # prompt ids: "<run_id>/<method>/p00000"..., as each spec draws its own random effects;
+    # prompt_group replaces "<run_id>/<method>": set it only where specs re-draw the same prompts
     prompt_group: str | None = None
 
     @property

@@ -1,6 +1,7 @@
-"""``goose loop`` / ``goose validate`` bad input: one line, exit code 2 (the full loop runs in `make run`).
+"""``goose loop`` / ``goose validate``: bad input is one line and exit code 2, nothing written; and both
+commands end to end on the real model (``slow``; the full loop also runs in `make run`).
 
-The slow tests load the real default model before the error; the others fail before any model loads."""
+The fast tests fail before any model loads (the ``no_model`` fixture makes sure of it)."""
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,7 @@ def test_counts_below_one_are_refused_before_the_model_loads(capsys, tmp_path, n
 
 
 @pytest.mark.parametrize("command", [["loop"], ["validate", "--topology", "t.json"]])
-def test_max_new_tokens_is_checked_by_the_decode_config(capsys, tmp_path, no_model, command):
+def test_max_new_tokens_below_one_is_refused_before_the_model_loads(capsys, tmp_path, no_model, command):
     _fails(capsys, [*command, "--max-new-tokens", "0", "--out-dir" if command == ["loop"] else "--out",
                     str(tmp_path / "out")], "--max-new-tokens must be at least 1, got 0")
     assert not (tmp_path / "out").exists()
