@@ -142,3 +142,25 @@ def test_loop_refuses_two_entries_of_one_set_and_a_missing_file(capsys, tmp_path
            f"'stdlib' and '{jsonl}' are both the set 'stdlib'")
     _fails(capsys, ["loop", "--bench", str(tmp_path / "nope.jsonl"), "--out-dir", str(tmp_path / "out")], "nope.jsonl")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # the real model records traces of a JSONL set, then validate holds their prompts out
+def test_validate_holds_out_the_fitted_prompts_of_a_jsonl_set(capsys, tmp_path):
+    import json
+
+    from goose_runtime.fit_cli import main as fit_main
+    rows = [json.dumps({"id": f"q{i}", "prompt": f"def f{i}(x):\n    return x + {i}\n"}) + "\n" for i in range(3)]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    fitted, full = tmp_path / "a" / "mine.jsonl", tmp_path / "b" / "mine.jsonl"   # both are the set "mine"
+    fitted.write_text("".join(rows[:2]))
+    full.write_text("".join(rows))
+    trace = tmp_path / "mine.parquet"
+    assert main(["decode", "--method", "goose@8", "--bench", str(fitted), "--max-new-tokens", "16",
+                 "--trace-out", str(trace)]) == 0
+    assert fit_main([str(trace), "--out", str(tmp_path / "fit")]) == 0
+    capsys.readouterr()
+    topo = next((tmp_path / "fit").glob("topology-*.json"))
+    assert main(["validate", "--topology", str(topo), "--bench", str(full), "--limit", "5",
+                 "--max-new-tokens", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["prompts"] for r in out} == {1}   # q0 and q1 were fitted: only q2 is held out
