@@ -25,7 +25,7 @@ from goose_theory.topology import TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
-from .trees import DraftTree, build_chain, harmonic_split, new_tree
+from .trees import DraftTree, build_chain, candidates, harmonic_split, new_tree
 
 
 @dataclass
@@ -64,7 +64,7 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     if budget <= 0 or tree.depth[node] >= max_depth or adj is None:
         return 0
     width = min(top_k, max(1, math.ceil(budget / 2)))
-    cands = _first_candidates(adj, tree, node, before_anchor, width, exclude, min_score)
+    cands = candidates(adj, tree, node, before_anchor, exclude, limit=width, min_score=min_score)
     width = len(cands)
     if width == 0:
         return 0
@@ -78,28 +78,6 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
         carry = share + carry - placed
         used += placed
     return used
-
-
-def _first_candidates(adj: AdjacencyTable, tree: DraftTree, node: int, before_anchor: int, limit: int,
-                      exclude: set[int] | None, min_score: float) -> list[tuple[int, int, float]]:
-    """The first ``limit`` adjacency successors of ``node`` as ``(rank, token, score)``, skipping
-    ``exclude`` and, when ``min_score > 0``, scores below it (:func:`~goose_runtime.trees.candidates`,
-    cut short: this runs for every node that gets a branch budget)."""
-    if limit <= 0:
-        return []
-    toks, scores = adj.lookup(*tree.context(node, before_anchor))
-    if not exclude and min_score <= 0:
-        n = min(limit, len(toks))
-        return list(zip(range(n), toks[:n], scores[:n]))
-    out = []
-    for r, (t, s) in enumerate(zip(toks, scores)):
-        # min_score only filters when it is on (> 0): scores are logits by default, often negative
-        if (exclude and t in exclude) or (min_score > 0 and not s >= min_score):
-            continue
-        out.append((r, t, s))
-        if len(out) == limit:
-            break
-    return out
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,

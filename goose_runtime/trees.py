@@ -96,12 +96,27 @@ def new_tree(anchor: int, match: Match = NO_MATCH) -> DraftTree:
 
 
 def candidates(adj: AdjacencyTable | None, tree: DraftTree, node: int, before_anchor: int,
-               exclude: set[int]) -> list[tuple[int, int, float]]:
-    """Adjacency successors of ``node`` as ``(rank, token, score)``, minus tokens in ``exclude``."""
-    if adj is None:
+               exclude: set[int] | None = None, *, limit: int | None = None,
+               min_score: float = 0.0) -> list[tuple[int, int, float]]:
+    """Adjacency successors of ``node`` as ``(rank, token, score)``, best first, minus tokens in
+    ``exclude`` and, when ``min_score > 0``, minus scores below it; the first ``limit`` of them
+    (None: all). goose's builder asks for a few at every node that gets a branch budget, so the
+    scan stops as soon as it has them."""
+    if adj is None or (limit is not None and limit <= 0):
         return []
     toks, scores = adj.lookup(*tree.context(node, before_anchor))
-    return [(r, t, s) for r, (t, s) in enumerate(zip(toks, scores)) if t not in exclude]
+    if not exclude and min_score <= 0:
+        n = len(toks) if limit is None else min(limit, len(toks))
+        return list(zip(range(n), toks[:n], scores[:n]))
+    out = []
+    for r, (t, s) in enumerate(zip(toks, scores)):
+        # min_score only filters when it is on (> 0): scores are logits by default, often negative
+        if (exclude and t in exclude) or (min_score > 0 and not s >= min_score):
+            continue
+        out.append((r, t, s))
+        if len(out) == limit:
+            break
+    return out
 
 
 def build_chain(anchor: int, match: Match, length: int | None = None) -> DraftTree:

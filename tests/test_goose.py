@@ -141,10 +141,10 @@ def test_grow_branches_matches_the_reference(budget, seed, power, min_score, top
 
 
 def test_a_node_with_no_room_lists_no_candidate():
-    from goose_runtime.goose import _first_candidates
+    from goose_runtime.trees import candidates
     from goose_runtime.trees import new_tree
     table, tree = full_table(3), new_tree(2)
     first = table.lookup(-1, 2)[0][0]
     for exclude, min_score in ((None, 0.0), ({first}, 0.0), (None, 0.5)):   # the fast path and the filtered one
-        assert _first_candidates(table, tree, 0, -1, 0, exclude, min_score) == []
-        assert len(_first_candidates(table, tree, 0, -1, 3, exclude, 0.0)) == 3
+        assert candidates(table, tree, 0, -1, exclude, limit=0, min_score=min_score) == []
+        assert len(candidates(table, tree, 0, -1, exclude, limit=3, min_score=0.0)) == 3
