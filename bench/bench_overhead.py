@@ -90,7 +90,8 @@ def parse(argv) -> argparse.Namespace:
 def main(argv=None) -> int:
     args = parse(argv)
     try:  # bad input: one line, exit 2, before the model loads
-        kinds = [parse_labeled(m).kind for m in args.methods.split(",")]
+        methods = args.methods.split(",")
+        kinds = [parse_labeled(m).kind for m in methods]
         load_prompts(args.bench, limit=1)   # PromptError (a ValueError) names an unknown set
         for flag in ("parallel_rows", "prompts", "threads"):
             if getattr(args, flag) < 1:
@@ -109,13 +110,13 @@ def main(argv=None) -> int:
     labels = ["draft_s"] + [label for label, _, _ in PHASES]
     print(f"{args.bench}, {args.prompts} prompts, 128 new tokens, {args.threads} threads: ms per cycle")
     print(f"{'method':18s} {'cycles':>6s} " + " ".join(f"{x:>8s}" for x in labels))
+    refresh_left = args.refresh_latency  # re-measured once: every auto row is cut on one profile
     with torch.inference_mode():
-        for method in args.methods.split(","):
+        for method, kind in zip(methods, kinds):
             for name, torch_only in [(method, False)] + ([(method + " (torch)", True)] if args.torch_readout else []):
                 readout.USE_NUMBA = not torch_only
-                refresh = args.refresh_latency and parse_labeled(method).kind == "auto" and not torch_only
+                refresh, refresh_left = refresh_left and kind == "auto", refresh_left and kind != "auto"
                 row = measure(bundle, method, prompts, totals, refresh=refresh)
-                args.refresh_latency = args.refresh_latency and not refresh   # once: every auto row, one profile
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
         readout.USE_NUMBA = True
     return 0
