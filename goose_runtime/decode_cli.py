@@ -136,7 +136,9 @@ def _method_list(args) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _check_numbers(args) -> None:
+def check_counts(args) -> None:
+    """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
+    ``--threads``) are at least 1; else a UsageError naming the flag."""
     for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
@@ -154,7 +156,7 @@ def _check_decode_flags(args, specs) -> None:
 
 
 def decode_handler(args: argparse.Namespace) -> int:
-    _check_numbers(args)
+    check_counts(args)
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
@@ -251,7 +253,7 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 
 
 def profile_handler(args: argparse.Namespace) -> int:
-    _check_numbers(args)
+    check_counts(args)
     try:
         sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     except ValueError:
@@ -278,7 +280,7 @@ def profile_handler(args: argparse.Namespace) -> int:
 
 
 def record_handler(args: argparse.Namespace) -> int:
-    _check_numbers(args)
+    check_counts(args)
     from .runner import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,

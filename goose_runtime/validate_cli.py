@@ -17,7 +17,7 @@ import time
 from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .decode_cli import _check_numbers, _model_options, add_refresh_option, check_refresh, load_quietly, make_config
+from .decode_cli import check_counts, _model_options, add_refresh_option, check_refresh, load_quietly, make_config
 from .prompts import load_prompts, set_name
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
@@ -57,7 +57,7 @@ def register(sub) -> None:
 
 def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
-    _check_numbers(args)  # --limit, --max-new-tokens, --threads: at least 1
+    check_counts(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     benches = [b.strip() for b in args.bench.split(",") if b.strip()]
     if not benches:
