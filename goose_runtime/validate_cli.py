@@ -17,7 +17,7 @@ import time
 from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .decode_cli import check_counts, _model_options, add_refresh_option, check_refresh, load_quietly, make_config
+from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
 from .prompts import load_prompts, set_name
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
