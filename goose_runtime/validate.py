@@ -12,7 +12,10 @@ Each row reports:
 * ``realised_tau``: mean exact E[tau] of the trees the runtime actually built, same model
   (see :mod:`goose_theory.validation`);
 * ``measured_tau`` with a 95% bootstrap interval over prompts, tokens/s and speedup against the
-  ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless).
+  ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless);
+* ``noise_pct``: the 95% half-width of the error an *exact* model would still show, fitted on the
+  traces' prompts and measured on these few (``goose_theory.validation.split_noise``, from this
+  run's spread between prompts): an ``error_pct`` inside it is what prompt sampling alone gives.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from typing import Any, Sequence
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
 from goose_theory.traceio import open_trace
-from goose_theory.validation import cluster_ratio_ci, realised_prediction
+from goose_theory.validation import cluster_ratio_ci, prompt_spread, realised_prediction, split_noise
 
 from .prompts import Prompt, load_prompts, set_name
 from .records import PromptResult
@@ -52,6 +55,7 @@ class ValidationRow:
     psi: float = float("nan")            # measured share of tokens from cycles with a context match
     tau_matched: float = float("nan")    # measured tau of cycles with / without a context match
     tau_unmatched: float = float("nan")
+    noise_pct: float = float("nan")      # 95% half-width of an exact model's error from prompt sampling
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,20 +107,22 @@ def _trees(results: Sequence[PromptResult]):
 
 
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
-                   predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0) -> list[ValidationRow]:
+                   predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0,
+                   fitted_prompts: int = 0) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
-    acceptance model)."""
+    acceptance model); ``fitted_prompts``: how many prompts the fit saw (0: unknown, no noise)."""
     rows = []
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
-        tau, lo, hi = cluster_ratio_ci([sum(c.tau for c in r.cycles) for r in runs],
-                                       [len(r.cycles) for r in runs], seed=seed)
+        tokens, cycles = [sum(c.tau for c in r.cycles) for r in runs], [len(r.cycles) for r in runs]
+        tau, lo, hi = cluster_ratio_ci(tokens, cycles, seed=seed)
+        noise = 100.0 * split_noise(prompt_spread(tokens, cycles), fitted_prompts, len(runs))
         realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
         s = summaries[label]
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
                                   100.0 * (predicted - tau) / tau if tau == tau and tau > 0 else float("nan"),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
-                                  sum(len(r.cycles) for r in runs), *regime_split(runs)))
+                                  sum(len(r.cycles) for r in runs), *regime_split(runs), noise))
     return rows
 
 
@@ -141,7 +147,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
     if holdout:
         for _, topo in topologies:
             exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
-    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
+    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)  # without a holdout: no noise_pct
     specs, predictions = [parse_labeled("ar")], {}
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
@@ -154,7 +160,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
     specs = list({_label(s): s for s in specs}.values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
-    return summarize_rows(benchmark, results, summarize(results), predictions), results
+    return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=len(exclude)), results
 
 
 def _label(spec) -> str:

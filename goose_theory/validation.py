@@ -12,6 +12,12 @@ Two predictions of tau for a run, both from a *fitted* acceptance model:
 The measured tau of a run is a ratio of sums over cycles (tokens / verification calls); its 95%
 interval comes from a bootstrap over prompts, since cycles within a prompt are correlated.
 
+How close can a prediction get on n held-out prompts at all? Prompts differ (tau per prompt
+spans 1.4-3.3 on HumanEval for one method), so even an *exact* model, fitted on n_fit prompts and
+checked on n_hold others from the same population, misses by the difference of two sample
+ratios. :func:`split_noise` gives that miss's 95% half-width from the prompts' spread (the delta
+method for a ratio of sums): it is the yardstick for ``error_pct`` in ``goose validate``.
+
 Example:
     >>> est, lo, hi = cluster_ratio_ci([10, 12, 30], [5, 6, 10], n_boot=200, seed=0)
     >>> round(est, 4), lo <= est <= hi
@@ -27,6 +33,8 @@ import numpy as np
 from .acceptance import Acceptance
 from .topology import Topology
 from .yields import fallback_model_name, yield_with_fallback
+
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
 def cluster_ratio_ci(numerators: Sequence[float], denominators: Sequence[float], *, n_boot: int = 2000,
@@ -77,3 +85,38 @@ def realised_prediction(trees: Iterable[tuple[tuple[int, ...], tuple[str, ...], 
         fallback_cycles += n if fell_back else 0
     return RealisedPrediction(float(weighted / total), total, fallback_model_name(acceptance.model, fallback_cycles),
                               len(counts))
+
+
+def prompt_spread(numerators: Sequence[float], denominators: Sequence[float]) -> float:
+    """Relative spread per prompt of the ratio sum(num) / sum(den): sd(num_i - R den_i) / mean(num).
+
+    Divided by sqrt(n), it is the relative standard error of the pooled ratio over n prompts drawn
+    like these (delta method). NaN with fewer than two prompts.
+
+    Example:
+        >>> round(prompt_spread([10, 20, 30], [5, 10, 15]), 6)   # every prompt at tau 2: no spread
+        0.0
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    if num.shape != den.shape or num.size < 2 or den.sum() <= 0 or num.sum() <= 0:
+        return float("nan")
+    ratio = num.sum() / den.sum()
+    return float(np.std(num - ratio * den, ddof=1) / num.mean())
+
+
+def split_noise(spread: float, n_fit: int, n_hold: int, *, z: float = Z95) -> float:
+    """Half-width (a fraction) of the relative error an exact model shows by prompt sampling alone.
+
+    A model fitted on ``n_fit`` prompts predicts the pooled tau of their population; the
+    measurement on ``n_hold`` other prompts is another sample of it. Their relative difference has
+    standard deviation ``spread * sqrt(1/n_fit + 1/n_hold)`` (``spread`` from
+    :func:`prompt_spread`); times ``z`` (95% by default). NaN when a count is below 1.
+
+    Example:
+        >>> round(split_noise(0.3, 16, 5), 4)   # the spread of real per-prompt taus, 16 fitted, 5 held out
+        0.3012
+    """
+    if not (n_fit >= 1 and n_hold >= 1) or spread != spread:
+        return float("nan")
+    return float(z * spread * np.sqrt(1.0 / n_fit + 1.0 / n_hold))

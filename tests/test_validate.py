@@ -11,6 +11,7 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.regime import regime_tau
 from goose_theory.optimize import build_topology
 from goose_theory.topology import Topology
+from goose_theory.validation import prompt_spread, split_noise
 from goose_runtime.records import CycleRecord, PromptResult
 from goose_runtime.validate import _goose_prediction, regime_split, summarize_rows
 
@@ -40,6 +41,16 @@ def test_summarize_rows_reports_error_and_regimes():
     assert row.measured_tau == pytest.approx(2.0) and row.error_pct == pytest.approx(20.0)
     assert row.psi == pytest.approx(3 / 8) and row.tau_matched == 3 and row.tau_unmatched == pytest.approx(5 / 3)
     assert row.cycles == 4 and row.prompts == 2 and row.lossless
+    assert math.isnan(row.noise_pct)  # the number of fitted prompts was not given
+
+
+def test_summarize_rows_noise_is_the_split_noise_of_this_runs_prompts():
+    runs = [_run("a", [_cycle(3, 20), _cycle(1, 0)]), _run("b", [_cycle(2, 0), _cycle(2, 0)]),
+            _run("c", [_cycle(1, 0), _cycle(1, 0), _cycle(2, 0)])]
+    summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
+    row, = summarize_rows("b", {"goose": runs}, {"goose": summary}, {}, fitted_prompts=16)
+    expected = split_noise(prompt_spread([4, 4, 4], [2, 2, 3]), 16, 3)
+    assert expected > 0 and row.noise_pct == pytest.approx(100 * expected)
 
 
 def test_goose_prediction_uses_the_regime_fit():

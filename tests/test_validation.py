@@ -6,7 +6,7 @@ import pytest
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology
-from goose_theory.validation import cluster_ratio_ci, realised_prediction
+from goose_theory.validation import cluster_ratio_ci, prompt_spread, realised_prediction, split_noise
 from goose_theory.yields import expected_tau
 
 CHAIN = ((-1, 0, 1), ("root", "spine", "spine"), (0, 0, 0))
@@ -45,3 +45,44 @@ def test_realised_prediction_falls_back_per_tree():
     bush = expected_tau(Topology.from_nodes(zip(*BUSH)), acc.with_model("independent"))
     chain = expected_tau(Topology.from_nodes(zip(*CHAIN)), acc)  # the feasible tree keeps its model
     assert pred.tau == pytest.approx((bush + 2 * chain) / 3)
+
+
+def _population(rng, size=5000):
+    """Prompts like real ones: 40-90 cycles each, per-prompt tau log-normal around 2 (CV ~0.3)."""
+    cycles = rng.integers(40, 91, size=size).astype(float)
+    tau = 2.0 * np.exp(rng.normal(0.0, 0.3, size=size) - 0.045)
+    return tau * cycles, cycles
+
+
+def test_prompt_spread_is_the_delta_method_standard_error():
+    rng = np.random.default_rng(3)
+    num, den = _population(rng)
+    spread = prompt_spread(num, den)
+    assert 0.25 < spread < 0.35  # per-prompt tau CV 0.3, diluted a little by the cycle weights
+    n, draws = 10, 4000
+    picks = rng.integers(0, num.size, size=(draws, n))
+    ratios = num[picks].sum(1) / den[picks].sum(1)
+    empirical = np.std(ratios / (num.sum() / den.sum()))
+    assert empirical == pytest.approx(spread / np.sqrt(n), rel=0.1)
+
+
+def test_split_noise_covers_an_exact_models_error_about_95_percent():
+    rng = np.random.default_rng(4)
+    num, den = _population(rng)
+    n_fit, n_hold, draws = 16, 5, 3000
+    half = split_noise(prompt_spread(num, den), n_fit, n_hold)
+    inside = 0
+    for _ in range(draws):  # "fit" = the pooled tau of n_fit prompts, "measure" on n_hold others
+        idx = rng.choice(num.size, n_fit + n_hold, replace=False)
+        fit, hold = idx[:n_fit], idx[n_fit:]
+        predicted = num[fit].sum() / den[fit].sum()
+        measured = num[hold].sum() / den[hold].sum()
+        inside += abs(predicted - measured) / measured <= half
+    assert 0.92 <= inside / draws <= 0.975
+    assert split_noise(0.3, 16, 5) > split_noise(0.3, 16, 50) > split_noise(0.3, 1000, 1000)
+
+
+def test_noise_degenerate_inputs():
+    assert np.isnan(prompt_spread([3.0], [1.0])) and np.isnan(prompt_spread([], []))
+    assert prompt_spread([4.0, 6.0], [2.0, 3.0]) == 0.0
+    assert np.isnan(split_noise(0.3, 0, 5)) and np.isnan(split_noise(float("nan"), 5, 5))
