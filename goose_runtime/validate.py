@@ -15,7 +15,9 @@ Each row reports:
   ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless);
 * ``noise_pct``: the 95% half-width of the error an *exact* model would still show, fitted on the
   traces' prompts and measured on these few (``goose_theory.validation.split_noise``, from this
-  run's spread between prompts): an ``error_pct`` inside it is what prompt sampling alone gives.
+  run's spread between prompts): an ``error_pct`` inside it is what prompt sampling alone gives;
+* for a topology, ``vs_goose_pct`` with a 95% interval: its measured tau against the paper's
+  ``goose`` at the same budget on the same prompts (a paired bootstrap over prompts).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from typing import Any, Sequence
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
 from goose_theory.traceio import open_trace
-from goose_theory.validation import cluster_ratio_ci, prompt_spread, realised_prediction, split_noise
+from goose_theory.validation import cluster_ratio_ci, paired_ratio_ci, prompt_spread, realised_prediction, split_noise
 
 from .prompts import Prompt, load_prompts, set_name
 from .records import PromptResult
@@ -56,6 +58,9 @@ class ValidationRow:
     tau_matched: float = float("nan")    # measured tau of cycles with / without a context match
     tau_unmatched: float = float("nan")
     noise_pct: float = float("nan")      # 95% half-width of an exact model's error from prompt sampling
+    vs_goose_pct: float = float("nan")   # topology rows: tau / goose's at the same budget - 1, same prompts
+    vs_goose_low: float = float("nan")
+    vs_goose_high: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,23 +111,41 @@ def _trees(results: Sequence[PromptResult]):
             yield tuple(c.parent), tuple(c.source), tuple(c.rank)
 
 
+def _sums(runs: Sequence[PromptResult]) -> dict[str, tuple[float, int]]:
+    """prompt id -> (tokens, verification calls) of one method's run."""
+    return {r.prompt_id: (float(sum(c.tau for c in r.cycles)), len(r.cycles)) for r in runs}
+
+
+def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | None, seed: int) -> tuple[float, float, float]:
+    """(tau / baseline tau - 1, 95% low, high) in percent over the prompts both ran; NaN without one."""
+    if not baseline:
+        return float("nan"), float("nan"), float("nan")
+    mine, theirs = _sums(runs), _sums(baseline)
+    shared = [p for p in mine if p in theirs]
+    diff = paired_ratio_ci([mine[p][0] for p in shared], [mine[p][1] for p in shared],
+                           [theirs[p][0] for p in shared], [theirs[p][1] for p in shared], seed=seed)
+    return tuple(100.0 * x for x in diff)
+
+
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
                    predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0,
-                   fitted_prompts: int = 0) -> list[ValidationRow]:
+                   fitted_prompts: int = 0, baselines: dict[str, str] | None = None) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
-    acceptance model); ``fitted_prompts``: how many prompts the fit saw (0: unknown, no noise)."""
+    acceptance model); ``fitted_prompts``: how many prompts the fit saw (0: unknown, no noise);
+    ``baselines``: label -> the label it is compared with on the same prompts (``vs_goose_pct``)."""
     rows = []
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
         tokens, cycles = [sum(c.tau for c in r.cycles) for r in runs], [len(r.cycles) for r in runs]
         tau, lo, hi = cluster_ratio_ci(tokens, cycles, seed=seed)
         noise = 100.0 * split_noise(prompt_spread(tokens, cycles), fitted_prompts, len(runs))
+        versus = _versus(runs, results.get((baselines or {}).get(label, "")), seed)
         realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
         s = summaries[label]
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
                                   100.0 * (predicted - tau) / tau if tau == tau and tau > 0 else float("nan"),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
-                                  sum(len(r.cycles) for r in runs), *regime_split(runs), noise))
+                                  sum(len(r.cycles) for r in runs), *regime_split(runs), noise, *versus))
     return rows
 
 
@@ -148,7 +171,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         for _, topo in topologies:
             exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
     prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)  # without a holdout: no noise_pct
-    specs, predictions = [parse_labeled("ar")], {}
+    specs, predictions, baselines = [parse_labeled("ar")], {}, {}
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
         for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
@@ -158,9 +181,11 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         spec = parse_labeled(f"topology:{path}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
+        baselines[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1)))
     specs = list({_label(s): s for s in specs}.values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
-    return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=len(exclude)), results
+    return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=len(exclude),
+                          baselines=baselines), results
 
 
 def _label(spec) -> str:

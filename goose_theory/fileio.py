@@ -8,8 +8,10 @@ Example:
     >>> import os, tempfile
     >>> target = os.path.join(tempfile.mkdtemp(), "x.txt")
     >>> with atomic_output(target, ".txt") as tmp:
-    ...     _ = open(tmp, "w").write("done")
-    >>> open(target).read()
+    ...     with open(tmp, "w") as fh:
+    ...         _ = fh.write("done")
+    >>> with open(target) as fh:
+    ...     fh.read()
     'done'
 """
 from __future__ import annotations

@@ -62,3 +62,16 @@ def test_goose_prediction_uses_the_regime_fit():
     assert _goose_prediction(topo, m, 6) == pytest.approx(expected)
     plain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     assert _goose_prediction(plain, m, 6) == pytest.approx(build_topology("paper", m, budget=6).predicted_tau)
+
+
+def test_summarize_rows_compares_a_topology_with_goose_on_the_same_prompts():
+    topo = [_run("a", [_cycle(3, 20), _cycle(3, 0)]), _run("b", [_cycle(2, 0), _cycle(2, 0)])]
+    goose = [_run("b", [_cycle(2, 0), _cycle(1, 0)]), _run("a", [_cycle(3, 20), _cycle(3, 0)]),
+             _run("z", [_cycle(9, 20)])]  # another order, and a prompt the topology did not run
+    summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
+    rows = summarize_rows("b", {"topology:x": topo, "goose@4": goose}, {"topology:x": summary, "goose@4": summary},
+                          {}, baselines={"topology:x": "goose@4"})
+    by = {r.method: r for r in rows}
+    assert by["topology:x"].vs_goose_pct == pytest.approx(100 * (10 / 4) / (9 / 4) - 100)  # prompts a, b only
+    assert by["topology:x"].vs_goose_low <= by["topology:x"].vs_goose_pct <= by["topology:x"].vs_goose_high
+    assert math.isnan(by["goose@4"].vs_goose_pct)  # goose has no baseline

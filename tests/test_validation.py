@@ -6,7 +6,8 @@ import pytest
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology
-from goose_theory.validation import cluster_ratio_ci, prompt_spread, realised_prediction, split_noise
+from goose_theory.validation import (cluster_ratio_ci, paired_ratio_ci, prompt_spread, realised_prediction,
+                                     split_noise)
 from goose_theory.yields import expected_tau
 
 CHAIN = ((-1, 0, 1), ("root", "spine", "spine"), (0, 0, 0))
@@ -86,3 +87,33 @@ def test_noise_degenerate_inputs():
     assert np.isnan(prompt_spread([3.0], [1.0])) and np.isnan(prompt_spread([], []))
     assert prompt_spread([4.0, 6.0], [2.0, 3.0]) == 0.0
     assert np.isnan(split_noise(0.3, 0, 5)) and np.isnan(split_noise(float("nan"), 5, 5))
+
+
+def test_paired_ratio_ci_sees_a_small_steady_gain_that_separate_intervals_miss():
+    rng = np.random.default_rng(5)
+    cycles = rng.integers(40, 90, size=10).astype(float)
+    tau = rng.uniform(1.4, 3.3, size=10)           # prompts differ a lot
+    b_num, a_num = tau * cycles, 1.02 * tau * cycles  # a is 2% better on every prompt
+    d, lo, hi = paired_ratio_ci(a_num, cycles, b_num, cycles, seed=1)
+    assert d == pytest.approx(0.02) and lo == pytest.approx(0.02) and hi == pytest.approx(0.02)
+    _, a_lo, _ = cluster_ratio_ci(a_num, cycles, seed=1)
+    _, _, b_hi = cluster_ratio_ci(b_num, cycles, seed=1)
+    assert a_lo < b_hi  # unpaired, the two intervals overlap widely
+
+
+def test_paired_ratio_ci_interval_brackets_a_noisy_difference():
+    rng = np.random.default_rng(6)
+    cycles = rng.integers(40, 90, size=12).astype(float)
+    tau = rng.uniform(1.4, 3.3, size=12)
+    a_num = tau * cycles * rng.normal(1.0, 0.05, size=12)
+    d, lo, hi = paired_ratio_ci(a_num, cycles, tau * cycles, cycles, seed=2)
+    assert d == pytest.approx(a_num.sum() / (tau * cycles).sum() - 1)
+    assert lo < d < hi and hi - lo < 0.1
+    assert paired_ratio_ci(a_num, cycles, tau * cycles, cycles, seed=2) == (d, lo, hi)  # seeded
+
+
+def test_paired_ratio_ci_degenerate_inputs():
+    assert all(np.isnan(paired_ratio_ci([], [], [], [])))
+    assert all(np.isnan(paired_ratio_ci([1.0, 2.0], [1.0, 1.0], [1.0], [1.0])))  # not paired
+    d, lo, hi = paired_ratio_ci([3.0], [1.0], [2.0], [1.0])
+    assert d == pytest.approx(0.5) and np.isnan(lo) and np.isnan(hi)
