@@ -92,6 +92,17 @@ def _acceptance_from(acc: Any) -> Acceptance | None:
     return Acceptance.from_dict(acc)
 
 
+def fitted_prompt_count(topology: Topology) -> int:
+    """How many prompts a topology's prediction was fitted on: the regime fit's own (goose loop's
+    files; it takes acceptance from the trace methods nearest the budget), else the fit group's;
+    0 when the file does not say."""
+    regime = topology.meta.get("regime_fit")
+    if isinstance(regime, dict) and isinstance(regime.get("prompts"), int):
+        return regime["prompts"]
+    count = (topology.meta.get("provenance") or {}).get("prompts")
+    return count if isinstance(count, int) else 0
+
+
 def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:
     """(a priori, realised) acceptance models of a topology.
 
@@ -129,16 +140,17 @@ def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | Non
 
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
                    predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0,
-                   fitted_prompts: int = 0, baselines: dict[str, str] | None = None) -> list[ValidationRow]:
+                   fitted_prompts: dict[str, int] | None = None, baselines: dict[str, str] | None = None) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
-    acceptance model); ``fitted_prompts``: how many prompts the fit saw (0: unknown, no noise);
-    ``baselines``: label -> the label it is compared with on the same prompts (``vs_goose_pct``)."""
+    acceptance model); ``fitted_prompts``: label -> how many prompts its prediction was fitted on
+    (absent: unknown, no ``noise_pct``); ``baselines``: label -> the label it is compared with on the
+    same prompts (``vs_goose_pct``)."""
     rows = []
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
         tokens, cycles = [sum(c.tau for c in r.cycles) for r in runs], [len(r.cycles) for r in runs]
         tau, lo, hi = cluster_ratio_ci(tokens, cycles, seed=seed)
-        noise = 100.0 * split_noise(prompt_spread(tokens, cycles), fitted_prompts, len(runs))
+        noise = 100.0 * split_noise(prompt_spread(tokens, cycles), (fitted_prompts or {}).get(label, 0), len(runs))
         versus = _versus(runs, results.get((baselines or {}).get(label, "")), seed)
         realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
         s = summaries[label]
@@ -170,21 +182,23 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
     if holdout:
         for _, topo in topologies:
             exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
-    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)  # without a holdout: no noise_pct
-    specs, predictions, baselines = [parse_labeled("ar")], {}, {}
+    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
+    specs, predictions, baselines, fitted = [parse_labeled("ar")], {}, {}, {}
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
+        n_fit = fitted_prompt_count(topo) if holdout else 0  # without a holdout the prompts may overlap
         for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
             spec = parse_labeled("goose", budget=max(budget, 1))
             specs.append(spec)
             predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
+            fitted.setdefault(_label(spec), n_fit)
         spec = parse_labeled(f"topology:{path}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
-        baselines[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1)))
+        baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
     specs = list({_label(s): s for s in specs}.values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
-    return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=len(exclude),
+    return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
                           baselines=baselines), results
 
 

@@ -13,7 +13,7 @@ from goose_theory.optimize import build_topology
 from goose_theory.topology import Topology
 from goose_theory.validation import prompt_spread, split_noise
 from goose_runtime.records import CycleRecord, PromptResult
-from goose_runtime.validate import _goose_prediction, regime_split, summarize_rows
+from goose_runtime.validate import _goose_prediction, fitted_prompt_count, regime_split, summarize_rows
 
 
 def _cycle(tau: int, avail: int) -> CycleRecord:
@@ -48,7 +48,7 @@ def test_summarize_rows_noise_is_the_split_noise_of_this_runs_prompts():
     runs = [_run("a", [_cycle(3, 20), _cycle(1, 0)]), _run("b", [_cycle(2, 0), _cycle(2, 0)]),
             _run("c", [_cycle(1, 0), _cycle(1, 0), _cycle(2, 0)])]
     summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
-    row, = summarize_rows("b", {"goose": runs}, {"goose": summary}, {}, fitted_prompts=16)
+    row, = summarize_rows("b", {"goose": runs}, {"goose": summary}, {}, fitted_prompts={"goose": 16})
     expected = split_noise(prompt_spread([4, 4, 4], [2, 2, 3]), 16, 3)
     assert expected > 0 and row.noise_pct == pytest.approx(100 * expected)
 
@@ -75,3 +75,10 @@ def test_summarize_rows_compares_a_topology_with_goose_on_the_same_prompts():
     assert by["topology:x"].vs_goose_pct == pytest.approx(100 * (10 / 4) / (9 / 4) - 100)  # prompts a, b only
     assert by["topology:x"].vs_goose_low <= by["topology:x"].vs_goose_pct <= by["topology:x"].vs_goose_high
     assert math.isnan(by["goose@4"].vs_goose_pct)  # goose has no baseline
+
+
+def test_fitted_prompt_count_prefers_the_regime_fits_own_prompts():
+    base = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    assert fitted_prompt_count(base) == 0
+    assert fitted_prompt_count(base.with_meta(provenance={"prompts": 16})) == 16
+    assert fitted_prompt_count(base.with_meta(provenance={"prompts": 16}, regime_fit={"prompts": 6, "psi": 0.3})) == 6
