@@ -1,0 +1,67 @@
+"""Two methods of one trace file on the same prompts: tau of each, and A/B - 1 with a paired interval.
+
+Prompts differ far more than methods do (`docs/two-regime.md` section 8), so "is A above B?" is
+answered on the same prompts, resampling prompts jointly (`goose_theory.validation.paired_ratio_ci`).
+Also printed: the same comparison on the first N prompts in the file's order, to set a small
+benchmark's verdict beside a larger one's.
+
+    .venv/bin/goose decode --method goose@80 --compare tr --bench humaneval --limit 20 --keep-adjacency \
+        --trace-out /tmp/kept.parquet
+    .venv/bin/python bench/bench_paired.py /tmp/kept.parquet --a goose@80 --b tr --first 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pandas as pd
+
+from goose_theory.validation import paired_ratio_ci
+
+
+def per_prompt(path: str) -> tuple[pd.DataFrame, list[str]]:
+    """(tokens and cycles per (method, prompt), prompt ids in the file's order)."""
+    rows = pd.read_parquet(path, columns=["prompt_id", "method", "node", "tau"])
+    rows = rows[rows["node"] == 0]
+    return rows.groupby(["method", "prompt_id"])["tau"].agg(["sum", "size"]), list(dict.fromkeys(rows["prompt_id"]))
+
+
+def compare(sums: pd.DataFrame, a: str, b: str, prompts: list[str], seed: int = 0) -> dict:
+    """tau of a and b over ``prompts`` and a / b - 1 in percent with its paired 95% interval."""
+    ta, tb = sums.loc[a].loc[prompts], sums.loc[b].loc[prompts]
+    diff = paired_ratio_ci(ta["sum"], ta["size"], tb["sum"], tb["size"], seed=seed)
+    per_a, per_b = ta["sum"] / ta["size"], tb["sum"] / tb["size"]
+    return {"prompts": len(prompts), "tau_a": float(ta["sum"].sum() / ta["size"].sum()),
+            "tau_b": float(tb["sum"].sum() / tb["size"].sum()), "diff_pct": [100 * x for x in diff],
+            "prompts_a_higher": int((per_a > per_b).sum()), "prompts_b_higher": int((per_a < per_b).sum())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("trace", help="one goose trace file holding both methods")
+    p.add_argument("--a", required=True, help="method label, e.g. goose@80")
+    p.add_argument("--b", required=True, help="method label, e.g. tr")
+    p.add_argument("--first", type=int, default=0, help="also compare on the first N prompts")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    try:
+        sums, order = per_prompt(args.trace)
+    except (OSError, ValueError) as exc:
+        print(f"bench_paired: cannot read {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    methods = set(sums.index.get_level_values(0))
+    if args.a not in methods or args.b not in methods or args.first < 0:
+        print(f"bench_paired: {args.trace} holds {sorted(methods)}; need --a and --b among them, --first >= 0",
+              file=sys.stderr)
+        return 2
+    shared = [q for q in order if q in sums.loc[args.a].index and q in sums.loc[args.b].index]
+    out = {"trace": args.trace, "a": args.a, "b": args.b, "all": compare(sums, args.a, args.b, shared, args.seed)}
+    if args.first:
+        out[f"first_{args.first}"] = compare(sums, args.a, args.b, shared[:args.first], args.seed)
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
