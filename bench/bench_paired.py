@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import pandas as pd
@@ -45,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--first", type=int, default=0, help="also compare on the first N prompts")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    if not os.path.isfile(args.trace):
+        print(f"bench_paired: no such file: {args.trace}", file=sys.stderr)
+        return 2
     try:
         sums, order = per_prompt(args.trace)
     except (OSError, ValueError) as exc:
