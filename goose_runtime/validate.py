@@ -15,7 +15,8 @@ Each row reports:
   ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless);
 * ``noise_pct``: the 95% half-width of the error an *exact* model would still show, fitted on the
   traces' prompts and measured on these few (``goose_theory.validation.split_noise``, from this
-  run's spread between prompts): an ``error_pct`` inside it is what prompt sampling alone gives;
+  run's spread between prompts, itself rough on a handful of prompts): an ``error_pct`` inside it
+  is what prompt sampling alone gives;
 * for a topology, ``vs_goose_pct`` with a 95% interval: its measured tau against the paper's
   ``goose`` at the same budget on the same prompts (a paired bootstrap over prompts).
 """
