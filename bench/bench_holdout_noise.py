@@ -22,18 +22,18 @@ import sys
 import numpy as np
 import pandas as pd
 
-from goose_theory.validation import Z95, prompt_spread, split_noise
+from goose_theory.validation import prompt_spread, split_noise
 
-Z90_ONE_SIDE = 1.6448536269514722  # |err| <= 5% in 90% of splits: 5% = 1.645 sd
+Z90_TWO_SIDED = 1.6448536269514722  # |err| <= 5% in 90% of splits: 5% = 1.645 sd
 
 
 def per_prompt(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """method -> (tokens, cycles) per prompt, from the root rows (one per cycle) of a trace file."""
-    rows = pd.read_parquet(path, columns=["prompt_id", "method", "node", "tau"])
+    rows = pd.read_parquet(path, columns=["benchmark", "prompt_id", "method", "node", "tau"])
     rows = rows[rows["node"] == 0]
     out = {}
     for method, g in rows.groupby("method"):
-        agg = g.groupby("prompt_id")["tau"].agg(["sum", "size"])
+        agg = g.groupby(["benchmark", "prompt_id"])["tau"].agg(["sum", "size"])  # a prompt id is unique per set
         out[str(method)] = (agg["sum"].to_numpy(float), agg["size"].to_numpy(float))
     return out
 
@@ -53,10 +53,11 @@ def split_errors(tokens: np.ndarray, cycles: np.ndarray, n_hold: int, draws: int
 
 def prompts_needed(spread: float, tolerance: float = 0.05) -> int:
     """Prompts per side (fitted = held out = n) for |err| <= tolerance in 90% of splits."""
-    return math.ceil(2 * (Z90_ONE_SIDE * spread / tolerance) ** 2)
+    return math.ceil(2 * (Z90_TWO_SIDED * spread / tolerance) ** 2)
 
 
 def rows_for(path: str, holds: list[int], draws: int, seed: int, min_prompts: int) -> list[dict]:
+    """One result row per (method with at least ``min_prompts`` prompts, held-out count below them)."""
     rows = []
     for method, (tokens, cycles) in per_prompt(path).items():
         if tokens.size < min_prompts or method == "ar":
@@ -70,7 +71,7 @@ def rows_for(path: str, holds: list[int], draws: int, seed: int, min_prompts: in
                          "n_hold": n_hold, "tau": float(tokens.sum() / cycles.sum()), "spread": spread,
                          "within_5pct": float(np.mean(np.abs(err) <= 0.05)), "sd_pct": 100 * float(err.std()),
                          "q95_abs_pct": 100 * float(np.quantile(np.abs(err), 0.95)),
-                         "noise_pct": 100 * split_noise(spread, int(tokens.size - n_hold), n_hold, z=Z95),
+                         "noise_pct": 100 * split_noise(spread, int(tokens.size - n_hold), n_hold),
                          "prompts_needed_per_side": prompts_needed(spread)})
     return rows
 
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
               "and --draws >= 100", file=sys.stderr)
         return 2
     rows = [r for f in files for r in rows_for(f, holds, args.draws, args.seed, args.min_prompts)]
+    if not rows:
+        print(f"bench_holdout_noise: no method in {len(files)} file(s) has {args.min_prompts}+ prompts and more "
+              f"than {min(holds)} of them", file=sys.stderr)
+        return 2
     print(f"{'file':28} {'method':9} {'fit':>3} {'hold':>4} {'tau':>6} {'spread':>6} {'P(|err|<=5%)':>12} "
           f"{'sd %':>6} {'q95 %':>6} {'noise %':>7} {'n/side':>6}")
     for r in rows:

@@ -23,15 +23,16 @@ from goose_theory.validation import paired_ratio_ci
 
 def per_prompt(path: str) -> tuple[pd.DataFrame, list[str]]:
     """(tokens and cycles per (method, prompt), prompt ids in the file's order)."""
-    rows = pd.read_parquet(path, columns=["prompt_id", "method", "node", "tau"])
+    rows = pd.read_parquet(path, columns=["benchmark", "prompt_id", "method", "node", "tau"])
     rows = rows[rows["node"] == 0]
+    rows = rows.assign(prompt_id=rows["benchmark"].astype(str) + "/" + rows["prompt_id"].astype(str))  # ids are per set
     return rows.groupby(["method", "prompt_id"])["tau"].agg(["sum", "size"]), list(dict.fromkeys(rows["prompt_id"]))
 
 
-def compare(sums: pd.DataFrame, a: str, b: str, prompts: list[str], seed: int = 0) -> dict:
+def compare(sums: pd.DataFrame, a: str, b: str, prompts: list[str]) -> dict:
     """tau of a and b over ``prompts`` and a / b - 1 in percent with its paired 95% interval."""
     ta, tb = sums.loc[a].loc[prompts], sums.loc[b].loc[prompts]
-    diff = paired_ratio_ci(ta["sum"], ta["size"], tb["sum"], tb["size"], seed=seed)
+    diff = paired_ratio_ci(ta["sum"], ta["size"], tb["sum"], tb["size"])
     per_a, per_b = ta["sum"] / ta["size"], tb["sum"] / tb["size"]
     return {"prompts": len(prompts), "tau_a": float(ta["sum"].sum() / ta["size"].sum()),
             "tau_b": float(tb["sum"].sum() / tb["size"].sum()), "diff_pct": [100 * x for x in diff],
@@ -44,7 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--a", required=True, help="method label, e.g. goose@80")
     p.add_argument("--b", required=True, help="method label, e.g. tr")
     p.add_argument("--first", type=int, default=0, help="also compare on the first N prompts")
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if not os.path.isfile(args.trace):
         print(f"bench_paired: no such file: {args.trace}", file=sys.stderr)
@@ -60,9 +60,13 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     shared = [q for q in order if q in sums.loc[args.a].index and q in sums.loc[args.b].index]
-    out = {"trace": args.trace, "a": args.a, "b": args.b, "all": compare(sums, args.a, args.b, shared, args.seed)}
+    if len(shared) < 2 or args.first > len(shared):
+        print(f"bench_paired: {args.a} and {args.b} share {len(shared)} prompts (need 2, and --first at most that)",
+              file=sys.stderr)
+        return 2
+    out = {"trace": args.trace, "a": args.a, "b": args.b, "all": compare(sums, args.a, args.b, shared)}
     if args.first:
-        out[f"first_{args.first}"] = compare(sums, args.a, args.b, shared[:args.first], args.seed)
+        out[f"first_{args.first}"] = compare(sums, args.a, args.b, shared[:args.first])
     print(json.dumps(out, indent=1))
     return 0
 

@@ -11,14 +11,15 @@ Each row reports:
   two-regime tau of :mod:`goose_theory.regime`);
 * ``realised_tau``: mean exact E[tau] of the trees the runtime actually built, same model
   (see :mod:`goose_theory.validation`);
-* ``measured_tau`` with a 95% bootstrap interval over prompts, tokens/s and speedup against the
-  ``ar`` of the same run, and whether the tokens equal ``ar``'s (lossless);
+* ``measured_tau`` with a 95% interval over prompts (``goose_theory.validation.ratio_ci``: a t
+  interval on the log of the ratio), tokens/s and speedup against the ``ar`` of the same run, and
+  whether the tokens equal ``ar``'s (lossless);
 * ``noise_pct``: the 95% half-width of the error an *exact* model would still show, fitted on the
   traces' prompts and measured on these few (``goose_theory.validation.split_noise``, from this
-  run's spread between prompts, itself rough on a handful of prompts): an ``error_pct`` inside it
-  is what prompt sampling alone gives;
+  run's spread between prompts, with Student's t for a spread estimated from so few): an
+  ``error_pct`` inside it is what prompt sampling alone gives;
 * for a topology, ``vs_goose_pct`` with a 95% interval: its measured tau against the paper's
-  ``goose`` at the same budget on the same prompts (a paired bootstrap over prompts).
+  ``goose`` at the same budget on the same prompts (``validation.paired_ratio_ci``).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from typing import Any, Sequence
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
 from goose_theory.traceio import open_trace
-from goose_theory.validation import cluster_ratio_ci, paired_ratio_ci, prompt_spread, realised_prediction, split_noise
+from goose_theory.validation import paired_ratio_ci, prompt_spread, ratio_ci, realised_prediction, split_noise
 
 from .prompts import Prompt, load_prompts, set_name
 from .records import PromptResult
@@ -93,15 +94,17 @@ def _acceptance_from(acc: Any) -> Acceptance | None:
     return Acceptance.from_dict(acc)
 
 
-def fitted_prompt_count(topology: Topology) -> int:
-    """How many prompts a topology's prediction was fitted on: the regime fit's own (goose loop's
-    files; it takes acceptance from the trace methods nearest the budget), else the fit group's;
-    0 when the file does not say."""
+def fitted_prompt_count(topology: Topology, benchmark: str) -> int:
+    """How many prompts of ``benchmark`` a topology's prediction was fitted on: the regime fit's own
+    (goose loop's files, fitted per set; it takes acceptance from the trace methods nearest the
+    budget), else the fit group's when the group is that set; 0 when the file does not say (a fit
+    pooled over several sets describes another population)."""
     regime = topology.meta.get("regime_fit")
     if isinstance(regime, dict) and isinstance(regime.get("prompts"), int):
         return regime["prompts"]
-    count = (topology.meta.get("provenance") or {}).get("prompts")
-    return count if isinstance(count, int) else 0
+    provenance = topology.meta.get("provenance") or {}
+    count, group = provenance.get("prompts"), (provenance.get("group_key") or {}).get("benchmark")
+    return count if isinstance(count, int) and group == benchmark else 0
 
 
 def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:
@@ -128,19 +131,19 @@ def _sums(runs: Sequence[PromptResult]) -> dict[str, tuple[float, int]]:
     return {r.prompt_id: (float(sum(c.tau for c in r.cycles)), len(r.cycles)) for r in runs}
 
 
-def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | None, seed: int) -> tuple[float, float, float]:
+def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | None) -> tuple[float, float, float]:
     """(tau / baseline tau - 1, 95% low, high) in percent over the prompts both ran; NaN without one."""
     if not baseline:
         return float("nan"), float("nan"), float("nan")
     mine, theirs = _sums(runs), _sums(baseline)
     shared = [p for p in mine if p in theirs]
     diff = paired_ratio_ci([mine[p][0] for p in shared], [mine[p][1] for p in shared],
-                           [theirs[p][0] for p in shared], [theirs[p][1] for p in shared], seed=seed)
+                           [theirs[p][0] for p in shared], [theirs[p][1] for p in shared])
     return tuple(100.0 * x for x in diff)
 
 
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
-                   predictions: dict[str, tuple[int, float, Acceptance | None]], *, seed: int = 0,
+                   predictions: dict[str, tuple[int, float, Acceptance | None]], *,
                    fitted_prompts: dict[str, int] | None = None, baselines: dict[str, str] | None = None) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
     acceptance model); ``fitted_prompts``: label -> how many prompts its prediction was fitted on
@@ -150,9 +153,10 @@ def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summa
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
         tokens, cycles = [sum(c.tau for c in r.cycles) for r in runs], [len(r.cycles) for r in runs]
-        tau, lo, hi = cluster_ratio_ci(tokens, cycles, seed=seed)
-        noise = 100.0 * split_noise(prompt_spread(tokens, cycles), (fitted_prompts or {}).get(label, 0), len(runs))
-        versus = _versus(runs, results.get((baselines or {}).get(label, "")), seed)
+        tau, lo, hi = ratio_ci(tokens, cycles)
+        noise = 100.0 * split_noise(prompt_spread(tokens, cycles), (fitted_prompts or {}).get(label, 0), len(runs),
+                                    df=len(runs) - 1)  # the spread is estimated from these few prompts
+        versus = _versus(runs, results.get((baselines or {}).get(label, "")))
         realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
         s = summaries[label]
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
@@ -187,7 +191,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
     specs, predictions, baselines, fitted = [parse_labeled("ar")], {}, {}, {}
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
-        n_fit = fitted_prompt_count(topo) if holdout else 0  # without a holdout the prompts may overlap
+        n_fit = fitted_prompt_count(topo, set_name(benchmark)) if holdout else 0  # else the prompts may overlap
         for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
             spec = parse_labeled("goose", budget=max(budget, 1))
             specs.append(spec)

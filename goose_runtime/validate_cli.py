@@ -21,7 +21,8 @@ from .decode_cli import _model_options, add_refresh_option, check_counts, check_
 from .prompts import load_prompts, set_name
 
 TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
-                 "ci_high", "error_pct", "noise_pct", "vs_goose_pct", "psi", "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
+                 "ci_high", "error_pct", "noise_pct", "vs_goose_pct", "vs_goose_low", "vs_goose_high", "psi",
+                 "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
 
 
 def register(sub) -> None:

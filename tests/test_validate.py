@@ -49,7 +49,7 @@ def test_summarize_rows_noise_is_the_split_noise_of_this_runs_prompts():
             _run("c", [_cycle(1, 0), _cycle(1, 0), _cycle(2, 0)])]
     summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
     row, = summarize_rows("b", {"goose": runs}, {"goose": summary}, {}, fitted_prompts={"goose": 16})
-    expected = split_noise(prompt_spread([4, 4, 4], [2, 2, 3]), 16, 3)
+    expected = split_noise(prompt_spread([4, 4, 4], [2, 2, 3]), 16, 3, df=2)  # spread from these 3 prompts
     assert expected > 0 and row.noise_pct == pytest.approx(100 * expected)
 
 
@@ -79,6 +79,40 @@ def test_summarize_rows_compares_a_topology_with_goose_on_the_same_prompts():
 
 def test_fitted_prompt_count_prefers_the_regime_fits_own_prompts():
     base = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
-    assert fitted_prompt_count(base) == 0
-    assert fitted_prompt_count(base.with_meta(provenance={"prompts": 16})) == 16
-    assert fitted_prompt_count(base.with_meta(provenance={"prompts": 16}, regime_fit={"prompts": 6, "psi": 0.3})) == 6
+    own = {"prompts": 16, "group_key": {"benchmark": "stdlib"}}
+    assert fitted_prompt_count(base, "stdlib") == 0
+    assert fitted_prompt_count(base.with_meta(provenance=own), "stdlib") == 16
+    assert fitted_prompt_count(base.with_meta(provenance=own), "mtbench") == 0  # fitted on another set
+    assert fitted_prompt_count(base.with_meta(provenance={"prompts": 48, "group_key": {}}), "stdlib") == 0  # pooled
+    assert fitted_prompt_count(base.with_meta(provenance=own, regime_fit={"prompts": 6, "psi": 0.3}), "stdlib") == 6
+
+
+def test_validate_benchmark_wires_baselines_and_noise(monkeypatch, tmp_path):
+    """Two topologies at budget 4 share goose@4 as their baseline, one at 60 compares with goose;
+    noise needs a holdout (without one the measured prompts may be the fitted ones)."""
+    import goose_runtime.runner as runner
+    import goose_runtime.validate as validate
+    from goose_theory.topology import save_topology
+
+    def topo(budget: int, name: str) -> str:
+        nodes = [(-1, "root", 0)] + [(0, "transition", r) for r in range(budget)]
+        path = str(tmp_path / f"{name}.json")
+        save_topology(Topology.from_nodes(nodes, meta={"predicted_tau": 1.5, "provenance": {"prompts": 6, "group_key": {"benchmark": "stdlib"}}}), path)
+        return path
+    paths = [topo(4, "a"), topo(4, "b"), topo(60, "c")]
+    taus = {"goose@4": [2, 1], "goose": [3, 3]}
+
+    def fake_run_methods(bundle, specs, prompts, *, config, on_result=None):
+        labels = [runner.method_label(s) for s in specs]
+        return {label: [_run(p, [_cycle(t, 0) for t in taus.get(label, [2, 2])]) for p in ("p1", "p2", "p3")]
+                for label in labels}
+    monkeypatch.setattr(runner, "run_methods", fake_run_methods)
+    monkeypatch.setattr(validate, "holdout_prompts", lambda benchmark, exclude, limit: ["p1", "p2", "p3"])
+    for holdout in (True, False):
+        rows, _ = validate.validate_benchmark(None, "stdlib", paths, limit=3, config=None, holdout=holdout)
+        by = {r.method.split(":")[-1].split("/")[-1]: r for r in rows}
+        assert set(by) == {"ar", "goose@4", "goose", "a", "b", "c"}
+        for name, baseline in (("a", 4 / 3), ("b", 4 / 3), ("c", 4 / 6)):
+            assert by[name].vs_goose_pct == pytest.approx(100 * (baseline - 1))  # 2.0 / 1.5 and 2.0 / 3.0
+        assert math.isnan(by["ar"].vs_goose_pct) and math.isnan(by["goose@4"].vs_goose_pct)
+        assert math.isnan(by["a"].noise_pct) != holdout  # 6 fitted prompts; none without a holdout
