@@ -13,7 +13,7 @@ The measured tau of a run is a ratio of sums over cycles (tokens / verification 
 within a prompt are correlated, so the prompt is the unit: :func:`ratio_ci` is a t interval
 (n - 1 degrees of freedom) on the log of the ratio, with the delta method's standard error over
 prompts. A percentile bootstrap over prompts, used before, covered the truth in only 70-87% of
-draws at 5-10 prompts (review26: goose@8 on subsets of the 16 traced prompts); the t interval
+draws at 5-10 prompts (goose@8 on subsets of the 16 traced prompts, in a review); the t interval
 comes closer to its 95%.
 
 How close can a prediction get on n held-out prompts at all? Prompts differ (tau per prompt
@@ -153,7 +153,7 @@ def split_noise(spread: float, n_fit: int, n_hold: int, *, level: float = 0.95, 
     times the normal quantile of ``level`` -- or Student's t with ``df`` degrees of freedom when the
     spread itself was estimated from ``df + 1`` prompts (``goose validate`` estimates it from its few
     held-out prompts: a normal quantile then covers only 83-89% of an exact model's errors on the
-    shipped traces, review26). NaN when a count is below 1 or ``df`` below 1.
+    shipped traces, in a review). NaN when a count is below 1 or ``df`` below 1.
 
     Example:
         >>> round(split_noise(0.3, 16, 5), 4)   # the spread of real per-prompt taus, 16 fitted, 5 held out
@@ -174,7 +174,7 @@ def paired_ratio_ci(num_a: Sequence[float], den_a: Sequence[float], num_b: Seque
 
     Pairing removes the prompts' shared difficulty, so "is the topology below goose at the same
     budget?" is answered far more sharply than by comparing two separate intervals. (A percentile
-    bootstrap over prompts, used before, covered only 70-82% at 5 prompts, review26.)
+    bootstrap over prompts, used before, covered only 70-82% at 5 prompts in a review.)
 
     Example:
         >>> d, lo, hi = paired_ratio_ci([6, 9], [3, 3], [4, 6], [2, 2])
