@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import math
 import sys
 
 import numpy as np
 import pandas as pd
 
+from goose_theory.topology import write_json_atomic
 from goose_theory.validation import prompt_spread, split_noise
 
 Z90_TWO_SIDED = 1.6448536269514722  # |err| <= 5% in 90% of splits: 5% = 1.645 sd
@@ -106,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['within_5pct']:12.2f} {r['sd_pct']:6.1f} {r['q95_abs_pct']:6.1f} {r['noise_pct']:7.1f} "
               f"{r['prompts_needed_per_side']:6d}")
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"command": " ".join(sys.argv), "rows": rows}, fh, indent=1)
+        write_json_atomic(args.out, {"command": " ".join(sys.argv), "rows": rows})
     return 0
 
 

@@ -42,6 +42,9 @@ PAPER_BUDGET = 60
 
 @dataclass(frozen=True)
 class ValidationRow:
+    """One method on one prompt set's held-out prompts: predicted against measured tau (fields as
+    in the module docstring; percentages are of the measured tau, NaN where they do not apply)."""
+
     benchmark: str
     method: str
     budget: int
