@@ -20,9 +20,22 @@ from goose_theory.topology import write_json_atomic
 from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
 from .prompts import load_prompts, set_name
 
-TABLE_COLUMNS = ["benchmark", "method", "budget", "predicted_tau", "realised_tau", "measured_tau", "ci_low",
-                 "ci_high", "error_pct", "noise_pct", "vs_goose_pct", "vs_goose_low", "vs_goose_high", "psi",
-                 "tau_matched", "tau_unmatched", "tokens_per_s", "speedup_vs_ar", "lossless"]
+def _pct(value: float, signed: bool = True) -> str:
+    return "" if value != value else (f"{value:+.1f}%" if signed else f"+-{value:.0f}%")
+
+
+def display_row(row) -> dict[str, str]:
+    """One printed line of the validation table: the numbers a reader compares, intervals inline
+    (every field, unrounded, is in the JSON report)."""
+    vs = "" if row.vs_goose_pct != row.vs_goose_pct else (
+        f"{_pct(row.vs_goose_pct)} [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
+    measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
+    return {"set": row.benchmark, "method": row.method, "B": str(row.budget),
+            "predicted": "" if row.predicted_tau != row.predicted_tau else f"{row.predicted_tau:.3f}",
+            "measured [95% CI]": measured, "error": _pct(row.error_pct), "noise": _pct(row.noise_pct, signed=False),
+            "vs goose@B [95% CI]": vs, "psi": "" if row.psi != row.psi else f"{row.psi:.2f}",
+            "tok/s": f"{row.tokens_per_s:.1f}", "speedup": f"{row.speedup_vs_ar:.2f}x",
+            "= ar": "yes" if row.lossless else "NO"}
 
 
 def register(sub) -> None:
@@ -95,14 +108,13 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
 
 
 def _emit(args, rows, extra: dict) -> None:
-    table = [{k: r.to_dict()[k] for k in TABLE_COLUMNS} for r in rows]
     report = {"rows": [r.to_dict() for r in rows], **extra}
     if getattr(args, "out", None):
         write_json_atomic(args.out, to_jsonable(report))
     if args.json:
         print_json(report)
     else:
-        print(format_table(table, TABLE_COLUMNS))
+        print(format_table([display_row(r) for r in rows]))
 
 
 def validate_handler(args: argparse.Namespace) -> int:

@@ -102,6 +102,8 @@ def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["method"] for r in rows} >= {"ar", "goose@4", "topology:tree"} and all(r["lossless"] for r in rows)
     assert json.loads(out.read_text())["rows"] == rows
+    tree, = (r for r in rows if r["method"] == "topology:tree")
+    assert isinstance(tree["vs_goose_pct"], float)  # against goose@4 on the same prompt (one: no interval)
 
 
 @pytest.mark.slow  # the main job end to end on one set, small: CI runs the tests, not `make run`
@@ -164,3 +166,18 @@ def test_validate_holds_out_the_fitted_prompts_of_a_jsonl_set(capsys, tmp_path):
                  "--max-new-tokens", "8", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)["rows"]
     assert {r["prompts"] for r in out} == {1}   # q0 and q1 were fitted: only q2 is held out
+
+
+def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
+    from goose_runtime.validate import ValidationRow
+    from goose_runtime.validate_cli import display_row
+    nan = float("nan")
+    topo = ValidationRow("stdlib", "topology:t", 16, 3.83, 4.48, 3.902, 2.44, 6.25, -1.846, 110.8, 2.95, True, 5, 160,
+                         0.66, 7.2, 2.1, 64.4, 0.0, -3.7, 3.9)
+    row = display_row(topo)
+    assert row["measured [95% CI]"] == "3.902 [2.44, 6.25]" and row["error"] == "-1.8%" and row["noise"] == "+-64%"
+    assert row["vs goose@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]" and row["speedup"] == "2.95x" and row["= ar"] == "yes"
+    ar = ValidationRow("stdlib", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, False, 1, 128)
+    row = display_row(ar)
+    assert row["predicted"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == row["psi"] == ""
+    assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
