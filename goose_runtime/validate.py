@@ -43,7 +43,8 @@ PAPER_BUDGET = 60
 @dataclass(frozen=True)
 class ValidationRow:
     """One method on one prompt set's held-out prompts: predicted against measured tau (fields as
-    in the module docstring; percentages are of the measured tau, NaN where they do not apply)."""
+    in the module docstring; ``error_pct`` is of the measured tau, ``vs_goose_*`` of goose's;
+    NaN where they do not apply)."""
 
     benchmark: str
     method: str
