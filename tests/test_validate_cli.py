@@ -10,11 +10,22 @@ from goose_runtime.cli import main
 from tests.conftest import thresholded_trace_copy
 
 
+def _latency_file(tmp_path) -> str:
+    """A given latency profile: the loop measures nothing and writes no profile into the user's
+    goose cache (a measured one would be cached there and used by the next `make run`)."""
+    from goose_theory.latency import LatencyProfile, save_latency
+    path = tmp_path / "latency.json"
+    save_latency(LatencyProfile(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.020, 0.0202, 0.0205, 0.022, 0.026, 0.034, 0.05),
+                                draft_s=0.0004), path)
+    return str(path)
+
+
 @pytest.mark.slow  # the two-regime fit runs after the model loads (the latency profile needs it)
 def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
     for bench in ("humaneval", "mtbench", "stdlib"):
         thresholded_trace_copy(f"traces/{bench}-b8.parquet", tmp_path / f"{bench}.parquet")
-    code = main(["loop", "--traces", str(tmp_path / "*.parquet"), "--out", str(tmp_path / "out")])
+    code = main(["loop", "--traces", str(tmp_path / "*.parquet"), "--out-dir", str(tmp_path / "out"),
+                 "--latency", _latency_file(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("error: two-regime fit") and "recorded with --min-score" in err[-1]
 
@@ -110,17 +121,14 @@ def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
 def test_loop_end_to_end_on_one_set(capsys, tmp_path):
     import json
 
-    from goose_theory.latency import LatencyProfile, save_latency
-    latency = tmp_path / "latency.json"   # a given profile: nothing is measured, the budget is fixed by it
-    save_latency(LatencyProfile(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.020, 0.0202, 0.0205, 0.022, 0.026, 0.034, 0.05),
-                                draft_s=0.0004), latency)
+    latency = _latency_file(tmp_path)  # a given profile: nothing is measured, the budget is fixed by it
     out = tmp_path / "run"
     code = main(["loop", "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "16", "--latency", str(latency),
                  "--out-dir", str(out), "--json"])
     assert code == 0, capsys.readouterr().err
     report = json.loads(capsys.readouterr().out)
     saved = json.loads((out / "validation.json").read_text())
-    assert saved["rows"] == report["rows"] and saved["latency"] == str(latency)
+    assert saved["rows"] == report["rows"] and saved["latency"] == latency
     methods = {r["method"] for r in report["rows"]}
     assert {"ar", "goose", "topology:topology-stdlib", "topology:topology-stdlib-regimes"} <= methods
     assert all(r["lossless"] for r in report["rows"]) and (out / "report.md").exists()
