@@ -20,7 +20,9 @@ from goose_theory.topology import write_json_atomic
 from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
 from .prompts import load_prompts, set_name
 
+
 def _pct(value: float, signed: bool = True) -> str:
+    """A percentage for the table: signed ("+1.3%"), or a band ("+-64%"); blank for NaN."""
     return "" if value != value else (f"{value:+.1f}%" if signed else f"+-{value:.0f}%")
 
 
