@@ -34,6 +34,7 @@ def display_row(row) -> dict[str, str]:
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
     return {"set": row.benchmark, "method": row.method, "B": str(row.budget),
             "predicted": "" if row.predicted_tau != row.predicted_tau else f"{row.predicted_tau:.3f}",
+            "realised": "" if row.realised_tau != row.realised_tau else f"{row.realised_tau:.3f}",
             "measured [95% CI]": measured, "error": _pct(row.error_pct), "noise": _pct(row.noise_pct, signed=False),
             "vs goose@B [95% CI]": vs, "psi": "" if row.psi != row.psi else f"{row.psi:.2f}",
             "tok/s": f"{row.tokens_per_s:.1f}", "speedup": f"{row.speedup_vs_ar:.2f}x",

@@ -184,8 +184,10 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
                          0.66, 7.2, 2.1, 64.4, 0.0, -3.7, 3.9)
     row = display_row(topo)
     assert row["measured [95% CI]"] == "3.902 [2.44, 6.25]" and row["error"] == "-1.8%" and row["noise"] == "+-64%"
+    assert row["predicted"] == "3.830" and row["realised"] == "4.480"
     assert row["vs goose@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]" and row["speedup"] == "2.95x" and row["= ar"] == "yes"
     ar = ValidationRow("stdlib", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, False, 1, 128)
     row = display_row(ar)
-    assert row["predicted"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == row["psi"] == ""
+    assert row["predicted"] == row["realised"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == ""
+    assert row["psi"] == ""
     assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
