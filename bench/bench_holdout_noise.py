@@ -19,23 +19,18 @@ import math
 import sys
 
 import numpy as np
-import pandas as pd
 
 from goose_theory.topology import write_json_atomic
-from goose_theory.validation import prompt_spread, split_noise
+from goose_theory.validation import prompt_spread, prompt_totals, split_noise
 
 Z90_TWO_SIDED = 1.6448536269514722  # |err| <= 5% in 90% of splits: 5% = 1.645 sd
 
 
 def per_prompt(path: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """method -> (tokens, cycles) per prompt, from the root rows (one per cycle) of a trace file."""
-    rows = pd.read_parquet(path, columns=["benchmark", "prompt_id", "method", "node", "tau"])
-    rows = rows[rows["node"] == 0]
-    out = {}
-    for method, g in rows.groupby("method"):
-        agg = g.groupby(["benchmark", "prompt_id"])["tau"].agg(["sum", "size"])  # a prompt id is unique per set
-        out[str(method)] = (agg["sum"].to_numpy(float), agg["size"].to_numpy(float))
-    return out
+    """method -> (tokens, cycles) per prompt, prompts sorted by (benchmark, prompt_id)."""
+    totals = prompt_totals(path)
+    return {str(method): (part["tokens"].to_numpy(float), part["cycles"].to_numpy(float))
+            for method, part in ((m, totals.loc[m].sort_index()) for m in totals.index.unique("method"))}
 
 
 def split_errors(tokens: np.ndarray, cycles: np.ndarray, n_hold: int, draws: int, seed: int) -> np.ndarray:

@@ -13,29 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import pandas as pd
 
-from goose_theory.validation import paired_ratio_ci
+from goose_theory.traceio import TraceFileError
+from goose_theory.validation import paired_ratio_ci, prompt_totals
 
 
-def per_prompt(path: str) -> tuple[pd.DataFrame, list[str]]:
-    """(tokens and cycles per (method, prompt), prompt ids in the file's order)."""
-    rows = pd.read_parquet(path, columns=["benchmark", "prompt_id", "method", "node", "tau"])
-    rows = rows[rows["node"] == 0]
-    rows = rows.assign(prompt_id=rows["benchmark"].astype(str) + "/" + rows["prompt_id"].astype(str))  # ids are per set
-    return rows.groupby(["method", "prompt_id"])["tau"].agg(["sum", "size"]), list(dict.fromkeys(rows["prompt_id"]))
-
-
-def compare(sums: pd.DataFrame, a: str, b: str, prompts: list[str]) -> dict:
+def compare(sums: pd.DataFrame, a: str, b: str, prompts: list[tuple[str, str]]) -> dict:
     """tau of a and b over ``prompts`` and a / b - 1 in percent with its paired 95% interval."""
     ta, tb = sums.loc[a].loc[prompts], sums.loc[b].loc[prompts]
-    diff = paired_ratio_ci(ta["sum"], ta["size"], tb["sum"], tb["size"])
-    per_a, per_b = ta["sum"] / ta["size"], tb["sum"] / tb["size"]
-    return {"prompts": len(prompts), "tau_a": float(ta["sum"].sum() / ta["size"].sum()),
-            "tau_b": float(tb["sum"].sum() / tb["size"].sum()), "diff_pct": [100 * x for x in diff],
+    diff = paired_ratio_ci(ta["tokens"], ta["cycles"], tb["tokens"], tb["cycles"])
+    per_a, per_b = ta["tokens"] / ta["cycles"], tb["tokens"] / tb["cycles"]
+    return {"prompts": len(prompts), "tau_a": float(ta["tokens"].sum() / ta["cycles"].sum()),
+            "tau_b": float(tb["tokens"].sum() / tb["cycles"].sum()), "diff_pct": [100 * x for x in diff],
             "prompts_a_higher": int((per_a > per_b).sum()), "prompts_b_higher": int((per_a < per_b).sum())}
 
 
@@ -46,20 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--b", required=True, help="method label, e.g. tr")
     p.add_argument("--first", type=int, default=0, help="also compare on the first N prompts")
     args = p.parse_args(argv)
-    if not os.path.isfile(args.trace):
-        print(f"bench_paired: no such file: {args.trace}", file=sys.stderr)
-        return 2
     try:
-        sums, order = per_prompt(args.trace)
-    except (OSError, ValueError) as exc:
-        print(f"bench_paired: cannot read {args.trace}: {exc}", file=sys.stderr)
+        sums = prompt_totals(args.trace)
+    except TraceFileError as exc:  # names the file and the problem (no such file, not parquet, schema)
+        print(f"bench_paired: {exc}", file=sys.stderr)
         return 2
     methods = set(sums.index.get_level_values(0))
     if args.a not in methods or args.b not in methods or args.first < 0:
         print(f"bench_paired: {args.trace} holds {sorted(methods)}; need --a and --b among them, --first >= 0",
               file=sys.stderr)
         return 2
-    shared = [q for q in order if q in sums.loc[args.a].index and q in sums.loc[args.b].index]
+    theirs = set(sums.loc[args.b].index)
+    shared = [q for q in sums.loc[args.a].index if q in theirs]  # (benchmark, prompt_id), in the file's order
     if len(shared) < 2 or args.first > len(shared):
         print(f"bench_paired: {args.a} and {args.b} share {len(shared)} prompts (need 2, and --first at most that)",
               file=sys.stderr)

@@ -33,10 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+import os
+
 import numpy as np
+import pandas as pd
 
 from .acceptance import Acceptance
 from .topology import Topology
+from .traceio import open_trace
 from .yields import fallback_model_name, yield_with_fallback
 
 
@@ -59,6 +63,26 @@ def _arrays(*columns: Sequence[float]) -> list[np.ndarray] | None:
     if any(a.shape != n or a.ndim != 1 or a.size == 0 or not a.sum() > 0 for a in arrays):
         return None
     return arrays
+
+
+def prompt_totals(path: str | os.PathLike) -> pd.DataFrame:
+    """Tokens (the sum of tau) and verification calls per ``(method, benchmark, prompt_id)`` of a
+    trace file, from its root rows (one per cycle); the file is validated (``open_trace``: a bad
+    one is a one-line ``TraceFileError``) and each method's prompts keep the file's order. A
+    prompt id is unique within its set only, hence the benchmark in the key.
+
+    Example:
+        >>> totals = prompt_totals("traces/humaneval-b8.parquet")
+        >>> list(totals.columns), totals.loc["goose@8"].shape[0]
+        (['tokens', 'cycles'], 16)
+    """
+    pf = open_trace(path)
+    try:
+        rows = pf.read(columns=["method", "benchmark", "prompt_id", "node", "tau"]).to_pandas()
+    finally:
+        pf.close()
+    roots = rows[rows["node"] == 0]
+    return roots.groupby(["method", "benchmark", "prompt_id"], sort=False)["tau"].agg(tokens="sum", cycles="size")
 
 
 def ratio_ci(numerators: Sequence[float], denominators: Sequence[float], *,

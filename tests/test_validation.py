@@ -164,3 +164,21 @@ def test_paired_ratio_ci_degenerate_inputs():
     assert all(np.isnan(paired_ratio_ci([1.0, 2.0], [1.0, 1.0], [1.0, 1.0], [0.0, 0.0])))  # no cycles in b
     d, lo, hi = paired_ratio_ci([3.0], [1.0], [2.0], [1.0])
     assert d == pytest.approx(0.5) and np.isnan(lo) and np.isnan(hi)
+
+
+def test_prompt_totals_sums_the_root_rows_per_method_and_prompt(tmp_path):
+    import pandas as pd
+
+    from goose_theory.traceio import TraceFileError
+    from goose_theory.validation import prompt_totals
+    path = "traces/mtbench-b8.parquet"
+    totals = prompt_totals(path)
+    roots = pd.read_parquet(path, columns=["method", "benchmark", "prompt_id", "node", "tau"]).query("node == 0")
+    for (method, bench, prompt), row in totals.iterrows():
+        mine = roots[(roots.method == method) & (roots.benchmark == bench) & (roots.prompt_id == prompt)]
+        assert row["tokens"] == mine["tau"].sum() and row["cycles"] == len(mine)
+    assert list(totals.loc["goose@8"].index.get_level_values("prompt_id")) == list(
+        dict.fromkeys(roots[roots.method == "goose@8"]["prompt_id"]))  # the file's order
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    with pytest.raises(TraceFileError, match="bad.parquet: not a readable parquet file"):
+        prompt_totals(tmp_path / "bad.parquet")
