@@ -136,10 +136,10 @@ def _method_list(args) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def check_counts(args) -> None:
+def check_counts(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
-    ``--threads``) are at least 1; else a UsageError naming the flag."""
-    for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads"):
+    ``--threads``, and a script's own ``extra`` ones) are at least 1; else a UsageError naming the flag."""
+    for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads", *extra):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
