@@ -166,7 +166,7 @@ def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summa
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi,
                                   100.0 * (predicted - tau) / tau if tau == tau and tau > 0 else float("nan"),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
-                                  sum(len(r.cycles) for r in runs), *regime_split(runs), noise, *versus))
+                                  sum(cycles), *regime_split(runs), noise, *versus))
     return rows
 
 

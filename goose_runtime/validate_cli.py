@@ -21,6 +21,11 @@ from .decode_cli import _model_options, add_refresh_option, check_counts, check_
 from .prompts import load_prompts, set_name
 
 
+def _num(value: float, spec: str) -> str:
+    """``value`` formatted by ``spec`` for the table; blank for NaN (a column that does not apply)."""
+    return "" if value != value else format(value, spec)
+
+
 def _pct(value: float, signed: bool = True) -> str:
     """A percentage for the table: signed ("+1.3%"), or a band ("+-64%"); blank for NaN."""
     return "" if value != value else (f"{value:+.1f}%" if signed else f"+-{value:.0f}%")
@@ -33,10 +38,9 @@ def display_row(row) -> dict[str, str]:
         f"{_pct(row.vs_goose_pct)} [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
     return {"set": row.benchmark, "method": row.method, "B": str(row.budget),
-            "predicted": "" if row.predicted_tau != row.predicted_tau else f"{row.predicted_tau:.3f}",
-            "realised": "" if row.realised_tau != row.realised_tau else f"{row.realised_tau:.3f}",
+            "predicted": _num(row.predicted_tau, ".3f"), "realised": _num(row.realised_tau, ".3f"),
             "measured [95% CI]": measured, "error": _pct(row.error_pct), "noise": _pct(row.noise_pct, signed=False),
-            "vs goose@B [95% CI]": vs, "psi": "" if row.psi != row.psi else f"{row.psi:.2f}",
+            "vs goose@B [95% CI]": vs, "psi": _num(row.psi, ".2f"),
             "tok/s": f"{row.tokens_per_s:.1f}", "speedup": f"{row.speedup_vs_ar:.2f}x",
             "= ar": "yes" if row.lossless else "NO"}
 
