@@ -34,7 +34,7 @@ def register(subparsers) -> None:
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
                         "(e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
-    source.add_argument("--bench", help="humaneval, mtbench, stdlib or a .jsonl file")
+    source.add_argument("--bench", help="humaneval, mtbench, stdlib, stdlib-wide or a .jsonl file")
     source.add_argument("--prompt", help="one prompt text")
     decode.add_argument("--limit", type=int, help="first N prompts of --bench")
     decode.add_argument("--budget", type=int, help="tree node budget of the tree methods")
@@ -162,9 +162,10 @@ def decode_handler(args: argparse.Namespace) -> int:
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
                          min_score=args.min_score, branch_power=args.branch_power)
     from .prompts import Prompt, load_prompts
-    from .runner import parse_labeled, run_methods, summarize
+    from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
+    distinct_methods(specs)  # before the model loads: two topology files of one name are refused
     _check_decode_flags(args, specs)
     if args.prompt is not None:
         if not args.prompt.strip():

@@ -66,6 +66,23 @@ def method_label(spec) -> str:
     return spec.name if spec.budget == default else f"{spec.name}@{spec.budget}"
 
 
+def distinct_methods(specs: list) -> dict:
+    """``{label: spec}``, one per label: ``goose`` and ``goose@60`` are the same method, and so is a
+    file given twice. Two *different* methods under one label (two topology files with the same file
+    name in different folders) raise :class:`~goose_runtime.methods.MethodError`, since one would
+    silently replace the other in every table and trace."""
+    from .methods import MethodError
+
+    out: dict = {}
+    for spec in specs:
+        label = method_label(spec)
+        if label in out and out[label] != spec:
+            raise MethodError(f"two different methods are both labelled {label!r} (topology files are labelled "
+                              f"by file name): rename one of the files")
+        out.setdefault(label, spec)
+    return out
+
+
 def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | None = None):
     """:func:`~goose_runtime.methods.parse_method`, plus the ``NAME@B`` form of :func:`method_label`
     (``goose@16``: goose with budget 16), so labels round-trip."""
@@ -104,9 +121,7 @@ def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
     if warmup and ids:
         warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
         Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")
-    decoders = {}
-    for s in specs:  # one decoder per distinct label: "goose" and "goose@60" are the same method
-        decoders.setdefault(method_label(s), Decoder(bundle, s, config))
+    decoders = {label: Decoder(bundle, s, config) for label, s in distinct_methods(specs).items()}
     results: dict[str, list[PromptResult]] = {label: [] for label in decoders}
     for prompt, prompt_ids in zip(prompts, ids):
         for label, decoder in decoders.items():

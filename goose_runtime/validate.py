@@ -184,7 +184,7 @@ def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
 def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
                        holdout: bool = True, on_result=None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set."""
-    from .runner import parse_labeled, run_methods, summarize
+    from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
     exclude: set[str] = set()
@@ -205,7 +205,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
-    specs = list({_label(s): s for s in specs}.values())
+    specs = list(distinct_methods(specs).values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
                           baselines=baselines), results

@@ -48,7 +48,7 @@ def display_row(row) -> dict[str, str]:
 def register(sub) -> None:
     p = sub.add_parser("validate", help="run exported topologies in the runtime: predicted vs measured tau")
     p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
-    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, FILE.jsonl)")
+    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, stdlib-wide, FILE.jsonl)")
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set")
     p.add_argument("--holdout", action="store_true", default=True,
                    help="skip the prompts of the traces the topology was fitted on (default)")
@@ -126,9 +126,9 @@ def _emit(args, rows, extra: dict) -> None:
 
 def validate_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
-    from goose_theory.topology import load_topology
-    for path in args.topology:
-        load_topology(path)  # every file validates before the model loads
+    from .runner import distinct_methods, parse_labeled
+    # every file validates, and no two share a label, before the model loads
+    distinct_methods([parse_labeled(f"topology:{path}") for path in args.topology])
     bundle = load_quietly(args)
     rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})

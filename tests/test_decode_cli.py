@@ -270,3 +270,13 @@ def test_nan_logits_stop_decoding_with_one_line(capsys, tiny, tmp_path, method):
         with torch.no_grad():
             tiny.model.lm_head.weight[7].normal_()
     assert not trace.exists()
+
+
+def test_two_topology_files_of_one_name_are_refused_before_the_model_loads(capsys, tmp_path, monkeypatch):
+    # both would be labelled topology:tree, and one would silently replace the other in the tables
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: pytest.fail("refused before the model loads"))
+    for folder, nodes in (("a", [(-1, "root", 0), (0, "spine", 0)]), ("b", [(-1, "root", 0), (0, "transition", 0)])):
+        (tmp_path / folder).mkdir()
+        save_topology(Topology.from_nodes(nodes), tmp_path / folder / "tree.json")
+    _fails(capsys, ["decode", "--method", f"topology:{tmp_path / 'a/tree.json'}", "--compare",
+                    f"topology:{tmp_path / 'b/tree.json'}", "--prompt", "x"], "both labelled 'topology:tree'")

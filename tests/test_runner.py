@@ -7,8 +7,9 @@ from goose_runtime.methods import parse_method
 from goose_runtime.model import tiny_random_bundle
 from goose_runtime.prompts import Prompt
 from goose_runtime.records import CycleRecord, PromptResult
-from goose_runtime.runner import (PromptLengthError, common_prefix, encode_all, method_label, parse_labeled,
-                                  summarize)
+from goose_runtime.methods import MethodError
+from goose_runtime.runner import (PromptLengthError, common_prefix, distinct_methods, encode_all, method_label,
+                                  parse_labeled, summarize)
 
 
 @pytest.mark.parametrize("spec, budget, label", [
@@ -20,6 +21,20 @@ def test_labels_round_trip(spec, budget, label):
     assert method_label(s) == label
     again = parse_labeled(label)
     assert (again.name, again.budget) == (s.name, s.budget)
+
+
+def test_distinct_methods_merges_one_method_and_refuses_two_under_one_label(tmp_path):
+    from goose_theory.topology import Topology, save_topology
+    paths = []
+    for folder, nodes in (("a", [(-1, "root", 0), (0, "spine", 0)]), ("b", [(-1, "root", 0), (0, "transition", 0)])):
+        (tmp_path / folder).mkdir()
+        paths.append(tmp_path / folder / "tree.json")
+        save_topology(Topology.from_nodes(nodes), paths[-1])
+    same = [parse_method("goose"), parse_labeled("goose@60"), parse_method(f"topology:{paths[0]}"),
+            parse_method(f"topology:{paths[0]}"), parse_method("goose", budget=16)]
+    assert list(distinct_methods(same)) == ["goose", "topology:tree", "goose@16"]
+    with pytest.raises(MethodError, match="both labelled 'topology:tree'"):
+        distinct_methods([parse_method(f"topology:{paths[0]}"), parse_method(f"topology:{paths[1]}")])
 
 
 def _result(method, tokens, taus, seconds):

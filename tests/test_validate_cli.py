@@ -191,3 +191,14 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     assert row["predicted"] == row["realised"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == ""
     assert row["psi"] == ""
     assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
+
+
+def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_model):
+    from goose_theory.topology import Topology, save_topology
+    for folder, nodes in (("a", [(-1, "root", 0), (0, "spine", 0)]), ("b", [(-1, "root", 0), (0, "transition", 0)])):
+        (tmp_path / folder).mkdir()
+        save_topology(Topology.from_nodes(nodes), tmp_path / folder / "tree.json")
+    _fails(capsys, ["validate", "--topology", str(tmp_path / "a/tree.json"), str(tmp_path / "b/tree.json"),
+                    "--out", str(tmp_path / "out.json")], "both labelled 'topology:tree'")
+    assert not (tmp_path / "out.json").exists()
+    _fails(capsys, ["validate", "--topology", str(tmp_path / "absent.json")], "absent.json")  # a missing file too
