@@ -15,6 +15,12 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the signature and first statement (often
   the docstring); the id is ``module:line`` of the ``def``.
   Modules missing from the interpreter are skipped, so the set depends on the Python version.
+- ``stdlib-wide``: the same cut from every other module of that folder (every ``.py`` file outside
+  ``site-packages`` and the test suites ``test``, ``tests`` and ``idle_test``, minus the 28 of ``stdlib``, so the two
+  sets share no prompt), for validation at a scale where prompt sampling no longer swamps a 5%
+  error (about 300 prompts on Python 3.11). The order is that of the SHA-256 of each module's path,
+  a fixed shuffle, so the first N prompts are a sample of the whole library, not its first letters;
+  a file that does not parse as this Python's source is skipped.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
   first turn is used) and optionally ``id``; blank lines are skipped; order = file order.
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import hashlib
 import importlib.util
 import json
 import os
@@ -36,8 +43,8 @@ import numpy as np
 
 from goose_theory.errors import InputError
 
-BENCHMARKS = ("humaneval", "mtbench", "stdlib")
-RAW_BENCHMARKS = frozenset({"stdlib"})
+BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide")
+RAW_BENCHMARKS = frozenset({"stdlib", "stdlib-wide"})
 MTBENCH_FILE = Path(__file__).parent / "data" / "mt_bench" / "question.jsonl"
 STDLIB_MODULES = (
     "argparse", "ast", "calendar", "configparser", "csv", "dataclasses", "difflib", "enum",
@@ -45,6 +52,7 @@ STDLIB_MODULES = (
     "logging/__init__", "mailbox", "pprint", "shutil", "statistics", "string", "tarfile", "textwrap",
     "tokenize", "typing", "urllib/parse", "uuid",
 )
+STDLIB_WIDE_SKIP = frozenset({"site-packages", "test", "tests", "idle_test"})
 STDLIB_CONTEXT_LINES = 40
 STDLIB_MIN_REST = 8
 HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the whole function in one Python code block."
@@ -78,6 +86,8 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
         prompts = _read_jsonl(MTBENCH_FILE, benchmark="mtbench")
     elif bench == "stdlib":
         prompts = _stdlib()
+    elif bench == "stdlib-wide":
+        prompts = _stdlib_wide()
     elif _is_file_set(bench):
         prompts = _read_jsonl(Path(bench), benchmark=set_name(bench))
     else:
@@ -190,19 +200,39 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
     return Prompt(id=str(pid), text=text, benchmark=benchmark)
 
 
+def _stdlib_root() -> Path:
+    return Path(os.environ.get("GOOSE_STDLIB_DIR") or sysconfig.get_paths()["stdlib"])
+
+
 def _stdlib() -> list[Prompt]:
-    root = Path(os.environ.get("GOOSE_STDLIB_DIR") or sysconfig.get_paths()["stdlib"])
+    return _stdlib_cuts(_stdlib_root(), STDLIB_MODULES, benchmark="stdlib")
+
+
+def _stdlib_wide() -> list[Prompt]:
+    root = _stdlib_root()
+    named = set(STDLIB_MODULES)
+    modules = [rel for rel in (p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.py"))
+               if rel not in named and not STDLIB_WIDE_SKIP.intersection(rel.split("/")[:-1])]
+    modules.sort(key=lambda rel: hashlib.sha256(rel.encode()).hexdigest())
+    return _stdlib_cuts(root, modules, benchmark="stdlib-wide")
+
+
+def _stdlib_cuts(root: Path, modules, *, benchmark: str) -> list[Prompt]:
+    """One prompt per module that has a qualifying function, in the order given."""
     prompts = []
-    for module in STDLIB_MODULES:
+    for module in modules:
         path = root / f"{module}.py"
         if not path.is_file():
             continue  # module absent in this Python version: documented, deterministic per version
-        cut = _stdlib_cut(path.read_text(encoding="utf-8"))
+        try:
+            cut = _stdlib_cut(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue  # e.g. a lib2to3 fixture in Python 2 syntax: not this Python's source
         if cut is not None:
             line, text = cut
-            prompts.append(Prompt(id=f"{module.replace('/', '.')}:{line}", text=text, benchmark="stdlib"))
+            prompts.append(Prompt(id=f"{module.replace('/', '.')}:{line}", text=text, benchmark=benchmark))
     if not prompts:
-        raise PromptError(f"{root}: no standard-library sources found for the stdlib prompt set")
+        raise PromptError(f"{root}: no standard-library sources found for the {benchmark} prompt set")
     return prompts
 
 

@@ -12,7 +12,7 @@ column         type      meaning
 =============  ========  ==============================================================
 run_id         string    one id per ``goose decode`` run
 model          string    model id or path
-benchmark      string    prompt set (humaneval, mtbench, stdlib, a file name, prompt)
+benchmark      string    prompt set (humaneval, mtbench, stdlib, stdlib-wide, a file name, prompt)
 prompt_id      string    id of the prompt inside the set
 method         string    ar, pld, tr, iso:K, mixed-iso:K, goose, topology:NAME
 cycle          int32     verification cycle index within the prompt (0-based)

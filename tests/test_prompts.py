@@ -53,7 +53,43 @@ def test_stdlib_dir_override_cuts_from_a_copy_of_the_sources(tmp_path, monkeypat
     assert copied["heapq"].id == f"heapq:{int(line) + 1}"  # shifted by the added line
 
 
-@pytest.mark.parametrize("bench", ["humaneval", "mtbench", "stdlib"])
+def _qualifying_module(name: str) -> str:
+    """Source with one function that the stdlib cut takes: past the first third, 40 lines of context
+    before it, 9 body lines after its first statement (the def lands on line 61)."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(9))
+    return "".join(f"A{i} = {i}\n" for i in range(60)) + f"def {name}():\n    '''doc'''\n" + body
+
+
+def test_stdlib_wide_cuts_every_other_module_in_a_fixed_shuffle(tmp_path, monkeypatch):
+    import hashlib
+    for rel in ("alpha.py", "beta.py", "pkg/gamma.py", "pkg/delta.py", "heapq.py", "test/test_x.py",
+                "pkg/tests/t.py", "idlelib/idle_test/t.py", "site-packages/foo.py"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_qualifying_module(path.stem), encoding="utf-8")
+    (tmp_path / "py2.py").write_text("print 'old syntax'\n", encoding="utf-8")  # skipped, not fatal
+    (tmp_path / "short.py").write_text("X = 1\n", encoding="utf-8")  # no qualifying function
+    monkeypatch.setenv("GOOSE_STDLIB_DIR", str(tmp_path))
+    wide = load_prompts("stdlib-wide")
+    # heapq belongs to the stdlib set; test suites and site-packages are not library code
+    expected = sorted(["alpha", "beta", "pkg/gamma", "pkg/delta"],
+                      key=lambda rel: hashlib.sha256(rel.encode()).hexdigest())
+    assert [p.id for p in wide] == [rel.replace("/", ".") + ":61" for rel in expected]
+    assert all(p.benchmark == "stdlib-wide" for p in wide)
+    assert [p.id for p in load_prompts("stdlib")] == ["heapq:61"]
+
+
+def test_stdlib_wide_on_this_interpreter_is_large_and_disjoint_from_stdlib():
+    wide = load_prompts("stdlib-wide")
+    assert len(wide) >= 300  # Python 3.11.7: 397 modules with a qualifying function
+    assert len({p.id for p in wide}) == len(wide)
+    assert not {p.id for p in wide} & {p.id for p in load_prompts("stdlib")}
+    assert len({p.id.split(".")[0] for p in wide[:50]}) > 20  # a shuffle, not one package's run
+    chat = _ChatTokenizer(512)
+    assert encode_prompt(chat, wide[0]) == chat.encode(wide[0].text)  # raw code, like stdlib
+
+
+@pytest.mark.parametrize("bench", ["humaneval", "mtbench", "stdlib", "stdlib-wide"])
 def test_limit_is_a_prefix_and_deterministic(bench):
     full = load_prompts(bench)
     assert load_prompts(bench, limit=5) == full[:5]
