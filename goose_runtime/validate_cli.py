@@ -55,6 +55,7 @@ def register(sub) -> None:
     p.add_argument("--no-holdout", dest="holdout", action="store_false")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", help="write the table as JSON here")
+    p.add_argument("--trace-dir", help="record the validation run's traces here, validation-<set>.parquet per set")
     p.add_argument("--json", action="store_true")
     _model_options(p)
     p.set_defaults(handler=validate_handler)
@@ -107,8 +108,10 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
     for bench, files in plan:
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
+        trace_dir = getattr(args, "trace_dir", None)
+        trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
-                                           holdout=getattr(args, "holdout", True))
+                                           holdout=getattr(args, "holdout", True), trace_out=trace)
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows
@@ -129,6 +132,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
     distinct_methods([parse_labeled(f"topology:{path}") for path in args.topology])
+    if args.trace_dir:
+        os.makedirs(args.trace_dir, exist_ok=True)
     bundle = load_quietly(args)
     rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
@@ -192,10 +197,11 @@ def loop_handler(args: argparse.Namespace) -> int:
                                                    g.recommendation.best.topology.budget)))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
+    args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
                        "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
     if not args.json:
-        print(f"\nfit report, topologies and validation.json in {args.out_dir}/")
+        print(f"\nfit report, topologies, validation.json and validation-<set>.parquet in {args.out_dir}/")
     return 0

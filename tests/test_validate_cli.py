@@ -108,13 +108,28 @@ def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
     save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=4).topology, topo)
     out = tmp_path / "validation.json"
     code = main(["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "12",
-                 "--out", str(out), "--json"])
+                 "--out", str(out), "--trace-dir", str(tmp_path / "traces"), "--json"])
     assert code == 0, capsys.readouterr().err
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert {r["method"] for r in rows} >= {"ar", "goose@4", "topology:tree"} and all(r["lossless"] for r in rows)
     assert json.loads(out.read_text())["rows"] == rows
     tree, = (r for r in rows if r["method"] == "topology:tree")
     assert isinstance(tree["vs_goose_pct"], float)  # against goose@4 on the same prompt (one: no interval)
+    _check_validation_trace(tmp_path / "traces" / "validation-stdlib.parquet", rows)
+
+
+def _check_validation_trace(path, rows) -> None:
+    """The run's trace is a valid trace file whose methods and per-method tau are the table's."""
+    from goose_theory.traceio import open_trace, trace_metadata
+    pf = open_trace(path)
+    table = pf.read().to_pandas()
+    roots = table[table["node"] == 0]
+    assert set(roots["method"]) == {r["method"] for r in rows}
+    for r in rows:
+        mine = roots[roots["method"] == r["method"]]
+        assert mine["tau"].sum() / len(mine) == pytest.approx(r["measured_tau"])
+    config = trace_metadata(pf)["config"]
+    assert config["holdout"] is True and set(config["prompt_ids"]) == set(roots["prompt_id"])
 
 
 @pytest.mark.slow  # the main job end to end on one set, small: CI runs the tests, not `make run`
@@ -132,6 +147,7 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path):
     methods = {r["method"] for r in report["rows"]}
     assert {"ar", "goose", "topology:topology-stdlib", "topology:topology-stdlib-regimes"} <= methods
     assert all(r["lossless"] for r in report["rows"]) and (out / "report.md").exists()
+    _check_validation_trace(out / "validation-stdlib.parquet", report["rows"])
     regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
     assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
     assert "unmatched" in regimes["regimes"]
