@@ -44,6 +44,21 @@ def test_summarize_rows_reports_error_and_regimes():
     assert math.isnan(row.noise_pct)  # the number of fitted prompts was not given
 
 
+def test_accepted_tau_counts_what_verification_accepted_not_what_the_token_cap_emitted():
+    def cycle(accepted: int, emitted: int) -> CycleRecord:  # a chain of 4 drafts, the first `accepted` on the path
+        n = 5
+        return CycleRecord(parent=[-1, 0, 1, 2, 3], source=["root"] + ["spine"] * 4, rank=[0] * n, token=[1] * n,
+                           match=[True] * n, accepted=[True] + [i < accepted for i in range(4)],
+                           score=[math.nan] * n, spine_pos=[0, 1, 2, 3, 4], tau=emitted, verify_s=0.01,
+                           draft_s=0.001, spine_avail=4)
+    # the last cycle accepted 4 drafts + the bonus but the cap let only 2 tokens out
+    runs = [_run("a", [cycle(2, 3), cycle(4, 2)])]
+    summary = SimpleNamespace(tokens_per_s=10.0, speedup_vs_ar=1.5, matches_ar=True)
+    row, = summarize_rows("b", {"goose": runs}, {"goose": summary}, {"goose": (4, 4.0, None)})
+    assert row.measured_tau == pytest.approx(2.5) and row.accepted_tau == pytest.approx(4.0)
+    assert row.error_pct == pytest.approx(60.0) and row.accepted_error_pct == pytest.approx(0.0)
+
+
 def test_summarize_rows_noise_is_the_split_noise_of_this_runs_prompts():
     runs = [_run("a", [_cycle(3, 20), _cycle(1, 0)]), _run("b", [_cycle(2, 0), _cycle(2, 0)]),
             _run("c", [_cycle(1, 0), _cycle(1, 0), _cycle(2, 0)])]
