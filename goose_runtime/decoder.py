@@ -294,4 +294,5 @@ class Decoder:
                            ema=self.policy.ema if goose else (self.auto.spine_estimate() if self.method.kind == "auto"
                                                               else float("nan")), bypass=tree.bypass,
                            # what the matcher offered, before the tree cut it (-1: method has no matcher)
-                           spine_avail=len(tree.match) if self.method.uses_matcher else -1)
+                           spine_avail=len(tree.match) if self.method.uses_matcher else -1,
+                           confident=int(tree.match.high_confidence) if self.method.uses_matcher else -1)

@@ -32,6 +32,7 @@ class CycleRecord:
     ema: float = float("nan")  # EMA of spine acceptance after this cycle (goose only)
     bypass: bool = False       # consensus bypass fired
     spine_avail: int = -1      # continuation tokens the matcher offered (0: none; -1: not recorded)
+    confident: int = -1        # the match was confident, >= 2 n-gram lengths agree (1 / 0; -1: not recorded)
 
     @property
     def n_nodes(self) -> int:

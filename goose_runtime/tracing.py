@@ -4,7 +4,7 @@
 One row per tree node per verification cycle, root included. Derived columns: ``depth`` from the
 parents, ``reached`` = the parent is on the accepted path (true for the root), ``budget`` = non-root
 nodes of the cycle's tree. Per-cycle values (``tau``, ``verify_s``, ``draft_s``, ``ngram``,
-``consensus``, ``ema``, ``bypass``, ``spine_avail``; -1 there becomes null) repeat on every node of the cycle.
+``consensus``, ``ema``, ``bypass``, ``spine_avail``, ``confident``; -1 there becomes null) repeat on every node of the cycle.
 
 Example:
     >>> from goose_runtime.records import CycleRecord, PromptResult
@@ -79,6 +79,7 @@ def _append_cycle(cols: dict[str, list], cycle: CycleRecord, *, result: PromptRe
         "verify_s": cycle.verify_s, "draft_s": cycle.draft_s, "ngram": cycle.ngram,
         "consensus": cycle.consensus, "ema": cycle.ema, "bypass": cycle.bypass,
         "spine_avail": cycle.spine_avail if cycle.spine_avail >= 0 else None,  # -1: not recorded -> null
+        "confident": bool(cycle.confident) if cycle.confident >= 0 else None,
     }
     for key, value in per_cycle.items():
         cols[key].extend([value] * n)

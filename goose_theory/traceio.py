@@ -37,6 +37,9 @@ ema            float32   EMA of spine acceptance after the cycle (NaN if unused)
 bypass         bool      consensus bypass fired (linear chain verified) [extra]
 spine_avail    int16     continuation tokens the context matcher offered this cycle, before the
                          tree cut them (0: no match; null: not recorded) [extra]
+confident      bool      the match was confident: >= 2 n-gram lengths agree on its first token
+                         (the bypass and regime-file condition, with >= 8 tokens; null: method
+                         has no matcher, or a trace from before 30 Nov 11:45 UTC) [extra]
 =============  ========  ==============================================================
 """
 from __future__ import annotations
@@ -65,6 +68,7 @@ EXTRA_COLUMNS: dict[str, pa.DataType] = {
     "reached": pa.bool_(), "score": pa.float32(), "spine_pos": pa.int16(), "ngram": pa.int8(),
     "consensus": pa.int16(), "tau": pa.int16(), "budget": pa.int16(), "verify_s": pa.float32(),
     "draft_s": pa.float32(), "ema": pa.float32(), "bypass": pa.bool_(), "spine_avail": pa.int16(),
+    "confident": pa.bool_(),
 }
 SOURCES = ("root", "spine", "transition")
 

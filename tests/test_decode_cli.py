@@ -114,6 +114,10 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     assert set(df.method) == {"iso:3@8", "ar", "pld@8"} and set(df.prompt_id) == {"a", "b"}
     assert df.groupby(["method", "prompt_id", "cycle"]).tau.first().groupby("method").sum().to_dict() == \
         {"iso:3@8": 20, "ar": 20, "pld@8": 20}
+    # the matcher's confidence is recorded where there is a matcher, and only for an actual match
+    assert df.groupby("method").confident.apply(lambda c: c.isna().all()).to_dict() == \
+        {"iso:3@8": True, "ar": True, "pld@8": False}
+    assert not (df.confident.eq(True) & (df.spine_avail == 0)).any()
     meta = trace_metadata(pf)
     assert meta["config"]["reset_adjacency"] is True and meta["config"]["decode"]["max_new_tokens"] == 10
     assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]

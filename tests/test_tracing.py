@@ -28,6 +28,7 @@ def _results():
                   match=[True, True, False, True, False],
                   source=["root", "spine", "spine", "transition", "transition"], tau=2)
     tree.spine_avail = 5
+    tree.confident = 1
     chain = _cycle([-1, 0, 1], [True, True, True], tau=3)
     root_only = _cycle([-1], [True], tau=1)
     return [PromptResult("goose", "p0", "humaneval", 7, [1, 2, 3, 4, 5], "", cycles=[tree, chain]),
@@ -45,6 +46,7 @@ def test_columns_cover_schema_and_derive_depth_reached_budget():
     assert cols["method"] == ["goose"] * 8 + ["ar"]
     assert cols["tau"] == [2] * 5 + [3] * 3 + [1]
     assert cols["spine_avail"] == [5] * 5 + [None] * 4  # -1 (not recorded) becomes null
+    assert cols["confident"] == [True] * 5 + [None] * 4
 
 
 def test_round_trip_types_and_metadata(tmp_path):
