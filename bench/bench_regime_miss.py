@@ -1,9 +1,10 @@
 """Where a regime file's prediction misses: the figures of docs/two-regime.md section 10.
 
 From a validation trace (``goose validate --trace-dir``), per method: emitted against accepted
-tokens per cycle (the token cap cuts each prompt's last cycle), and for goose the cycles split by
-kind (bypass = confident, other matched, unmatched) with their accepted tokens, and the per-depth
-spine acceptance of the non-bypass matched cycles. With ``--file`` (a regime file of
+tokens per cycle (the token cap cuts each prompt's last cycle), and the cycles split by kind
+(confident match, other match, none) with their accepted tokens and per-depth spine acceptance:
+for every method with a matcher where the trace has the ``confident`` column, for goose alone
+(its ``bypass``) in older traces. With ``--file`` (a regime file of
 ``goose loop``) and ``--tail P``, the file's stored prediction re-priced with the matched regime's
 spine acceptance set to P from depth ``--from`` on (the fit repeats its last measured value there).
 
@@ -24,11 +25,22 @@ from goose_theory.traceio import open_trace
 
 
 def cycle_table(path: str):
-    """One row per (method, prompt, cycle): emitted tau, accepted tokens, bypass, spine_avail."""
-    nodes = open_trace(path).read(columns=["method", "prompt_id", "cycle", "node", "accepted", "tau", "bypass",
-                                           "spine_avail"]).to_pandas()
+    """One row per (method, prompt, cycle): emitted tau, accepted tokens, spine_avail, and ``conf``:
+    a confident match of >= 8 tokens (the condition of goose's bypass and of a regime file's
+    confident tree) from the ``confident`` column where the trace has it, else goose's ``bypass``;
+    ``labelled``: whether this method's cycles carry that label (a matcher, or goose)."""
+    pf = open_trace(path)
+    has_conf = "confident" in pf.schema_arrow.names
+    columns = ["method", "prompt_id", "cycle", "node", "accepted", "tau", "bypass", "spine_avail"]
+    nodes = pf.read(columns=columns + (["confident"] if has_conf else [])).to_pandas()
     keys = ["method", "prompt_id", "cycle"]
-    roots = nodes[nodes["node"] == 0].set_index(keys)[["tau", "bypass", "spine_avail"]]
+    roots = nodes[nodes["node"] == 0].set_index(keys)
+    if has_conf:
+        roots = roots.assign(conf=roots["confident"].eq(True) & (roots["spine_avail"] >= 8),
+                             labelled=roots["confident"].notna())
+    else:
+        roots = roots.assign(conf=roots["bypass"], labelled=roots.groupby(level="method")["bypass"].transform("any"))
+    roots = roots[["tau", "spine_avail", "conf", "labelled"]]
     return roots.join(nodes.groupby(keys)["accepted"].sum().rename("accepted"))  # root included: the bonus
 
 
@@ -36,21 +48,20 @@ def report_trace(path: str) -> None:
     cycles = cycle_table(path)
     for method, c in cycles.groupby(level="method"):
         print(f"{method:40} cycles {len(c):5d}  emitted {c['tau'].mean():.3f}  accepted {c['accepted'].mean():.3f}")
-        if not c["bypass"].any():
+        if not c["labelled"].all() or not c["conf"].any():
             continue
-        kinds = {"bypass": c["bypass"], "other matched": (c["spine_avail"] > 0) & ~c["bypass"],
+        kinds = {"confident": c["conf"], "other matched": (c["spine_avail"] > 0) & ~c["conf"],
                  "unmatched": c["spine_avail"] == 0}
         for kind, sel in kinds.items():
             print(f"    {kind:14} cycles {int(sel.sum()):5d}  emitted {c.loc[sel, 'tau'].mean():.3f}  "
                   f"accepted {c.loc[sel, 'accepted'].mean():.3f}")
     nodes = open_trace(path).read(columns=["method", "prompt_id", "cycle", "source", "spine_pos", "reached",
                                            "match"]).to_pandas()
-    goose = [m for m, c in cycles.groupby(level="method") if c["bypass"].any()]  # only goose labels confidence
-    other = cycles[(cycles["spine_avail"] > 0) & ~cycles["bypass"]].reset_index()[["method", "prompt_id", "cycle"]]
-    other = other[other["method"].isin(goose)]
-    bypass = cycles[cycles["bypass"]].reset_index()[["method", "prompt_id", "cycle"]]
+    labelled = cycles[cycles["labelled"]]
+    other = labelled[(labelled["spine_avail"] > 0) & ~labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
+    confident = labelled[labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
     reached = nodes[(nodes["source"] == "spine") & nodes["reached"]]
-    for kind, chosen in (("non-bypass matched", other), ("bypass (confident)", bypass)):
+    for kind, chosen in (("other matched", other), ("confident", confident)):
         for method, s in reached.merge(chosen, on=["method", "prompt_id", "cycle"]).groupby("method"):
             rates = s.groupby("spine_pos")["match"].agg(["mean", "size"])
             print(f"{method}: {kind} spine acceptance by depth "
