@@ -240,17 +240,10 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
 
 
 def _maybe_trace(args, bundle, specs, results, config) -> int:
-    import torch
+    from .runner import write_results_trace
 
-    from .runner import new_run_id, run_config
-    from .tracing import write_run_trace
-
-    flat = [r for runs in results.values() for r in runs]
-    bench = args.bench if args.bench is not None else "prompt"
-    return write_run_trace(args.trace_out, flat, run_id=new_run_id("decode"), model=bundle.name,
-                           device=str(bundle.device), dtype=args.dtype,
-                           config=run_config(specs, config, benchmark=bench, prompt_ids=[r.prompt_id for r in flat],
-                                              threads=torch.get_num_threads()))
+    return write_results_trace(args.trace_out, bundle, specs, results, config, run_id_prefix="decode",
+                               benchmark=args.bench if args.bench is not None else "prompt")
 
 
 def profile_handler(args: argparse.Namespace) -> int:

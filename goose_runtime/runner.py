@@ -196,6 +196,23 @@ def new_run_id(prefix: str) -> str:
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
 
 
+def write_results_trace(path: str, bundle, specs, results: dict[str, list[PromptResult]], config, *,
+                        run_id_prefix: str, benchmark: str, prompt_ids: list[str] | None = None, **extra) -> int:
+    """Write one run (every method on every prompt) as a trace file, atomically; the stored config
+    is :func:`run_config`'s with the benchmark, the prompt ids (default: one per result), the torch
+    thread count and ``extra``. Returns the row count."""
+    import torch
+
+    from .tracing import write_run_trace
+
+    flat = [r for runs in results.values() for r in runs]
+    ids = [r.prompt_id for r in flat] if prompt_ids is None else prompt_ids
+    return write_run_trace(path, flat, run_id=new_run_id(run_id_prefix), model=bundle.name, device=str(bundle.device),
+                           dtype=str(bundle.dtype).removeprefix("torch."),
+                           config=run_config(specs, config, benchmark=benchmark, prompt_ids=ids,
+                                             threads=torch.get_num_threads(), **extra))
+
+
 def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],
                   methods: tuple[str, ...], model: str = "default", threads: int | None = None) -> list[dict]:
     """Record one trace file per prompt set (all ``methods``) with ``model`` in fp32 on the CPU.
@@ -207,7 +224,6 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
     from . import model as model_mod
     from .decoder import DecodeConfig
     from .prompts import load_prompts
-    from .tracing import write_run_trace
 
     import torch
 
@@ -223,10 +239,8 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
         start = time.perf_counter()
         results = run_methods(bundle, specs, prompts, config=config)
         path = os.path.join(out_dir, f"{bench}.parquet")
-        n = write_run_trace(path, [r for runs in results.values() for r in runs], run_id=new_run_id(f"record-{bench}"),
-                            model=bundle.name, device="cpu", dtype="float32",
-                            config=run_config(specs, config, benchmark=bench, prompt_ids=[p.id for p in prompts],
-                                              threads=torch.get_num_threads()))
+        n = write_results_trace(path, bundle, specs, results, config, run_id_prefix=f"record-{bench}", benchmark=bench,
+                                prompt_ids=[p.id for p in prompts])
         summary = summarize(results)
         rows.append({"benchmark": bench, "file": path, "rows": n, "MB": os.path.getsize(path) / 1e6,
                      "seconds": time.perf_counter() - start,

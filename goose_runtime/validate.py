@@ -199,7 +199,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
                        trace_out: str | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically)."""
-    from .runner import distinct_methods, parse_labeled, run_methods, summarize
+    from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
     exclude: set[str] = set()
@@ -222,26 +222,11 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
     specs = list(distinct_methods(specs).values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
-    if trace_out is not None:
-        write_validation_trace(trace_out, bundle, specs, results, config, benchmark=set_name(benchmark), holdout=holdout)
+    if trace_out is not None:  # the format of `goose decode --trace-out`; its config says whether held out
+        write_results_trace(trace_out, bundle, specs, results, config, run_id_prefix="validate",
+                            benchmark=set_name(benchmark), holdout=holdout)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
                           baselines=baselines), results
-
-
-def write_validation_trace(path: str, bundle, specs, results: dict[str, list[PromptResult]], config, *,
-                           benchmark: str, holdout: bool) -> int:
-    """The validation run's trace (the format of ``goose decode --trace-out``; ``config`` also says
-    whether the prompts were held out), so the measured side can be fitted and inspected too."""
-    import torch
-
-    from .runner import new_run_id, run_config
-    from .tracing import write_run_trace
-
-    flat = [r for runs in results.values() for r in runs]
-    return write_run_trace(path, flat, run_id=new_run_id("validate"), model=bundle.name, device=str(bundle.device),
-                           dtype=str(bundle.dtype).removeprefix("torch."),
-                           config=run_config(specs, config, benchmark=benchmark, prompt_ids=[r.prompt_id for r in flat],
-                                             threads=torch.get_num_threads(), holdout=holdout))
 
 
 def _label(spec) -> str:
