@@ -24,15 +24,23 @@ from goose_theory.topology import load_topology
 from goose_theory.traceio import open_trace
 
 
-def cycle_table(path: str):
+def read_nodes(path: str):
+    """The trace's node rows with the columns this script uses (``confident`` where the file has it)."""
+    pf = open_trace(path)
+    columns = ["method", "prompt_id", "cycle", "node", "accepted", "tau", "bypass", "spine_avail", "source",
+               "spine_pos", "reached", "match"]
+    try:
+        return pf.read(columns=columns + (["confident"] if "confident" in pf.schema_arrow.names else [])).to_pandas()
+    finally:
+        pf.close()
+
+
+def cycle_table(nodes):
     """One row per (method, prompt, cycle): emitted tau, accepted tokens, spine_avail, and ``conf``:
     a confident match of >= 8 tokens (the condition of goose's bypass and of a regime file's
     confident tree) from the ``confident`` column where the trace has it, else goose's ``bypass``;
     ``labelled``: whether this method's cycles carry that label (a matcher, or goose)."""
-    pf = open_trace(path)
-    has_conf = "confident" in pf.schema_arrow.names
-    columns = ["method", "prompt_id", "cycle", "node", "accepted", "tau", "bypass", "spine_avail"]
-    nodes = pf.read(columns=columns + (["confident"] if has_conf else [])).to_pandas()
+    has_conf = "confident" in nodes.columns
     keys = ["method", "prompt_id", "cycle"]
     roots = nodes[nodes["node"] == 0].set_index(keys)
     if has_conf:
@@ -45,7 +53,8 @@ def cycle_table(path: str):
 
 
 def report_trace(path: str) -> None:
-    cycles = cycle_table(path)
+    nodes = read_nodes(path)
+    cycles = cycle_table(nodes)
     for method, c in cycles.groupby(level="method"):
         print(f"{method:40} cycles {len(c):5d}  emitted {c['tau'].mean():.3f}  accepted {c['accepted'].mean():.3f}")
         if not c["labelled"].all() or not c["conf"].any():
@@ -55,8 +64,6 @@ def report_trace(path: str) -> None:
         for kind, sel in kinds.items():
             print(f"    {kind:14} cycles {int(sel.sum()):5d}  emitted {c.loc[sel, 'tau'].mean():.3f}  "
                   f"accepted {c.loc[sel, 'accepted'].mean():.3f}")
-    nodes = open_trace(path).read(columns=["method", "prompt_id", "cycle", "source", "spine_pos", "reached",
-                                           "match"]).to_pandas()
     labelled = cycles[cycles["labelled"]]
     other = labelled[(labelled["spine_avail"] > 0) & ~labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
     confident = labelled[labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
