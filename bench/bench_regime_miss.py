@@ -2,10 +2,10 @@
 
 From a validation trace (``goose validate --trace-dir``), per method: emitted against accepted
 tokens per cycle (the token cap cuts each prompt's last cycle), and the cycles split by kind
-(confident match, other match, none) with their accepted tokens and per-depth spine acceptance:
-for every method with a matcher where the trace has the ``confident`` column, for goose alone
-(its ``bypass``) in older traces. With ``--file`` (a regime file of
-``goose loop``) and ``--tail P``, the file's stored prediction re-priced with the matched regime's
+(confident match, other match, none) with their accepted tokens, the tokens the matcher offered,
+and per-depth spine acceptance: for every method with a matcher where the trace has the
+``confident`` column, for goose alone (its ``bypass``) in older traces. With ``--file`` (a regime
+file of ``goose loop``) and ``--tail P``, the file's stored prediction re-priced with the matched regime's
 spine acceptance set to P from depth ``--from`` on (the fit repeats its last measured value there).
 
     .venv/bin/python bench/bench_regime_miss.py traces/large/validation-stdlib-wide-fitted40.parquet \\
@@ -62,8 +62,10 @@ def report_trace(path: str) -> None:
         kinds = {"confident": c["conf"], "other matched": (c["spine_avail"] > 0) & ~c["conf"],
                  "unmatched": c["spine_avail"] == 0}
         for kind, sel in kinds.items():
+            offered = c.loc[sel, "spine_avail"]
             print(f"    {kind:14} cycles {int(sel.sum()):5d}  emitted {c.loc[sel, 'tau'].mean():.3f}  "
-                  f"accepted {c.loc[sel, 'accepted'].mean():.3f}")
+                  f"accepted {c.loc[sel, 'accepted'].mean():.3f}  offered {offered.mean():.2f} tokens, "
+                  f"<= 2 in {(offered <= 2).mean():.2f}")
     labelled = cycles[cycles["labelled"]]
     other = labelled[(labelled["spine_avail"] > 0) & ~labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
     confident = labelled[labelled["conf"]].reset_index()[["method", "prompt_id", "cycle"]]
