@@ -24,7 +24,11 @@ Each row reports:
   the acceptance model predicts. ``measured_tau`` counts the tokens emitted, and a prompt's last
   cycle is cut at ``max_new_tokens`` (or EOS): on long code matches that cut costs a few percent
   of tau (4.4% on ``stdlib-wide``, ``docs/two-regime.md`` section 10). ``accepted_error_pct`` is the
-  prediction's error against it; ``error_pct`` stays the issue's, against ``measured_tau``.
+  prediction's error against it; ``error_pct`` stays the issue's, against ``measured_tau``;
+* for a topology with a regime fit whose traces are at hand, ``replayed_tau``: the trace replay
+  (:mod:`goose_runtime.replay`: the file's own drafting re-run on the *fitted* prompts' texts, the
+  spine exact, transitions drawn from the fit, the same token cap) and ``replayed_error_pct``
+  against ``measured_tau``.
 """
 from __future__ import annotations
 
@@ -74,6 +78,8 @@ class ValidationRow:
     vs_goose_high: float = float("nan")
     accepted_tau: float = float("nan")        # accepted (not emitted) tokens per verification call
     accepted_error_pct: float = float("nan")  # (predicted - accepted) / accepted, percent
+    replayed_tau: float = float("nan")        # the trace replay's emitted tau (goose_runtime.replay)
+    replayed_error_pct: float = float("nan")  # (replayed - measured) / measured, percent
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,11 +161,12 @@ def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | Non
 
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
                    predictions: dict[str, tuple[int, float, Acceptance | None]], *,
-                   fitted_prompts: dict[str, int] | None = None, baselines: dict[str, str] | None = None) -> list[ValidationRow]:
+                   fitted_prompts: dict[str, int] | None = None, baselines: dict[str, str] | None = None,
+                   replayed: dict[str, float] | None = None) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
     acceptance model); ``fitted_prompts``: label -> how many prompts its prediction was fitted on
     (absent: unknown, no ``noise_pct``); ``baselines``: label -> the label it is compared with on the
-    same prompts (``vs_goose_pct``)."""
+    same prompts (``vs_goose_pct``); ``replayed``: label -> the trace replay's emitted tau."""
     rows = []
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
@@ -170,11 +177,11 @@ def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summa
         versus = _versus(runs, results.get((baselines or {}).get(label, "")))
         realised = realised_prediction(_trees(runs), acceptance).tau if acceptance else float("nan")
         accepted = sum(sum(c.accepted) for r in runs for c in r.cycles) / sum(cycles) if sum(cycles) else float("nan")
-        s = summaries[label]
+        s, replay = summaries[label], (replayed or {}).get(label, float("nan"))
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi, _error(predicted, tau),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
                                   sum(cycles), *regime_split(runs), noise, *versus, accepted,
-                                  _error(predicted, accepted)))
+                                  _error(predicted, accepted), replay, _error(replay, tau)))
     return rows
 
 
@@ -199,6 +206,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
                        trace_out: str | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically)."""
+    from .replay import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
@@ -207,7 +215,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         for _, topo in topologies:
             exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
     prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
-    specs, predictions, baselines, fitted = [parse_labeled("ar")], {}, {}, {}
+    specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
         n_fit = fitted_prompt_count(topo, set_name(benchmark)) if holdout else 0  # else the prompts may overlap
@@ -220,13 +228,16 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
+        replay = replay_prediction(bundle, spec, benchmark, config=config)
+        if replay is not None:
+            replayed[_label(spec)] = replay.emitted_tau
     specs = list(distinct_methods(specs).values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     if trace_out is not None:  # the format of `goose decode --trace-out`; its config says whether held out
         write_results_trace(trace_out, bundle, specs, results, config, run_id_prefix="validate",
                             benchmark=set_name(benchmark), holdout=holdout)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
-                          baselines=baselines), results
+                          baselines=baselines, replayed=replayed), results
 
 
 def _label(spec) -> str:

@@ -39,7 +39,8 @@ def display_row(row) -> dict[str, str]:
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
     return {"set": row.benchmark, "method": row.method, "B": str(row.budget),
             "predicted": _num(row.predicted_tau, ".3f"), "realised": _num(row.realised_tau, ".3f"),
-            "measured [95% CI]": measured, "error": _pct(row.error_pct), "noise": _pct(row.noise_pct, signed=False),
+            "measured [95% CI]": measured, "error": _pct(row.error_pct), "replayed": _num(row.replayed_tau, ".3f"),
+            "replay error": _pct(row.replayed_error_pct), "noise": _pct(row.noise_pct, signed=False),
             "vs goose@B [95% CI]": vs, "psi": _num(row.psi, ".2f"),
             "tok/s": f"{row.tokens_per_s:.1f}", "speedup": f"{row.speedup_vs_ar:.2f}x",
             "= ar": "yes" if row.lossless else "NO"}

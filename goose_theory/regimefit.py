@@ -48,6 +48,7 @@ from .fitcheck import curve_test, spine_availability
 from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
                          psi_estimate)
 from .regimespare import MAX_RANK, SpineModel, end_rates
+from .replayinput import spine_misses
 from .topology import SOURCE_NAMES
 from .traceio import open_trace, trace_metadata
 
@@ -217,9 +218,9 @@ def _spine_model(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int, end: tup
 def _matched_acceptance(p_s_eff: list[float], p_t) -> Acceptance:
     """A matched regime: transitions beside a spine child are the rates beside a failed one times
     the chance that it failed (the exclusive model's sum stays <= 1)."""
-    deeper = float(np.mean(p_s_eff[1:6])) if len(p_s_eff) > 1 else 0.0  # spine children of spine nodes
-    return Acceptance.parse(p_s_eff, p_t("root_m", 0, 1.0 - p_s_eff[0]), "exclusive",
-                            p_t_spine=p_t("spine_m", 1, 1.0 - deeper), p_t_chain=p_t("chain_m", 2))
+    root_miss, spine_miss = spine_misses(p_s_eff)  # the replay divides the same factors out
+    return Acceptance.parse(p_s_eff, p_t("root_m", 0, root_miss), "exclusive",
+                            p_t_spine=p_t("spine_m", 1, spine_miss), p_t_chain=p_t("chain_m", 2))
 
 
 def _relabel(nodes: pd.DataFrame) -> pd.DataFrame:
