@@ -123,14 +123,22 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
             raise MethodError("method 'topology' needs a file: topology:FILE or --topology FILE")
         try:
             topo = load_topology(path)
-            unmatched = unmatched_topology(topo)
-            confident, min_match = confident_topology(topo) or (None, 0)
-            matched = matched_topology(topo)
         except TopologyError as exc:
             raise MethodError(f"bad topology: {exc}") from None
-        b = topo.budget if budget is None else min(budget, topo.budget)
-        name = os.path.splitext(os.path.basename(path))[0]
-        return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
-                          min_match=min_match, matched=matched)
+        return topology_method(topo, os.path.splitext(os.path.basename(path))[0], budget=budget)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")
+
+
+def topology_method(topo: Topology, name: str, *, budget: int | None = None) -> MethodSpec:
+    """``topology:NAME`` for a loaded topology (a regime file's extra trees included); a smaller
+    ``budget`` truncates it. Raises :class:`MethodError` for malformed regime trees."""
+    try:
+        unmatched = unmatched_topology(topo)
+        confident, min_match = confident_topology(topo) or (None, 0)
+        matched = matched_topology(topo)
+    except TopologyError as exc:
+        raise MethodError(f"bad topology: {exc}") from None
+    b = topo.budget if budget is None else min(budget, topo.budget)
+    return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
+                      min_match=min_match, matched=matched)

@@ -62,6 +62,7 @@ class PromptReplay:
     accepted: int = 0   # verified tokens, bonus included (what the acceptance model predicts)
     emitted: int = 0    # after the cap cut the last cycle (what the runtime's tau counts)
     regimes: dict[str, list[int]] = field(default_factory=dict)
+    offers: dict[str, list[int]] = field(default_factory=dict)  # per regime: cycles by tokens offered
 
 
 def regime_of(spec: MethodSpec, match, tree_shape) -> str:
@@ -135,6 +136,8 @@ def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, 
         out.cycles += 1; out.accepted += accepted; out.emitted += new
         counts = out.regimes.setdefault(regime, [0, 0])
         counts[0] += 1; counts[1] += accepted
+        offered = out.offers.setdefault(regime, [0] * (max_spine + 1))
+        offered[min(len(match), max_spine)] += 1
         matcher.extend(tokens[pos:pos + new])
         pos += new
     return out
@@ -153,9 +156,11 @@ class ReplayResult:
     seeds: int
     max_new_tokens: int
     regimes: dict[str, dict[str, float]]
+    offers: dict[str, tuple[int, ...]] = field(default_factory=dict)  # per regime: cycles by tokens offered (all seeds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "emitted_by_seed": list(self.emitted_by_seed)}
+        return {**asdict(self), "emitted_by_seed": list(self.emitted_by_seed),
+                "offers": {k: list(v) for k, v in self.offers.items()}}
 
 
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
@@ -177,10 +182,35 @@ def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], r
                 acc.cycles += r.cycles; acc.accepted += r.accepted; acc.emitted += r.emitted
                 for k, (c, a) in r.regimes.items():
                     slot = acc.regimes.setdefault(k, [0, 0]); slot[0] += c; slot[1] += a
+            for k, hist in r.offers.items():
+                mine = totals.offers.setdefault(k, [0] * len(hist))
+                totals.offers[k] = [x + y for x, y in zip(mine, hist)]
         per_seed.append(seed_total.emitted / seed_total.cycles)
     regimes = {k: {"cycle_share": c / totals.cycles, "tau": a / c} for k, (c, a) in sorted(totals.regimes.items())}
     return ReplayResult(totals.accepted / totals.cycles, totals.emitted / totals.cycles, tuple(per_seed), len(items),
-                        seeds, max_new_tokens, regimes)
+                        seeds, max_new_tokens, regimes, {k: tuple(v) for k, v in sorted(totals.offers.items())})
+
+
+def _fit_traces(topology, traces: Sequence[str] | None) -> list[str]:
+    return [p for p in (traces or (topology.meta.get("provenance") or {}).get("traces") or []) if os.path.exists(p)]
+
+
+def replay_items(bundle, files: Sequence[str], benchmark: str, *,
+                 prompt_ids: set[str] | None = None) -> list[tuple[list[int], TraceText]]:
+    """(prompt ids, recorded text) of ``benchmark``'s prompts in trace ``files`` (those in
+    ``prompt_ids``, if given), encoded as the runtime encodes them."""
+    from goose_theory.replayinput import trace_texts
+
+    from .prompts import encode_prompt, load_prompts, set_name
+
+    texts = trace_texts(files, benchmark=set_name(benchmark))
+    prompts = {p.id: p for p in load_prompts(benchmark)}
+    return [(encode_prompt(bundle, prompts[pid]), text) for (_, pid), text in sorted(texts.items())
+            if pid in prompts and (prompt_ids is None or pid in prompt_ids)]
+
+
+def _replay_config(config) -> dict[str, Any]:
+    return dict(max_new_tokens=config.max_new_tokens, ngram_sizes=tuple(config.ngram_sizes), max_spine=config.max_spine)
 
 
 def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, traces: Sequence[str] | None = None,
@@ -189,23 +219,43 @@ def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, trace
     or ``traces``), for ``benchmark``'s prompts (those in ``prompt_ids``, if given), at ``config``'s
     token cap and matcher settings; None for a file without a regime fit (or one too old to
     replay), or without those traces or texts."""
-    from goose_theory.replayinput import conditional_rates, trace_texts
-
-    from .prompts import encode_prompt, load_prompts, set_name
+    from goose_theory.replayinput import conditional_rates
 
     meta = spec.topology.meta if spec.topology is not None else {}
-    files = [p for p in (traces or (meta.get("provenance") or {}).get("traces") or []) if os.path.exists(p)]
+    files = _fit_traces(spec.topology, traces) if spec.topology is not None else []
     if not isinstance(meta.get("regime_fit"), dict) or not files:
         return None
     try:
         rates = conditional_rates(meta["regime_fit"])
     except ValueError:
         return None
-    texts = trace_texts(files, benchmark=set_name(benchmark))
-    prompts = {p.id: p for p in load_prompts(benchmark)}
-    items = [(encode_prompt(bundle, prompts[pid]), text) for (_, pid), text in sorted(texts.items())
-             if pid in prompts and (prompt_ids is None or pid in prompt_ids)]
+    items = replay_items(bundle, files, benchmark, prompt_ids=prompt_ids)
+    return replay(spec, items, rates, seeds=seeds, **_replay_config(config)) if items else None
+
+
+def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[Any, list[dict]] | None:
+    """Among ``pair``'s matched-tree variants (:func:`goose_theory.regimevariants.matched_variants`),
+    the regime file with the highest replayed emitted tau on its fit traces' texts, and one row per
+    candidate (spine scale, spine and transition slots, closed-form and replayed tau). The winner
+    carries the rows as ``meta.replay_pick``. None without a regime fit or fit traces."""
+    from goose_theory.regimevariants import matched_variants
+    from goose_theory.replayinput import conditional_rates, regime_fit_from_dict
+
+    from .methods import topology_method
+
+    fit, files = pair.meta.get("regime_fit"), _fit_traces(pair, None)
+    if not isinstance(fit, dict) or not files or not (fit.get("spines") or [None])[0]:
+        return None
+    items = replay_items(bundle, files, benchmark)
     if not items:
         return None
-    return replay(spec, items, rates, max_new_tokens=config.max_new_tokens, seeds=seeds,
-                  ngram_sizes=tuple(config.ngram_sizes), max_spine=config.max_spine)
+    rates, rows, best = conditional_rates(fit), [], None
+    for scale, cand in matched_variants(pair, regime_fit_from_dict(fit)):
+        r = replay(topology_method(cand, name), items, rates, **_replay_config(config))
+        rows.append({"spine_scale": scale, "spine": sum(1 for x in cand.source if x == SPINE),
+                     "transitions": sum(1 for x in cand.source if x == TRANSITION),
+                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau})
+        if best is None or r.emitted_tau > best[1] + 1e-12:
+            best = (cand, r.emitted_tau)
+    assert best is not None
+    return best[0].with_meta(replay_pick=rows), rows

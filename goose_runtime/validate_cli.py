@@ -151,10 +151,12 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _regime_topologies(files: list[str], bench: str, path: str, budget: int) -> list[str]:
+def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, bundle=None, config=None) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
-    confident matches where the traces label them); returns both paths."""
+    confident matches where the traces label them); with ``bundle``, also the regime file whose
+    matched tree the trace replay picks (``*-regimes-replay.json``), where that is not the regime
+    file's own. Returns the paths written."""
     from goose_theory.regimefile import save_over_fit
 
     from .fit_cli import regime_exports
@@ -164,7 +166,31 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int) -> 
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
               f"budget {budget}")
-    return [path, pair_path]
+    paths = [path, pair_path]
+    picked = _replay_pick(bundle, pair_path, bench, config) if bundle is not None else None
+    return paths + ([picked] if picked else [])
+
+
+def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
+    """The replay's choice among the regime file's matched-tree variants, written beside it when it
+    is not the file itself (:func:`goose_runtime.replay.pick_by_replay`)."""
+    from goose_theory.topology import load_topology, save_topology
+
+    from .replay import pick_by_replay
+
+    start = time.perf_counter()
+    out = pick_by_replay(bundle, load_topology(pair_path), bench, config=config, name="replay-pick")
+    if out is None:
+        return None
+    best, rows = out
+    scale = best.meta.get("spine_scale", 1.0)
+    _progress(f"{bench}: replay of {len(rows)} matched trees in {time.perf_counter() - start:.0f} s: "
+              + ", ".join(f"scale {r['spine_scale']:.1f} {r['replayed_tau']:.3f}" for r in rows))
+    if scale == 1.0:
+        return None
+    path = pair_path[: -len(".json")] + "-replay.json"
+    save_topology(best, path)
+    return path
 
 
 def loop_handler(args: argparse.Namespace) -> int:
@@ -195,7 +221,7 @@ def loop_handler(args: argparse.Namespace) -> int:
         bench = by_label.get(g.fit.key.get("benchmark"))
         if bench is not None and g.label in written:
             plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
-                                                   g.recommendation.best.topology.budget)))
+                                                   g.recommendation.best.topology.budget, bundle=bundle, config=config)))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report

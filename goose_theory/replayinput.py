@@ -58,6 +58,22 @@ class RegimeRates:
     p_s: tuple[float, ...] = ()
 
 
+def regime_fit_from_dict(fit: Mapping[str, Any]) -> Any:
+    """The :class:`~goose_theory.regimefit.RegimeFit` a regime file stores (``regime_fit``), to
+    price trees with :func:`goose_theory.regime.regime_tau` again."""
+    from .regimefit import RegimeFit
+
+    def acc(key: str) -> Acceptance | None:
+        return Acceptance.from_dict(fit[key]) if fit.get(key) is not None else None
+
+    spines = tuple(None if s is None else SpineModel(tuple(s["p_s"]), tuple(s["avail"]), tuple(s["end"]))
+                   for s in (fit.get("spines") or [None, None]))
+    fill = fit["fill"]
+    return RegimeFit(float(fit["psi"]), tuple(fit["psi_ci95"]), acc("matched"), acc("unmatched"),
+                     (fill["root"], fill["spine"], fill["transition"]), int(fit["cycles"]), int(fit["prompts"]),
+                     acc("confident"), float(fit.get("psi_confident", 0.0)), spines + (None,) * (2 - len(spines)))
+
+
 def _unfold(values: Sequence[float], miss: float) -> tuple[float, ...]:
     return tuple(min(float(v) / miss, 1.0) if miss > 0 else 0.0 for v in values)
 

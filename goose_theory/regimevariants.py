@@ -1,0 +1,65 @@
+"""Regime files that differ from an exported one only in their matched tree: candidates for a
+choice by trace replay (:func:`goose_runtime.replay.pick_by_replay`).
+
+Why: the closed form prices a matched tree cycle by cycle, so it gives the non-confident matched
+regime a pure spine (each spine slot beats a transition slot there). It cannot see what a failed
+spine does to the *next* cycle: a bare spine that fails leaves the text right after the
+divergence, where the matcher often re-matches a short n-gram, so short, poor matched cycles
+follow (46% of the exported file's non-confident matches offered <= 2 tokens, against 23% of
+goose@8's; docs/two-regime.md sections 10-11). A tree with transitions beside its spine catches
+the diverging token more often. Scaling the matched regime's spine q by f < 1 before optimising
+gives exactly those trees, shorter spines with branches; the replay, which follows the text
+from cycle to cycle, prices them.
+
+Example:
+    >>> from goose_theory.acceptance import Acceptance
+    >>> m = Acceptance.parse([0.9] * 8, [0.05, 0.02])
+    >>> [sum(1 for s in t.source if s == 1) for _, t in matched_trees(m, budget=6, scales=(1.0, 0.5))]
+    [6, 4]
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Sequence
+
+from .acceptance import Acceptance
+from .optimize import build_topology
+from .regime import regime_tau
+from .regimefile import confident_topology, unmatched_topology
+from .topology import Topology
+
+SPINE_SCALES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+
+
+def matched_trees(matched: Acceptance, *, budget: int, scales: Sequence[float] = SPINE_SCALES,
+                  **limits: Any) -> list[tuple[float, Topology]]:
+    """(f, the optimal tree at ``budget`` with every spine q of ``matched`` times f), one per
+    distinct shape, in the order of ``scales``."""
+    out, seen = [], set()
+    for f in scales:
+        acc = replace(matched, p_s=tuple(float(q) * f for q in matched.p_s))
+        tree = build_topology("optimal", acc, budget=budget, **limits).topology
+        shape = (tree.parent, tree.source, tree.rank)
+        if shape not in seen:
+            seen.add(shape)
+            out.append((float(f), tree))
+    return out
+
+
+def matched_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPINE_SCALES) -> list[tuple[float, Topology]]:
+    """``pair`` (a regime file) with its matched tree replaced by each of :func:`matched_trees`
+    under its fit's matched regime (``fit``: the file's ``RegimeFit``), priced by the closed form
+    (``predicted_tau``, ``regime_prediction``; the spare-slot tree ``regimes.matched`` dropped);
+    f = 1 is the file itself, unchanged."""
+    unmatched, confident = unmatched_topology(pair), confident_topology(pair)
+    out: list[tuple[float, Topology]] = [(1.0, pair)]
+    for f, tree in matched_trees(fit.matched, budget=pair.budget, scales=scales):
+        if f == 1.0:
+            continue
+        pred = regime_tau(tree, fit.matched, fit.unmatched, fit.psi, unmatched, confident=fit.confident,
+                          psi_confident=fit.psi_confident, confident_topology=confident[0] if confident else None,
+                          fill=fit.fill, budget=pair.budget, spines=fit.spines)
+        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k != "matched"}
+        out.append((f, tree.with_meta(**{**pair.meta, "regimes": regimes, "predicted_tau": pred.tau,
+                                         "regime_prediction": pred.to_dict(), "spine_scale": f})))
+    return out
