@@ -136,3 +136,14 @@ def test_spare_matched_tree_decodes_losslessly(tmp_path):
     ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
     run = Decoder(bundle, parse_method(f"topology:{_spare_file(tmp_path)}"), config).decode(prompt)
     assert run.token_ids == ar.token_ids
+
+
+def test_topology_method_is_what_parse_method_gives_for_the_file(tmp_path):
+    from goose_runtime.methods import topology_method
+    from goose_theory.topology import Topology, save_topology
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)])
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)]).with_meta(
+        regimes={"unmatched": unmatched.to_dict()})
+    save_topology(topo, tmp_path / "two.json")
+    assert topology_method(topo, "two") == parse_method(f"topology:{tmp_path / 'two.json'}")
+    assert topology_method(topo, "two", budget=1).budget == 1

@@ -108,3 +108,22 @@ def test_replay_is_reproducible_and_takes_only_fixed_topologies():
         replay(parse_method("goose"), items, rates, max_new_tokens=8)
     with pytest.raises(ValueError, match="no recorded texts"):
         replay(spec, [], rates, max_new_tokens=8)
+
+
+@pytest.mark.slow  # the real model's tokenizer encodes the stdlib prompts of the shipped traces
+def test_pick_by_replay_takes_the_variant_with_the_highest_replayed_tau():
+    from goose_runtime.methods import topology_method
+    from goose_runtime.model import load_model
+    from goose_runtime.replay import MIN_GAIN, pick_by_replay, replay_prediction
+    from goose_theory.regime import regime_topologies
+    traces = ["traces/stdlib-b8.parquet"]
+    _, pair, _, _ = regime_topologies(traces, benchmark="stdlib", budget=12, provenance={"traces": traces})
+    bundle, config = load_model("default"), DecodeConfig(max_new_tokens=64)
+    best, rows = pick_by_replay(bundle, pair, "stdlib", config=config, name="p")
+    assert rows[0]["spine_scale"] == 1.0 and len(rows) >= 2
+    assert rows[0]["replayed_tau"] == replay_prediction(bundle, topology_method(pair, "p"), "stdlib",
+                                                        config=config).emitted_tau
+    top = max(rows, key=lambda r: r["replayed_tau"])
+    chosen = top if top["replayed_tau"] > rows[0]["replayed_tau"] * (1 + MIN_GAIN) else rows[0]
+    assert best.meta.get("spine_scale", 1.0) == chosen["spine_scale"] and best.meta["replay_pick"] == rows
+    assert pick_by_replay(bundle, pair.with_meta(provenance={}), "stdlib", config=config, name="p") is None

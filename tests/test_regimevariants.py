@@ -1,0 +1,47 @@
+"""Matched-tree variants of a regime file: shorter spines with branches as the scale falls, the
+other regime trees kept, each priced by the closed form exactly as a direct regime_tau call."""
+from __future__ import annotations
+
+import pytest
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.regime import regime_tau, regime_topologies
+from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
+from goose_theory.regimevariants import matched_trees, matched_variants
+from goose_theory.replayinput import regime_fit_from_dict
+
+
+def _spine(tree) -> int:
+    return sum(1 for s in tree.source if s == 1)
+
+
+def test_lower_scales_give_shorter_spines_and_distinct_shapes():
+    m = Acceptance.parse([0.9, 0.85, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8], [0.3, 0.1, 0.05], p_t_spine=[0.3, 0.1])
+    trees = matched_trees(m, budget=10, scales=(1.0, 1.0, 0.8, 0.6, 0.4, 0.2))
+    scales = [f for f, _ in trees]
+    assert scales[0] == 1.0 and len(set(scales)) == len(scales)  # the repeated 1.0 is one shape
+    spines = [_spine(t) for _, t in trees]
+    assert spines == sorted(spines, reverse=True) and spines[0] > spines[-1]
+    assert all(t.budget == 10 for _, t in trees)
+
+
+@pytest.fixture(scope="module")
+def stdlib_pair():
+    _, pair, _, _ = regime_topologies(["traces/stdlib-b8.parquet"], benchmark="stdlib", budget=12, provenance={})
+    return pair
+
+
+def test_variants_keep_the_other_trees_and_are_priced_by_the_closed_form(stdlib_pair):
+    fit = regime_fit_from_dict(stdlib_pair.meta["regime_fit"])
+    variants = matched_variants(stdlib_pair, fit, scales=(1.0, 0.8, 0.5))
+    assert variants[0] == (1.0, stdlib_pair) and len(variants) >= 2
+    conf = confident_topology(stdlib_pair)
+    for f, v in variants[1:]:
+        assert v.meta["spine_scale"] == f and matched_topology(v) is None  # no spare tree of the old shape
+        assert unmatched_topology(v) == unmatched_topology(stdlib_pair) and confident_topology(v) == conf
+        want = regime_tau(v, fit.matched, fit.unmatched, fit.psi, unmatched_topology(v), confident=fit.confident,
+                          psi_confident=fit.psi_confident, confident_topology=conf[0] if conf else None,
+                          fill=fit.fill, budget=v.budget, spines=fit.spines)
+        assert v.meta["predicted_tau"] == pytest.approx(want.tau) and v.budget == stdlib_pair.budget
+    # the closed form's own optimum (scale 1) prices highest: the variants trade it for what it cannot see
+    assert all(v.meta["predicted_tau"] <= stdlib_pair.meta["predicted_tau"] + 1e-9 for _, v in variants)
