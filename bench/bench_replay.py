@@ -25,7 +25,8 @@ import time
 from goose_runtime.decoder import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
-from goose_runtime.replay import SEEDS, replay_prediction
+from goose_runtime.replay import SEEDS
+from goose_runtime.replayfit import replay_prediction
 from goose_theory.traceio import open_trace
 
 

@@ -30,7 +30,6 @@ plus the bonus, and the cap cuts the third cycle to 2 of its 3 tokens)::
 """
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -40,14 +39,11 @@ from goose_theory.replayinput import RegimeRates, TraceText
 from goose_theory.topology import SPINE, TRANSITION
 
 from .matcher import ContextMatcher
+from .replaycue import bigram_seen, slot_kind
 from .methods import MethodSpec
 from .trees import DraftTree, build_from_topology
 
 SEEDS = 4
-# a variant replaces the exported file only if the replay prices it this much higher: 4 seeds of
-# 200 fitted stdlib-wide prompts spread 0.7% (one seed), and a file validated for a 0.3% gain
-# only costs the loop time (the shipped sets' variants all lie within 0.5% of the file)
-MIN_GAIN = 0.01
 _PLACEHOLDERS = [-2 - r for r in range(64)]  # never a real token id, so never equal to the text
 
 
@@ -96,16 +92,18 @@ def _draw(children: Sequence[int], tree: DraftTree, table: tuple[float, ...], rn
     return None
 
 
-def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng, *, open_end: bool) -> int:
+def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng, *, open_end: bool,
+         scale=None, unmatched: bool = False) -> int:
     """Accepted non-root nodes of ``tree`` drafted at text position ``pos``: down the spine while
     it equals the text (past its end, when ``open_end``, with the fitted p_s), then transitions
-    drawn from ``rates``."""
+    drawn from ``rates``, times ``scale(slot kind, text position)`` where given (the text cue,
+    :mod:`goose_runtime.replaycue`; ``unmatched``: the cycle's regime, for the root's kind)."""
     node, accepted = 0, 0
     while True:
         kids = tree.children[node]
         spine = next((c for c in kids if tree.source[c] == SPINE), None)
+        at = pos + accepted
         if spine is not None:
-            at = pos + accepted
             if at < len(text):
                 hit = tree.token[spine] == text[at]
             else:
@@ -115,18 +113,45 @@ def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng
                 node, accepted = spine, accepted + 1
                 continue
         branch = [c for c in kids if tree.source[c] == TRANSITION]
-        pick = _draw(branch, tree, _rates_at(tree, node, spine is not None, rates), rng)
+        table = _rates_at(tree, node, spine is not None, rates)
+        if scale is not None and branch and table:
+            kind = slot_kind(tree.source[node] == TRANSITION, node == 0, unmatched, spine is not None)
+            table = _scaled(table, scale(kind, at), [tree.rank[c] for c in branch])
+        pick = _draw(branch, tree, table, rng)
         if pick is None:
             return accepted
         node, accepted = pick, accepted + 1
 
 
+def _scaled(table: tuple[float, ...], factors: tuple[float, ...], ranks: list[int]) -> tuple[float, ...]:
+    """``table`` times the rank's factor (the last factor for every higher rank), cut back so the
+    children's rates (exclusive) sum to <= 1."""
+    width = max(len(table), max(ranks) + 1)
+    out = tuple(table[min(r, len(table) - 1)] * factors[min(r, len(factors) - 1)] for r in range(width))
+    total = sum(out[r] for r in ranks)
+    return tuple(x / total for x in out) if total > 1 else out
+
+
+def _cue_scale(prompt_ids: Sequence[int], tokens: Sequence[int], multipliers: dict | None):
+    """(kind, text position) -> the cue's multipliers by rank for one prompt, or None without them."""
+    if not multipliers:
+        return None
+    flags, base = bigram_seen(list(prompt_ids) + list(tokens)), len(prompt_ids)
+
+    def scale(kind: str, at: int) -> tuple[float, ...]:
+        return multipliers[kind][bool(flags[base + at])] if base + at < len(flags) else (1.0,)
+    return scale
+
+
 def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, rates: dict[str, RegimeRates], *,
-                  max_new_tokens: int, rng, ngram_sizes: tuple[int, ...] = (5, 4, 3), max_spine: int = 20) -> PromptReplay:
+                  max_new_tokens: int, rng, ngram_sizes: tuple[int, ...] = (5, 4, 3), max_spine: int = 20,
+                  multipliers: dict | None = None) -> PromptReplay:
     """Replay ``spec`` on one prompt's recorded ``text`` (see the module docstring); ``rng``: a
-    numpy Generator for the transitions (None: no transition is ever accepted)."""
+    numpy Generator for the transitions (None: no transition is ever accepted); ``multipliers``:
+    the text cue's (:func:`goose_runtime.replaycue.cue_multipliers`), None to draw at the fitted rates."""
     matcher = ContextMatcher(prompt_ids, ngram_sizes=ngram_sizes, max_spine=max_spine)
     tokens, adjacency = text.tokens, _EverySlot()
+    scale = _cue_scale(prompt_ids, tokens, multipliers)
     out, pos = PromptReplay(), 0
     limit = min(max_new_tokens, len(tokens)) if text.complete else max_new_tokens
     while out.emitted < limit:
@@ -135,7 +160,8 @@ def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, 
         regime = regime_of(spec, match, shape)
         # the adjacency key before the anchor only picks placeholders here: any token will do
         tree = build_from_topology(shape, match, adjacency, -1, matcher.tokens[-1], budget=spec.budget)
-        accepted = walk(tree, tokens, pos, rates.get(regime) or rates["matched"], rng, open_end=not text.complete) + 1
+        accepted = walk(tree, tokens, pos, rates.get(regime) or rates["matched"], rng, open_end=not text.complete,
+                        scale=scale, unmatched=regime == "unmatched") + 1
         new = min(accepted, limit - out.emitted)
         out.cycles += 1; out.accepted += accepted; out.emitted += new
         counts = out.regimes.setdefault(regime, [0, 0])
@@ -169,7 +195,7 @@ class ReplayResult:
 
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
            max_new_tokens: int, seeds: int = SEEDS, ngram_sizes: tuple[int, ...] = (5, 4, 3),
-           max_spine: int = 20) -> ReplayResult:
+           max_spine: int = 20, multipliers: dict | None = None) -> ReplayResult:
     """Replay ``spec`` (a fixed topology) on every (prompt ids, text) of ``items``, ``seeds``
     times; prompt i of seed s draws from ``default_rng([s, i])``, so the result is reproducible."""
     if spec.kind != "topology":
@@ -181,7 +207,8 @@ def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], r
         seed_total = PromptReplay()
         for i, (prompt_ids, text) in enumerate(items):
             r = replay_prompt(spec, prompt_ids, text, rates, max_new_tokens=max_new_tokens,
-                              rng=np.random.default_rng([s, i]), ngram_sizes=ngram_sizes, max_spine=max_spine)
+                              rng=np.random.default_rng([s, i]), ngram_sizes=ngram_sizes, max_spine=max_spine,
+                              multipliers=multipliers)
             for acc in (seed_total, totals):
                 acc.cycles += r.cycles; acc.accepted += r.accepted; acc.emitted += r.emitted
                 for k, (c, a) in r.regimes.items():
@@ -193,76 +220,3 @@ def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], r
     regimes = {k: {"cycle_share": c / totals.cycles, "tau": a / c} for k, (c, a) in sorted(totals.regimes.items())}
     return ReplayResult(totals.accepted / totals.cycles, totals.emitted / totals.cycles, tuple(per_seed), len(items),
                         seeds, max_new_tokens, regimes, {k: tuple(v) for k, v in sorted(totals.offers.items())})
-
-
-def _fit_traces(topology, traces: Sequence[str] | None) -> list[str]:
-    return [p for p in (traces or (topology.meta.get("provenance") or {}).get("traces") or []) if os.path.exists(p)]
-
-
-def replay_items(bundle, files: Sequence[str], benchmark: str, *,
-                 prompt_ids: set[str] | None = None) -> list[tuple[list[int], TraceText]]:
-    """(prompt ids, recorded text) of ``benchmark``'s prompts in trace ``files`` (those in
-    ``prompt_ids``, if given), encoded as the runtime encodes them."""
-    from goose_theory.replayinput import trace_texts
-
-    from .prompts import encode_prompt, load_prompts, set_name
-
-    texts = trace_texts(files, benchmark=set_name(benchmark))
-    prompts = {p.id: p for p in load_prompts(benchmark)}
-    return [(encode_prompt(bundle, prompts[pid]), text) for (_, pid), text in sorted(texts.items())
-            if pid in prompts and (prompt_ids is None or pid in prompt_ids)]
-
-
-def _replay_config(config) -> dict[str, Any]:
-    return dict(max_new_tokens=config.max_new_tokens, ngram_sizes=tuple(config.ngram_sizes), max_spine=config.max_spine)
-
-
-def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, traces: Sequence[str] | None = None,
-                      prompt_ids: set[str] | None = None, seeds: int = SEEDS) -> ReplayResult | None:
-    """``spec``'s topology replayed on the texts of the traces it was fitted on (its provenance,
-    or ``traces``), for ``benchmark``'s prompts (those in ``prompt_ids``, if given), at ``config``'s
-    token cap and matcher settings; None for a file without a regime fit (or one too old to
-    replay), or without those traces or texts."""
-    from goose_theory.replayinput import conditional_rates
-
-    meta = spec.topology.meta if spec.topology is not None else {}
-    files = _fit_traces(spec.topology, traces) if spec.topology is not None else []
-    if not isinstance(meta.get("regime_fit"), dict) or not files:
-        return None
-    try:
-        rates = conditional_rates(meta["regime_fit"])
-    except ValueError:
-        return None
-    items = replay_items(bundle, files, benchmark, prompt_ids=prompt_ids)
-    return replay(spec, items, rates, seeds=seeds, **_replay_config(config)) if items else None
-
-
-def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[Any, list[dict]] | None:
-    """Among ``pair``'s matched-tree variants (:func:`goose_theory.regimevariants.matched_variants`),
-    the regime file with the highest replayed emitted tau on its fit traces' texts where that beats
-    the file itself by more than ``MIN_GAIN`` (else the file), and one row per candidate (spine
-    scale, spine and transition slots, closed-form and replayed tau). The winner
-    carries the rows as ``meta.replay_pick``. None without a regime fit or fit traces."""
-    from goose_theory.regimevariants import matched_variants
-    from goose_theory.replayinput import conditional_rates, regime_fit_from_dict
-
-    from .methods import topology_method
-
-    fit, files = pair.meta.get("regime_fit"), _fit_traces(pair, None)
-    if not isinstance(fit, dict) or not files or not (fit.get("spines") or [None])[0]:
-        return None
-    items = replay_items(bundle, files, benchmark)
-    if not items:
-        return None
-    rates, rows, best = conditional_rates(fit), [], None
-    for scale, cand in matched_variants(pair, regime_fit_from_dict(fit)):
-        r = replay(topology_method(cand, name), items, rates, **_replay_config(config))
-        rows.append({"spine_scale": scale, "spine": sum(1 for x in cand.source if x == SPINE),
-                     "transitions": sum(1 for x in cand.source if x == TRANSITION),
-                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau})
-        if best is None or r.emitted_tau > best[1] + 1e-12:
-            best = (cand, r.emitted_tau)
-    assert best is not None
-    if best[1] <= rows[0]["replayed_tau"] * (1 + MIN_GAIN):  # scale 1, the file itself, comes first
-        best = (pair, rows[0]["replayed_tau"])
-    return best[0].with_meta(replay_pick=rows), rows

@@ -206,7 +206,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
                        trace_out: str | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically)."""
-    from .replay import replay_prediction
+    from .replayfit import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]

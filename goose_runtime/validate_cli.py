@@ -176,7 +176,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
     is not the file itself (:func:`goose_runtime.replay.pick_by_replay`)."""
     from goose_theory.topology import load_topology, save_topology
 
-    from .replay import pick_by_replay
+    from .replayfit import pick_by_replay
 
     start = time.perf_counter()
     out = pick_by_replay(bundle, load_topology(pair_path), bench, config=config, name="replay-pick")

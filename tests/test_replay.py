@@ -114,7 +114,7 @@ def test_replay_is_reproducible_and_takes_only_fixed_topologies():
 def test_pick_by_replay_takes_the_variant_with_the_highest_replayed_tau():
     from goose_runtime.methods import topology_method
     from goose_runtime.model import load_model
-    from goose_runtime.replay import MIN_GAIN, pick_by_replay, replay_prediction
+    from goose_runtime.replayfit import MIN_GAIN, pick_by_replay, replay_prediction
     from goose_theory.regime import regime_topologies
     traces = ["traces/stdlib-b8.parquet"]
     _, pair, _, _ = regime_topologies(traces, benchmark="stdlib", budget=12, provenance={"traces": traces})
@@ -127,3 +127,19 @@ def test_pick_by_replay_takes_the_variant_with_the_highest_replayed_tau():
     chosen = top if top["replayed_tau"] > rows[0]["replayed_tau"] * (1 + MIN_GAIN) else rows[0]
     assert best.meta.get("spine_scale", 1.0) == chosen["spine_scale"] and best.meta["replay_pick"] == rows
     assert pick_by_replay(bundle, pair.with_meta(provenance={}), "stdlib", config=config, name="p") is None
+
+
+def test_the_text_cue_scales_each_rank_and_keeps_the_children_exclusive():
+    rng, n = np.random.default_rng(2), 20000
+    tree = _tree([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1)])
+    rates = RegimeRates(root=(0.3, 0.2))
+    seen = []
+
+    def scale(kind, at):
+        seen.append((kind, at))
+        return (2.0, 0.5)
+    got = np.mean([walk(tree, [5], 0, rates, rng, open_end=True, scale=scale, unmatched=True) for _ in range(n)])
+    assert abs(got - (0.6 + 0.1)) < 4 * np.sqrt(0.7 * 0.3 / n) and seen[0] == ("root_u", 0)
+    # scaled past 1 in all: cut back to a distribution (rank 0: 0.9 / 1.0, rank 1: 0.1 / 1.0)
+    got = np.mean([walk(tree, [5], 0, rates, rng, open_end=True, scale=lambda k, a: (3.0, 0.5)) for _ in range(n)])
+    assert got == pytest.approx(1.0)
