@@ -26,9 +26,9 @@ Each row reports:
   of tau (4.4% on ``stdlib-wide``, ``docs/two-regime.md`` section 10). ``accepted_error_pct`` is the
   prediction's error against it; ``error_pct`` stays the issue's, against ``measured_tau``;
 * for a topology with a regime fit whose traces are at hand, ``replayed_tau``: the trace replay
-  (:mod:`goose_runtime.replay`: the file's own drafting re-run on the *fitted* prompts' texts, the
-  spine exact, transitions drawn from the fit, the same token cap) and ``replayed_error_pct``
-  against ``measured_tau``.
+  (:mod:`goose_runtime.replayfit`: the file's own drafting re-run on the *fitted* prompts' texts,
+  the spine exact, transitions drawn from the fit with its text cue, the same token cap) and
+  ``replayed_error_pct`` against ``measured_tau``.
 """
 from __future__ import annotations
 

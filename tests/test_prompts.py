@@ -181,3 +181,10 @@ def test_a_bare_file_name_is_a_jsonl_set(tmp_path, monkeypatch):
     assert [p.benchmark for p in load_prompts("myset")] == ["myset"] and set_name("myset") == "myset"
     assert [p.benchmark for p in load_prompts("other.jsonl")] == ["other"] and set_name("other.jsonl") == "other"
     assert set_name("humaneval") == "humaneval" and set_name("nope") == "nope"
+
+
+def test_built_in_sets_are_read_once_and_handed_out_as_fresh_lists():
+    first = load_prompts("mtbench")
+    first.clear()  # a caller's list is its own
+    again = load_prompts("mtbench")
+    assert len(again) == 80 and again is not first and again[0] is load_prompts("mtbench")[0]
