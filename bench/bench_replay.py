@@ -7,7 +7,10 @@ cycles per regime, the file's closed-form prediction, and with ``--validation`` 
 validate --out`` / ``goose loop`` JSON) the measured tau of the file's row (a file copied with a
 ``_YYYY-MM-DD`` suffix is matched to the row of its name without it) and both errors.
 ``--prompts-of TRACE`` replays only the prompts that trace holds (a validation run on fitted
-prompts). Loads the model bundle only for its tokenizer (no forward pass).
+prompts). ``--texts TRACE`` is a diagnostic, not a prediction: it also replays on the texts of
+another trace (e.g. the held-out validation trace) with the fit's rates and text cue, which
+separates the replay model's own error from the difference between the fitted and held-out
+texts. Loads the model bundle only for its tokenizer (no forward pass).
 
     .venv/bin/python bench/bench_replay.py bench/results/topology-stdlib-wide-regimes_2026-11-30.json \\
         bench/results/topology-stdlib-wide_2026-11-30.json --bench stdlib-wide \\
@@ -25,8 +28,9 @@ import time
 from goose_runtime.decoder import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
-from goose_runtime.replay import SEEDS
-from goose_runtime.replayfit import replay_prediction
+from goose_runtime.replay import SEEDS, replay
+from goose_runtime.replayfit import fit_traces_of, fitted_cue, replay_items, replay_prediction
+from goose_theory.replayinput import conditional_rates
 from goose_theory.traceio import open_trace
 
 
@@ -47,6 +51,15 @@ def prompt_ids(path: str | None) -> set[str] | None:
         pf.close()
 
 
+def on_texts(bundle, spec, bench: str, config, fit_files: list[str], texts_trace: str) -> float:
+    """The replay's emitted tau on another trace's texts, with the rates and text cue of the fit."""
+    fit_items = replay_items(bundle, fit_files, bench)
+    items = replay_items(bundle, [texts_trace], bench)
+    rates = conditional_rates(spec.topology.meta["regime_fit"])
+    return replay(spec, items, rates, max_new_tokens=config.max_new_tokens,
+                  multipliers=fitted_cue(fit_files, fit_items)).emitted_tau
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("topology", nargs="+")
@@ -54,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traces", nargs="*", help="fit traces (default: each file's provenance)")
     p.add_argument("--validation", help="a validation JSON with the files' measured rows")
     p.add_argument("--prompts-of", help="replay only the prompts of this trace")
+    p.add_argument("--texts", help="diagnostic: also replay on this trace's texts (the fit's rates and cue)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--seeds", type=int, default=SEEDS)
     args = p.parse_args(argv)
@@ -78,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         if tau == tau:
             print(f"  measured {tau:.3f}: replay error {100 * (r.emitted_tau / tau - 1):+.1f}%, "
                   f"closed-form error {100 * (closed / tau - 1):+.1f}%")
+        if args.texts:
+            given = on_texts(bundle, spec, args.bench, config, args.traces or fit_traces_of(spec.topology), args.texts)
+            print(f"  on the texts of {args.texts}: {given:.3f}" + (f" ({100 * (given / tau - 1):+.1f}% of measured)"
+                                                                   if tau == tau else ""))
     return 0
 
 
