@@ -151,12 +151,14 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, bundle=None, config=None) -> list[str]:
+def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, bundle=None, config=None,
+                       prompt_set: str | None = None) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
     confident matches where the traces label them); with ``bundle``, also the regime file whose
     matched tree the trace replay picks (``*-regimes-replay.json``), where that is not the regime
-    file's own. Returns the paths written."""
+    file's own (``prompt_set``: the set as given, a JSONL path, where ``bench`` is its label).
+    Returns the paths written."""
     from goose_theory.regimefile import save_over_fit
 
     from .fit_cli import regime_exports
@@ -167,7 +169,7 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, 
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
               f"budget {budget}")
     paths = [path, pair_path]
-    picked = _replay_pick(bundle, pair_path, bench, config) if bundle is not None else None
+    picked = _replay_pick(bundle, pair_path, prompt_set or bench, config) if bundle is not None else None
     return paths + ([picked] if picked else [])
 
 
@@ -221,7 +223,8 @@ def loop_handler(args: argparse.Namespace) -> int:
         bench = by_label.get(g.fit.key.get("benchmark"))
         if bench is not None and g.label in written:
             plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
-                                                   g.recommendation.best.topology.budget, bundle=bundle, config=config)))
+                                                   g.recommendation.best.topology.budget, bundle=bundle, config=config,
+                                                   prompt_set=bench)))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report

@@ -224,3 +224,19 @@ def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_mo
                     "--out", str(tmp_path / "out.json")], "both labelled 'topology:tree'")
     assert not (tmp_path / "out.json").exists()
     _fails(capsys, ["validate", "--topology", str(tmp_path / "absent.json")], "absent.json")  # a missing file too
+
+
+def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, monkeypatch):
+    # a JSONL set is labelled by its stem in traces, but only its path loads its prompts
+    import goose_runtime.replayfit as replayfit
+    from goose_runtime.validate_cli import _regime_topologies
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.optimize import build_topology
+    from goose_theory.topology import save_topology
+    seen = []
+    monkeypatch.setattr(replayfit, "pick_by_replay", lambda bundle, pair, bench, **kw: seen.append(bench))
+    path = tmp_path / "topology-stdlib.json"
+    save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
+    paths = _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), 8, bundle=object(), config=None,
+                               prompt_set="sets/stdlib.jsonl")
+    assert seen == ["sets/stdlib.jsonl"] and len(paths) == 2
