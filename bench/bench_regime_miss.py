@@ -80,7 +80,7 @@ def report_trace(path: str) -> None:
 def reprice(path: str, tail: float, starts: list[int]) -> None:
     topo = load_topology(path)
     fit = topo.meta["regime_fit"]
-    spines = [SpineModel(tuple(s["p_s"]), tuple(s["avail"]), tuple(s["end"])) if s else None for s in fit["spines"]]
+    spines = [SpineModel.from_dict(s) if s else None for s in fit["spines"]]
     fill = (fit["fill"]["root"], fit["fill"]["spine"], fit["fill"]["transition"])
     matched, unmatched = Acceptance.from_dict(fit["matched"]), Acceptance.from_dict(fit["unmatched"])
     confident_tree, _ = confident_topology(topo)

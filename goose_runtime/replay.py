@@ -62,7 +62,13 @@ class PromptReplay:
     accepted: int = 0   # verified tokens, bonus included (what the acceptance model predicts)
     emitted: int = 0    # after the cap cut the last cycle (what the runtime's tau counts)
     regimes: dict[str, list[int]] = field(default_factory=dict)
-    offers: dict[str, list[int]] = field(default_factory=dict)  # per regime: cycles by tokens offered
+
+    def add(self, other: "PromptReplay") -> None:
+        """Pool ``other``'s counts into these."""
+        self.cycles += other.cycles; self.accepted += other.accepted; self.emitted += other.emitted
+        for k, (c, a) in other.regimes.items():
+            slot = self.regimes.setdefault(k, [0, 0])
+            slot[0] += c; slot[1] += a
 
 
 def regime_of(spec: MethodSpec, match, tree_shape) -> str:
@@ -72,12 +78,10 @@ def regime_of(spec: MethodSpec, match, tree_shape) -> str:
     return "confident" if spec.confident is not None and tree_shape is spec.confident else "matched"
 
 
-def _rates_at(tree: DraftTree, node: int, has_spine_child: bool, rates: RegimeRates) -> tuple[float, ...]:
-    if tree.source[node] == TRANSITION:
-        return rates.chain
-    if node == 0:
-        return rates.root
-    return rates.spine if has_spine_child else rates.end
+def _rates_of(kind: str, rates: RegimeRates) -> tuple[float, ...]:
+    """The fitted rates of a slot kind (:func:`goose_runtime.replaycue.slot_kind`)."""
+    return {"chain": rates.chain, "root_u": rates.root, "root_m": rates.root, "spine_m": rates.spine,
+            "end": rates.end}[kind]
 
 
 def _draw(children: Sequence[int], tree: DraftTree, table: tuple[float, ...], rng) -> int | None:
@@ -113,9 +117,9 @@ def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng
                 node, accepted = spine, accepted + 1
                 continue
         branch = [c for c in kids if tree.source[c] == TRANSITION]
-        table = _rates_at(tree, node, spine is not None, rates)
+        kind = slot_kind(tree.source[node] == TRANSITION, node == 0, unmatched, spine is not None)
+        table = _rates_of(kind, rates)
         if scale is not None and branch and table:
-            kind = slot_kind(tree.source[node] == TRANSITION, node == 0, unmatched, spine is not None)
             table = _scaled(table, scale(kind, at), [tree.rank[c] for c in branch])
         pick = _draw(branch, tree, table, rng)
         if pick is None:
@@ -166,8 +170,6 @@ def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, 
         out.cycles += 1; out.accepted += accepted; out.emitted += new
         counts = out.regimes.setdefault(regime, [0, 0])
         counts[0] += 1; counts[1] += accepted
-        offered = out.offers.setdefault(regime, [0] * (max_spine + 1))
-        offered[min(len(match), max_spine)] += 1
         matcher.extend(tokens[pos:pos + new])
         pos += new
     return out
@@ -186,11 +188,9 @@ class ReplayResult:
     seeds: int
     max_new_tokens: int
     regimes: dict[str, dict[str, float]]
-    offers: dict[str, tuple[int, ...]] = field(default_factory=dict)  # per regime: cycles by tokens offered (all seeds)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "emitted_by_seed": list(self.emitted_by_seed),
-                "offers": {k: list(v) for k, v in self.offers.items()}}
+        return {**asdict(self), "emitted_by_seed": list(self.emitted_by_seed)}
 
 
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
@@ -209,14 +209,9 @@ def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], r
             r = replay_prompt(spec, prompt_ids, text, rates, max_new_tokens=max_new_tokens,
                               rng=np.random.default_rng([s, i]), ngram_sizes=ngram_sizes, max_spine=max_spine,
                               multipliers=multipliers)
-            for acc in (seed_total, totals):
-                acc.cycles += r.cycles; acc.accepted += r.accepted; acc.emitted += r.emitted
-                for k, (c, a) in r.regimes.items():
-                    slot = acc.regimes.setdefault(k, [0, 0]); slot[0] += c; slot[1] += a
-            for k, hist in r.offers.items():
-                mine = totals.offers.setdefault(k, [0] * len(hist))
-                totals.offers[k] = [x + y for x, y in zip(mine, hist)]
+            seed_total.add(r)
+        totals.add(seed_total)
         per_seed.append(seed_total.emitted / seed_total.cycles)
     regimes = {k: {"cycle_share": c / totals.cycles, "tau": a / c} for k, (c, a) in sorted(totals.regimes.items())}
     return ReplayResult(totals.accepted / totals.cycles, totals.emitted / totals.cycles, tuple(per_seed), len(items),
-                        seeds, max_new_tokens, regimes, {k: tuple(v) for k, v in sorted(totals.offers.items())})
+                        seeds, max_new_tokens, regimes)

@@ -44,8 +44,8 @@ def replay_items(bundle, files: Sequence[str], benchmark: str, *,
 
 
 def fitted_cue(files: Sequence[str], items: Sequence[tuple[list[int], TraceText]]) -> dict[str, dict[bool, tuple[float, ...]]]:
-    """The text cue's multipliers from every method's cycles in ``files`` on the prompts of
-    ``items`` (:mod:`goose_runtime.replaycue`)."""
+    """The text cue's multipliers from the cycles in ``files`` of every method with a matcher, on
+    the prompts of ``items`` (:mod:`goose_runtime.replaycue`)."""
     import pandas as pd
 
     cues = {(t.benchmark, t.prompt_id): (bigram_seen(list(ids) + list(t.tokens)), len(ids)) for ids, t in items}
@@ -65,10 +65,10 @@ def _settings(config) -> dict[str, Any]:
 
 
 def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, traces: Sequence[str] | None = None,
-                      prompt_ids: set[str] | None = None, seeds: int = SEEDS, cue: bool = True) -> ReplayResult | None:
+                      prompt_ids: set[str] | None = None, seeds: int = SEEDS) -> ReplayResult | None:
     """``spec``'s topology replayed on the texts of the traces it was fitted on (its provenance,
     or ``traces``), for ``benchmark``'s prompts (those in ``prompt_ids``, if given), at ``config``'s
-    token cap and matcher settings, with the text cue fitted from those traces (``cue``); None for
+    token cap and matcher settings, with the text cue fitted from those traces; None for
     a file without a regime fit (or one too old to replay), or without those traces or texts."""
     from goose_theory.replayinput import conditional_rates
 
@@ -83,8 +83,7 @@ def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, trace
     items = replay_items(bundle, files, benchmark, prompt_ids=prompt_ids)
     if not items:
         return None
-    multipliers = fitted_cue(files, items) if cue else None
-    return replay(spec, items, rates, seeds=seeds, multipliers=multipliers, **_settings(config))
+    return replay(spec, items, rates, seeds=seeds, multipliers=fitted_cue(files, items), **_settings(config))
 
 
 def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[Any, list[dict]] | None:

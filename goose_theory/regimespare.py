@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -73,6 +73,16 @@ class SpineModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"p_s": list(self.p_s), "avail": list(self.avail), "end": list(self.end)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SpineModel":
+        """The inverse of :meth:`to_dict` (a regime file's stored ``spines``).
+
+        Example:
+            >>> SpineModel.from_dict({"p_s": [0.8], "avail": [1.0, 0.5], "end": [0.6]}).effective()
+            [0.8, 0.4]
+        """
+        return cls(tuple(data["p_s"]), tuple(data["avail"]), tuple(data["end"]))
 
 
 def end_rates(nodes: pd.DataFrame, prior: Sequence[float]) -> tuple[float, ...]:

@@ -32,9 +32,6 @@ from .acceptance import Acceptance
 from .regimespare import SpineModel
 from .traceio import open_trace, trace_metadata
 
-REGIMES = ("matched", "confident", "unmatched")
-
-
 def spine_misses(p_s_eff: Sequence[float]) -> tuple[float, float]:
     """(P(root's spine child fails), P(a mid-spine node's spine child fails)) in the exclusive
     model of a matched regime: the factors that turn rates *beside a failed spine child* into the
@@ -66,8 +63,7 @@ def regime_fit_from_dict(fit: Mapping[str, Any]) -> Any:
     def acc(key: str) -> Acceptance | None:
         return Acceptance.from_dict(fit[key]) if fit.get(key) is not None else None
 
-    spines = tuple(None if s is None else SpineModel(tuple(s["p_s"]), tuple(s["avail"]), tuple(s["end"]))
-                   for s in (fit.get("spines") or [None, None]))
+    spines = tuple(None if s is None else SpineModel.from_dict(s) for s in (fit.get("spines") or [None, None]))
     fill = fit["fill"]
     return RegimeFit(float(fit["psi"]), tuple(fit["psi_ci95"]), acc("matched"), acc("unmatched"),
                      (fill["root"], fill["spine"], fill["transition"]), int(fit["cycles"]), int(fit["prompts"]),
@@ -91,12 +87,11 @@ def conditional_rates(fit: Mapping[str, Any]) -> dict[str, RegimeRates]:
     spines = fit.get("spines") or [None, None]
     if not spines or spines[0] is None:
         raise ValueError("the regime fit has no spine model (written by an older goose): re-export it")
-    out = {"unmatched": RegimeRates(tuple(Acceptance.from_dict(fit["unmatched"]).transition_list(0)),
-                                    chain=tuple(Acceptance.from_dict(fit["unmatched"]).transition_list(2)))}
+    unmatched = Acceptance.from_dict(fit["unmatched"])
+    out = {"unmatched": RegimeRates(tuple(unmatched.transition_list(0)), chain=tuple(unmatched.transition_list(2)))}
     for name, spine in zip(("matched", "confident"), spines):
         if spine is not None and fit.get(name) is not None:
-            model = SpineModel(tuple(spine["p_s"]), tuple(spine["avail"]), tuple(spine["end"]))
-            out[name] = _matched_rates(Acceptance.from_dict(fit[name]), model)
+            out[name] = _matched_rates(Acceptance.from_dict(fit[name]), SpineModel.from_dict(spine))
     return out
 
 
