@@ -10,7 +10,8 @@ validate --out`` / ``goose loop`` JSON) the measured tau of the file's row (a fi
 prompts). ``--texts TRACE`` is a diagnostic, not a prediction: it also replays on the texts of
 another trace (e.g. the held-out validation trace) with the fit's rates and text cue, which
 separates the replay model's own error from the difference between the fitted and held-out
-texts. Loads the model bundle only for its tokenizer (no forward pass).
+texts. ``--cue`` prints the text cue's raw rates (rank-0 transitions by slot kind, at a seen
+bigram or not) from ``--traces``. Loads the model bundle only for its tokenizer (no forward pass).
 
     .venv/bin/python bench/bench_replay.py bench/results/topology-stdlib-wide-regimes_2026-11-30.json \\
         bench/results/topology-stdlib-wide_2026-11-30.json --bench stdlib-wide \\
@@ -29,7 +30,7 @@ from goose_runtime.decoder import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.replay import SEEDS, replay
-from goose_runtime.replayfit import fit_traces_of, fitted_cue, replay_items, replay_prediction
+from goose_runtime.replayfit import cue_outcomes, fit_traces_of, fitted_cue, replay_items, replay_prediction
 from goose_theory.replayinput import conditional_rates
 from goose_theory.traceio import open_trace
 
@@ -60,6 +61,14 @@ def on_texts(bundle, spec, bench: str, config, fit_files: list[str], texts_trace
                   multipliers=fitted_cue(fit_files, fit_items)).emitted_tau
 
 
+def print_cue(bundle, files: list[str], bench: str) -> None:
+    """Rank-0 transitions' matching rate by slot kind, at a seen bigram or not (the text cue)."""
+    out = cue_outcomes(files, replay_items(bundle, files, bench))
+    table = out[out["rank"] == 0].groupby(["kind", "cue"])["hit"].agg(["mean", "count"])
+    print("rank-0 transitions that matched, by slot kind and cue (seen bigram):")
+    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("topology", nargs="+")
@@ -68,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--validation", help="a validation JSON with the files' measured rows")
     p.add_argument("--prompts-of", help="replay only the prompts of this trace")
     p.add_argument("--texts", help="diagnostic: also replay on this trace's texts (the fit's rates and cue)")
+    p.add_argument("--cue", action="store_true", help="print the text cue's matching rates from --traces")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--seeds", type=int, default=SEEDS)
     args = p.parse_args(argv)
     bundle = load_model("default")
     config = DecodeConfig(max_new_tokens=args.max_new_tokens)
     only = prompt_ids(args.prompts_of)
+    if args.cue:
+        print_cue(bundle, args.traces, args.bench)
     for path in args.topology:
         spec = parse_method(f"topology:{path}")
         t0 = time.perf_counter()

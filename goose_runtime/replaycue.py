@@ -3,9 +3,9 @@ one earlier in the prompt + text?
 
 Why: the adjacency table is harvested from the model's own top-k at every verified position, so a
 transition is accepted far more often where the text repeats a bigram it has seen. On goose@8's
-fit traces of ``stdlib-wide`` (200 prompts), an unmatched cycle's root transitions caught the next
-token in 77% of the cycles where that bigram had occurred before and in 39% where it had not;
-chains 71% against 37%. A replay that draws transitions at the pooled rate accepts them at the
+fit traces of ``stdlib-wide`` (200 prompts), an unmatched cycle's rank-0 root transition matched
+in 60% of the cycles where that bigram had occurred before and in 16% where it had not; rank-0
+chain transitions 53% against 30% (``bench/bench_replay.py --cue``). A replay that draws transitions at the pooled rate accepts them at the
 wrong places, so it visits different positions, and therefore meets different matches, than the
 real run (docs/two-regime.md section 11). The cue is known to the replay (it holds the text), so
 the replay scales each slot kind's rates by ``multiplier[kind][cue][rank]``, fitted from the same

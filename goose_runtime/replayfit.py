@@ -46,6 +46,11 @@ def replay_items(bundle, files: Sequence[str], benchmark: str, *,
 def fitted_cue(files: Sequence[str], items: Sequence[tuple[list[int], TraceText]]) -> dict[str, dict[bool, tuple[float, ...]]]:
     """The text cue's multipliers from the cycles in ``files`` of every method with a matcher, on
     the prompts of ``items`` (:mod:`goose_runtime.replaycue`)."""
+    return cue_multipliers(cue_outcomes(files, items))
+
+
+def cue_outcomes(files: Sequence[str], items: Sequence[tuple[list[int], TraceText]]):
+    """:func:`goose_runtime.replaycue.child_outcomes` of every file, pooled (a DataFrame)."""
     import pandas as pd
 
     cues = {(t.benchmark, t.prompt_id): (bigram_seen(list(ids) + list(t.tokens)), len(ids)) for ids, t in items}
@@ -57,7 +62,7 @@ def fitted_cue(files: Sequence[str], items: Sequence[tuple[list[int], TraceText]
         finally:
             pf.close()
         outcomes.append(child_outcomes(frame, cues))
-    return cue_multipliers(pd.concat(outcomes, ignore_index=True))
+    return pd.concat(outcomes, ignore_index=True)
 
 
 def _settings(config) -> dict[str, Any]:
