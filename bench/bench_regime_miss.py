@@ -18,7 +18,7 @@ import sys
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.regime import regime_tau
-from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
+from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from goose_theory.regimespare import SpineModel
 from goose_theory.topology import load_topology
 from goose_theory.traceio import open_trace
@@ -88,7 +88,8 @@ def reprice(path: str, tail: float, starts: list[int]) -> None:
     def price(spine: SpineModel, acceptance: Acceptance):
         return regime_tau(matched_topology(topo) or topo, acceptance, unmatched, fit["psi"], unmatched_topology(topo),
                           confident=Acceptance.from_dict(fit["confident"]), psi_confident=fit["psi_confident"],
-                          confident_topology=confident_tree, fill=fill, budget=topo.budget, spines=(spine, spines[1]))
+                          confident_topology=confident_tree, fill=fill, budget=topo.budget, spines=(spine, spines[1]),
+                          by_length=matched_by_length(topo) or ())
     base = price(spines[0], matched)
     print(f"stored fit: predicted {base.tau:.3f}, matched regime {base.tau_matched:.3f}; spine p_s by depth, "
           f"matched {[round(x, 3) for x in spines[0].p_s]}, confident {[round(x, 3) for x in spines[1].p_s]}")

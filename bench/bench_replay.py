@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts-of", help="replay only the prompts of this trace")
     p.add_argument("--texts", help="diagnostic: also replay on this trace's texts (the fit's rates and cue)")
     p.add_argument("--cue", action="store_true", help="print the text cue's matching rates from --traces")
+    p.add_argument("--goose", type=int, action="append", default=[], metavar="B",
+                   help="also replay goose@B with the first file's fit (repeatable)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--seeds", type=int, default=SEEDS)
     args = p.parse_args(argv)
@@ -108,7 +110,24 @@ def main(argv: list[str] | None = None) -> int:
             given = on_texts(bundle, spec, args.bench, config, args.traces or fit_traces_of(spec.topology), args.texts)
             print(f"  on the texts of {args.texts}: {given:.3f}" + (f" ({100 * (given / tau - 1):+.1f}% of measured)"
                                                                    if tau == tau else ""))
+    for b in args.goose:
+        replay_goose(bundle, parse_method(f"topology:{args.topology[0]}"), b, args, config, only)
     return 0
+
+
+def replay_goose(bundle, fitted, budget: int, args, config, only) -> None:
+    """goose@budget replayed with ``fitted``'s regime fit and text cue, against its measured row."""
+    files = args.traces or fit_traces_of(fitted.topology)
+    items = replay_items(bundle, files, args.bench, prompt_ids=only)
+    t0 = time.perf_counter()
+    r = replay(parse_method("goose", budget=budget), items, conditional_rates(fitted.topology.meta["regime_fit"]),
+               max_new_tokens=config.max_new_tokens, seeds=args.seeds, multipliers=fitted_cue(files, items))
+    tau = measured(args.validation, f"goose@{budget}")
+    print(f"goose@{budget}: {r.prompts} prompts x {r.seeds} seeds in {time.perf_counter() - t0:.1f} s")
+    print(f"  replayed emitted {r.emitted_tau:.3f}, accepted {r.accepted_tau:.3f}; regimes: "
+          + ", ".join(f"{k} {v['cycle_share']:.1%} at {v['tau']:.3f}" for k, v in r.regimes.items()))
+    if tau == tau:
+        print(f"  measured {tau:.3f}: replay error {100 * (r.emitted_tau / tau - 1):+.1f}%")
 
 
 if __name__ == "__main__":

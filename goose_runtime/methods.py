@@ -8,8 +8,10 @@ acceptance, cut where tokens per second peak on the device's latency profile;
 :mod:`goose_runtime.dyntree`) and ``topology:NAME``
 (a fixed ``goose-topology/1`` file; NAME is the file stem; a two-regime file, one with
 ``regimes.unmatched`` as ``goose loop`` writes, drafts that tree in cycles without a context match,
-and one with ``regimes.confident`` drafts that tree when the match is confident, i.e. several n-gram
-lengths agree and it offers at least ``min_match`` tokens, the paper's consensus-bypass condition).
+one with ``regimes.confident`` drafts that tree when the match is confident, i.e. several n-gram
+lengths agree and it offers at least ``min_match`` tokens, the paper's consensus-bypass condition,
+and one with ``regimes.matched_by_length`` drafts the tree for the offered length in other matched
+cycles).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
 smaller explicit budget truncates it breadth-first.
 
@@ -25,7 +27,7 @@ import os
 from dataclasses import dataclass
 
 from goose_theory.errors import InputError
-from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
+from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -45,7 +47,8 @@ class MethodSpec:
     """A parsed method. ``kind`` picks the builder; ``topology`` is the static shape, if any;
     ``unmatched`` the tree a two-regime topology file drafts when the matcher offers nothing;
     ``confident`` the tree a regime file drafts for a confident match of >= ``min_match`` tokens;
-    ``matched`` the tree with spare slots it drafts for any other match (else ``topology``)."""
+    ``matched`` the tree with spare slots it drafts for any other match (else ``topology``);
+    ``by_length`` one such tree per offered match length (entry L - 1; the last for longer ones)."""
 
     name: str
     kind: str
@@ -56,16 +59,20 @@ class MethodSpec:
     confident: Topology | None = None
     min_match: int = 0
     matched: Topology | None = None
+    by_length: tuple[Topology, ...] = ()
 
     def tree_for(self, match) -> Topology | None:
         """The fixed tree to draft for a cycle whose matcher offered ``match``: a regime file's
         ``unmatched`` tree when it offers nothing, its ``confident`` tree for a confident match of
-        >= ``min_match`` tokens, its ``matched`` tree (spare slots stand in for spine slots past a
-        short match) for any other match, else ``topology``."""
+        >= ``min_match`` tokens, its tree for the match's length (``by_length``) or its ``matched``
+        tree (spare slots stand in for spine slots past a short match) for any other match, else
+        ``topology``."""
         if not match:
             return self.unmatched or self.topology
         if self.confident is not None and match.high_confidence and len(match) >= self.min_match:
             return self.confident
+        if self.by_length:
+            return self.by_length[min(len(match), len(self.by_length)) - 1]
         return self.matched or self.topology
 
     @property
@@ -137,8 +144,9 @@ def topology_method(topo: Topology, name: str, *, budget: int | None = None) -> 
         unmatched = unmatched_topology(topo)
         confident, min_match = confident_topology(topo) or (None, 0)
         matched = matched_topology(topo)
+        by_length = matched_by_length(topo) or ()
     except TopologyError as exc:
         raise MethodError(f"bad topology: {exc}") from None
     b = topo.budget if budget is None else min(budget, topo.budget)
     return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
-                      min_match=min_match, matched=matched)
+                      min_match=min_match, matched=matched, by_length=by_length)

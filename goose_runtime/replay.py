@@ -12,7 +12,9 @@ the cap cutting each prompt's last cycle (``emitted_tau`` against ``accepted_tau
 
 Compromises: the adjacency table is not replayed (every transition slot gets a placeholder; the
 rates carry the fitted slot fill); past the end of a recorded text a spine node is drawn with the
-fitted p_s. Only fixed topologies (``topology:FILE``) are replayed.
+fitted p_s. Fixed topologies (``topology:FILE``) and the paper's adaptive ``goose`` are replayed:
+goose's EMA follows the replayed spine acceptance exactly, and its branches get every slot they
+ask for (the real table sometimes has fewer candidates; goose then re-homes that budget).
 
 Example (a 2-node spine on a text that repeats its prompt: each cycle accepts both spine tokens
 plus the bonus, and the cap cuts the third cycle to 2 of its 3 tokens)::
@@ -38,6 +40,7 @@ import numpy as np
 from goose_theory.replayinput import RegimeRates, TraceText
 from goose_theory.topology import SPINE, TRANSITION
 
+from .goose import GoosePolicy, build_goose
 from .matcher import ContextMatcher
 from .replaycue import bigram_seen, slot_kind
 from .methods import MethodSpec
@@ -102,7 +105,13 @@ def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng
     it equals the text (past its end, when ``open_end``, with the fitted p_s), then transitions
     drawn from ``rates``, times ``scale(slot kind, text position)`` where given (the text cue,
     :mod:`goose_runtime.replaycue`; ``unmatched``: the cycle's regime, for the root's kind)."""
-    node, accepted = 0, 0
+    return walk_spine(tree, text, pos, rates, rng, open_end=open_end, scale=scale, unmatched=unmatched)[0]
+
+
+def walk_spine(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng, *, open_end: bool,
+               scale=None, unmatched: bool = False) -> tuple[int, int]:
+    """:func:`walk`'s accepted nodes, and how many of them are spine nodes (what goose's EMA sees)."""
+    node, accepted, on_spine = 0, 0, 0
     while True:
         kids = tree.children[node]
         spine = next((c for c in kids if tree.source[c] == SPINE), None)
@@ -114,7 +123,7 @@ def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng
                 p = rates.p_s[min(tree.depth[spine], len(rates.p_s)) - 1] if rates.p_s else 0.0
                 hit = open_end and rng is not None and rng.random() < p
             if hit:
-                node, accepted = spine, accepted + 1
+                node, accepted, on_spine = spine, accepted + 1, on_spine + 1
                 continue
         branch = [c for c in kids if tree.source[c] == TRANSITION]
         kind = slot_kind(tree.source[node] == TRANSITION, node == 0, unmatched, spine is not None)
@@ -123,7 +132,7 @@ def walk(tree: DraftTree, text: Sequence[int], pos: int, rates: RegimeRates, rng
             table = _scaled(table, scale(kind, at), [tree.rank[c] for c in branch])
         pick = _draw(branch, tree, table, rng)
         if pick is None:
-            return accepted
+            return accepted, on_spine
         node, accepted = pick, accepted + 1
 
 
@@ -149,23 +158,25 @@ def _cue_scale(prompt_ids: Sequence[int], tokens: Sequence[int], multipliers: di
 
 def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, rates: dict[str, RegimeRates], *,
                   max_new_tokens: int, rng, ngram_sizes: tuple[int, ...] = (5, 4, 3), max_spine: int = 20,
-                  multipliers: dict | None = None) -> PromptReplay:
+                  multipliers: dict | None = None, goose: dict | None = None) -> PromptReplay:
     """Replay ``spec`` on one prompt's recorded ``text`` (see the module docstring); ``rng``: a
     numpy Generator for the transitions (None: no transition is ever accepted); ``multipliers``:
-    the text cue's (:func:`goose_runtime.replaycue.cue_multipliers`), None to draw at the fitted rates."""
+    the text cue's (:func:`goose_runtime.replaycue.cue_multipliers`), None to draw at the fitted rates;
+    ``goose``: :class:`goose_runtime.goose.GoosePolicy` settings plus ``top_k`` and ``max_depth``
+    for ``spec.kind == "goose"`` (default: the decoder's)."""
     matcher = ContextMatcher(prompt_ids, ngram_sizes=ngram_sizes, max_spine=max_spine)
     tokens, adjacency = text.tokens, _EverySlot()
     scale = _cue_scale(prompt_ids, tokens, multipliers)
+    draft = _drafter(spec, max_spine, goose)
     out, pos = PromptReplay(), 0
     limit = min(max_new_tokens, len(tokens)) if text.complete else max_new_tokens
     while out.emitted < limit:
         match = matcher.match()
-        shape = spec.tree_for(match)
-        regime = regime_of(spec, match, shape)
-        # the adjacency key before the anchor only picks placeholders here: any token will do
-        tree = build_from_topology(shape, match, adjacency, -1, matcher.tokens[-1], budget=spec.budget)
-        accepted = walk(tree, tokens, pos, rates.get(regime) or rates["matched"], rng, open_end=not text.complete,
-                        scale=scale, unmatched=regime == "unmatched") + 1
+        tree, regime, observe = draft(match, matcher.tokens[-1])
+        accepted, on_spine = walk_spine(tree, tokens, pos, rates.get(regime) or rates["matched"], rng,
+                                        open_end=not text.complete, scale=scale, unmatched=regime == "unmatched")
+        observe(tree.n_spine, on_spine)
+        accepted += 1
         new = min(accepted, limit - out.emitted)
         out.cycles += 1; out.accepted += accepted; out.emitted += new
         counts = out.regimes.setdefault(regime, [0, 0])
@@ -173,6 +184,32 @@ def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, 
         matcher.extend(tokens[pos:pos + new])
         pos += new
     return out
+
+
+def _drafter(spec: MethodSpec, max_spine: int, goose: dict | None):
+    """(match, anchor) -> (tree, regime, observe(spine nodes, accepted spine nodes)) for ``spec``:
+    its fixed trees, or the paper's adaptive goose with a fresh EMA (the adjacency key before the
+    anchor only picks placeholders here: any token will do)."""
+    adjacency = _EverySlot()
+    if spec.kind == "goose":
+        options = dict(goose or {})
+        shape = dict(top_k=options.pop("top_k", 10), max_depth=options.pop("max_depth", 6))
+        policy = GoosePolicy(**options)
+
+        def draft_goose(match, anchor):
+            tree = build_goose(policy, match, adjacency, -1, anchor, budget=spec.budget, max_spine=max_spine, **shape)
+            return tree, ("unmatched" if not match else "confident" if tree.bypass else "matched"), policy.observe
+        return draft_goose
+
+    def draft_fixed(match, anchor):
+        shape = spec.tree_for(match)
+        tree = build_from_topology(shape, match, adjacency, -1, anchor, budget=spec.budget)
+        return tree, regime_of(spec, match, shape), _ignore
+    return draft_fixed
+
+
+def _ignore(n_spine: int, n_accepted_spine: int) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -195,11 +232,11 @@ class ReplayResult:
 
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
            max_new_tokens: int, seeds: int = SEEDS, ngram_sizes: tuple[int, ...] = (5, 4, 3),
-           max_spine: int = 20, multipliers: dict | None = None) -> ReplayResult:
+           max_spine: int = 20, multipliers: dict | None = None, goose: dict | None = None) -> ReplayResult:
     """Replay ``spec`` (a fixed topology) on every (prompt ids, text) of ``items``, ``seeds``
     times; prompt i of seed s draws from ``default_rng([s, i])``, so the result is reproducible."""
-    if spec.kind != "topology":
-        raise ValueError(f"only fixed topologies can be replayed, not {spec.name}")
+    if spec.kind not in ("topology", "goose"):
+        raise ValueError(f"only fixed topologies and goose can be replayed, not {spec.name}")
     if not items:
         raise ValueError("no recorded texts to replay")
     per_seed, totals = [], PromptReplay()
@@ -208,7 +245,7 @@ def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], r
         for i, (prompt_ids, text) in enumerate(items):
             r = replay_prompt(spec, prompt_ids, text, rates, max_new_tokens=max_new_tokens,
                               rng=np.random.default_rng([s, i]), ngram_sizes=ngram_sizes, max_spine=max_spine,
-                              multipliers=multipliers)
+                              multipliers=multipliers, goose=goose)
             seed_total.add(r)
         totals.add(seed_total)
         per_seed.append(seed_total.emitted / seed_total.cycles)

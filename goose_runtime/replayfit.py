@@ -66,38 +66,66 @@ def cue_outcomes(files: Sequence[str], items: Sequence[tuple[list[int], TraceTex
 
 
 def _settings(config) -> dict[str, Any]:
-    return dict(max_new_tokens=config.max_new_tokens, ngram_sizes=tuple(config.ngram_sizes), max_spine=config.max_spine)
+    goose = dict(alpha=config.ema_alpha, rho=config.rho, bypass_len=config.bypass_len, min_score=config.min_score,
+                 branch_power=config.branch_power, top_k=config.top_k, max_depth=config.max_depth)
+    return dict(max_new_tokens=config.max_new_tokens, ngram_sizes=tuple(config.ngram_sizes), max_spine=config.max_spine,
+                goose=goose)
 
 
 def replay_prediction(bundle, spec: MethodSpec, benchmark: str, *, config, traces: Sequence[str] | None = None,
-                      prompt_ids: set[str] | None = None, seeds: int = SEEDS) -> ReplayResult | None:
-    """``spec``'s topology replayed on the texts of the traces it was fitted on (its provenance,
+                      prompt_ids: set[str] | None = None, seeds: int = SEEDS, fitted=None) -> ReplayResult | None:
+    """``spec`` replayed on the texts of the traces its topology was fitted on (its provenance,
     or ``traces``), for ``benchmark``'s prompts (those in ``prompt_ids``, if given), at ``config``'s
-    token cap and matcher settings, with the text cue fitted from those traces; None for
-    a file without a regime fit (or one too old to replay), or without those traces or texts."""
+    token cap, matcher and goose settings, with the text cue fitted from those traces; ``fitted``:
+    the topology whose regime fit and traces to use instead (for ``goose``, which has none). None
+    for a file without a regime fit (or one too old to replay), or without those traces or texts."""
     from goose_theory.replayinput import conditional_rates
 
-    meta = spec.topology.meta if spec.topology is not None else {}
-    files = fit_traces_of(spec.topology, traces) if spec.topology is not None else []
+    fitted = fitted if fitted is not None else spec.topology
+    meta = fitted.meta if fitted is not None else {}
+    files = fit_traces_of(fitted, traces) if fitted is not None else []
     if not isinstance(meta.get("regime_fit"), dict) or not files:
         return None
     try:
         rates = conditional_rates(meta["regime_fit"])
     except ValueError:
         return None
-    items = replay_items(bundle, files, benchmark, prompt_ids=prompt_ids)
+    items, multipliers = replay_inputs(bundle, files, benchmark, prompt_ids=prompt_ids)
     if not items:
         return None
-    return replay(spec, items, rates, seeds=seeds, multipliers=fitted_cue(files, items), **_settings(config))
+    return replay(spec, items, rates, seeds=seeds, multipliers=multipliers, **_settings(config))
+
+
+_INPUTS: dict[tuple, tuple[Any, list, dict]] = {}  # key -> (the bundle, kept alive so its id stays its own, ...)
+
+
+def replay_inputs(bundle, files: Sequence[str], benchmark: str, *,
+                  prompt_ids: set[str] | None = None) -> tuple[list[tuple[list[int], TraceText]], dict]:
+    """:func:`replay_items` and :func:`fitted_cue` of trace ``files``, kept for the last two
+    (bundle, files, set, prompts) asked: ``goose validate`` replays goose and every file fitted on
+    the same traces, and reading them, encoding the prompts and fitting the cue takes seconds at
+    200 prompts. Traces are files on disk: a key includes each one's size and modification time."""
+    # the entry holds the bundle, so no other object can take its id while the entry exists
+    key = (id(bundle), tuple((p, os.path.getsize(p), os.path.getmtime(p)) for p in files), benchmark,
+           frozenset(prompt_ids) if prompt_ids is not None else None)
+    if key not in _INPUTS:
+        items = replay_items(bundle, files, benchmark, prompt_ids=prompt_ids)
+        if len(_INPUTS) >= 2:
+            _INPUTS.pop(next(iter(_INPUTS)))
+        _INPUTS[key] = (bundle, items, fitted_cue(files, items) if items else {})
+    return _INPUTS[key][1], _INPUTS[key][2]
 
 
 def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[Any, list[dict]] | None:
-    """Among ``pair``'s matched-tree variants (:func:`goose_theory.regimevariants.matched_variants`),
-    the regime file with the highest replayed emitted tau on its fit traces' texts where that beats
-    the file itself by more than ``MIN_GAIN`` (else the file), and one row per candidate (spine
-    scale, spine and transition slots, closed-form and replayed tau). The winner carries the rows
-    as ``meta.replay_pick``. None without a regime fit or fit traces."""
-    from goose_theory.regimevariants import matched_variants
+    """Among ``pair``'s matched-tree variants (:func:`goose_theory.regimevariants.matched_variants`
+    and :func:`~goose_theory.regimevariants.length_variants`), the regime file with the highest
+    replayed emitted tau on its fit traces' texts where that beats the file itself by more than
+    ``MIN_GAIN`` (else the file), and one row per candidate (matched rule, spine scale, spine and
+    transition slots of its matched tree, the longest match's for ``by-length``, closed-form and
+    replayed tau). The winner carries the rows as ``meta.replay_pick`` and its row's index as
+    ``meta.replay_choice`` (0: the file itself). None without a regime fit or fit traces."""
+    from goose_theory.regimefile import matched_by_length
+    from goose_theory.regimevariants import length_variants, matched_variants
     from goose_theory.replayinput import conditional_rates, regime_fit_from_dict
 
     from .methods import topology_method
@@ -105,18 +133,23 @@ def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[
     fit, files = pair.meta.get("regime_fit"), fit_traces_of(pair)
     if not isinstance(fit, dict) or not files or not (fit.get("spines") or [None])[0]:
         return None
-    items = replay_items(bundle, files, benchmark)
+    items, multipliers = replay_inputs(bundle, files, benchmark)
     if not items:
         return None
-    rates, multipliers, rows, best = conditional_rates(fit), fitted_cue(files, items), [], None
-    for scale, cand in matched_variants(pair, regime_fit_from_dict(fit)):
+    rates, rows = conditional_rates(fit), []
+    parsed = regime_fit_from_dict(fit)
+    for scale, cand in matched_variants(pair, parsed) + length_variants(pair, parsed):
         r = replay(topology_method(cand, name), items, rates, multipliers=multipliers, **_settings(config))
-        rows.append({"spine_scale": scale, "spine": sum(1 for x in cand.source if x == SPINE),
-                     "transitions": sum(1 for x in cand.source if x == TRANSITION),
-                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau})
-        if best is None or r.emitted_tau > best[1] + 1e-12:
-            best = (cand, r.emitted_tau)
-    assert best is not None
-    if best[1] <= rows[0]["replayed_tau"] * (1 + MIN_GAIN):  # scale 1, the file itself, comes first
-        best = (pair, rows[0]["replayed_tau"])
-    return best[0].with_meta(replay_pick=rows), rows
+        trees = matched_by_length(cand)
+        shown = trees[-1] if trees else cand
+        rows.append({"matched": "by-length" if trees else "one", "spine_scale": scale,
+                     "spine": sum(1 for x in shown.source if x == SPINE),
+                     "transitions": sum(1 for x in shown.source if x == TRANSITION),
+                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau, "_file": cand})
+    best = max(range(len(rows)), key=lambda i: (rows[i]["replayed_tau"], -i))
+    if rows[best]["replayed_tau"] <= rows[0]["replayed_tau"] * (1 + MIN_GAIN):  # the file itself comes first
+        best = 0
+    chosen = rows[best].pop("_file")
+    for row in rows:
+        row.pop("_file", None)
+    return chosen.with_meta(replay_pick=rows, replay_choice=best), rows

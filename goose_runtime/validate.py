@@ -25,7 +25,8 @@ Each row reports:
   cycle is cut at ``max_new_tokens`` (or EOS): on long code matches that cut costs a few percent
   of tau (4.4% on ``stdlib-wide``, ``docs/two-regime.md`` section 10). ``accepted_error_pct`` is the
   prediction's error against it; ``error_pct`` stays the issue's, against ``measured_tau``;
-* for a topology with a regime fit whose traces are at hand, ``replayed_tau``: the trace replay
+* for a topology with a regime fit whose traces are at hand (and for goose, with the first such
+  file's fit), ``replayed_tau``: the trace replay
   (:mod:`goose_runtime.replayfit`: the file's own drafting re-run on the *fitted* prompts' texts,
   the spine exact, transitions drawn from the fit with its text cue, the same token cap) and
   ``replayed_error_pct`` against ``measured_tau``.
@@ -224,13 +225,13 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
             specs.append(spec)
             predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
             fitted.setdefault(_label(spec), n_fit)
+            if _label(spec) not in replayed:
+                _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config, fitted=topo), spec)
         spec = parse_labeled(f"topology:{path}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
-        replay = replay_prediction(bundle, spec, benchmark, config=config)
-        if replay is not None:
-            replayed[_label(spec)] = replay.emitted_tau
+        _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config), spec)
     specs = list(distinct_methods(specs).values())
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     if trace_out is not None:  # the format of `goose decode --trace-out`; its config says whether held out
@@ -238,6 +239,11 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
                             benchmark=set_name(benchmark), holdout=holdout)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
                           baselines=baselines, replayed=replayed), results
+
+
+def _replayed(replayed: dict[str, float], replay, spec) -> None:
+    if replay is not None:
+        replayed[_label(spec)] = replay.emitted_tau
 
 
 def _label(spec) -> str:

@@ -185,10 +185,10 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
     if out is None:
         return None
     best, rows = out
-    scale = best.meta.get("spine_scale", 1.0)
     _progress(f"{bench}: replay of {len(rows)} matched trees in {time.perf_counter() - start:.0f} s: "
-              + ", ".join(f"scale {r['spine_scale']:.1f} {r['replayed_tau']:.3f}" for r in rows))
-    if scale == 1.0:
+              + ", ".join(f"{'by length ' if r['matched'] == 'by-length' else ''}scale {r['spine_scale']:.1f} "
+                          f"{r['replayed_tau']:.3f}" for r in rows))
+    if best.meta["replay_choice"] == 0:
         return None
     path = pair_path[: -len(".json")] + "-replay.json"
     save_topology(best, path)

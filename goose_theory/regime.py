@@ -46,6 +46,7 @@ from .optimize import build_topology
 from .regimefile import (MIN_MATCH, confident_topology, matched_topology, save_regime_topologies,  # noqa: F401
                          unmatched_topology)
 from .regimefill import filled_tau
+from .regimelength import length_tau, length_trees
 from .regimespare import grow_spare, spare_tau
 from .topology import Topology
 from .yields import yield_with_fallback
@@ -60,6 +61,10 @@ FILL_SAMPLES = 256
 # B 8/16/18: 3.575/4.089/4.116 against goose@B's 3.546/4.063/4.103 when drafted; docs/two-regime.md
 # section 5); a runtime that does not draft it uses the file's own exact-budget tree as before
 SPARE = True
+# ... and one matched tree per offered match length (regimes.matched_by_length): held-out
+# stdlib-wide, B = 15, 197 prompts: 3.682 against goose@15's 3.661 and the one spare tree's 3.529
+# (docs/two-regime.md section 13)
+BY_LENGTH = True
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 
 
@@ -118,21 +123,26 @@ def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, p
                unmatched_topology: Topology | None = None, *, confident: Acceptance | None = None,
                psi_confident: float = 0.0, confident_topology: Topology | None = None,
                fill: tuple[float, float, float] | None = None, budget: int | None = None,
-               spines: tuple[Any, Any] = (None, None)) -> RegimeTau:
+               spines: tuple[Any, Any] = (None, None), by_length: Sequence[Topology] = ()) -> RegimeTau:
     """Two-regime expected tau of ``topology`` (or of a pair: ``unmatched_topology`` is used in
     unmatched cycles); with ``confident``, three regimes (``confident_topology`` in confident
     cycles, else ``topology``). With ``fill`` and ``budget``, an unmatched tree of more than
     ``budget`` slots is priced as the runtime fills it (:func:`~goose_theory.regimefill.filled_tau`),
     and with ``spines`` (the fit's :class:`~goose_theory.regimespare.SpineModel` of the matched
     and confident regimes) so are the matched and confident trees
-    (:func:`~goose_theory.regimespare.spare_tau`: match length, end-of-spine rates, spare slots)."""
+    (:func:`~goose_theory.regimespare.spare_tau`: match length, end-of-spine rates, spare slots);
+    ``by_length`` (needs them): matched trees by offered length in place of ``topology``
+    (:func:`~goose_theory.regimelength.length_tau`)."""
     filled = fill is not None and budget is not None
 
     def matched_price(tree: Topology, acceptance: Acceptance, spine: Any) -> tuple[float, float]:
         return spare_tau(tree, acceptance, spine, fill, budget) if filled and spine is not None \
             else _expected(tree, acceptance)
 
-    tm, nm = matched_price(topology, matched, spines[0])
+    if by_length and filled and spines[0] is not None:
+        tm, nm = length_tau(by_length, matched, spines[0], fill, budget=budget)
+    else:
+        tm, nm = matched_price(topology, matched, spines[0])
     if filled and unmatched_topology is not None and unmatched_topology.budget > budget:
         tu, nu = filled_tau(unmatched_topology, unmatched, fill, budget, samples=FILL_SAMPLES), float(budget)
     else:
@@ -167,6 +177,7 @@ class RegimeChoice:
     weight: float
     confident: Topology | None = None
     matched_spare: Topology | None = None  # ``matched`` with spare slots (file: ``regimes.matched``)
+    by_length: tuple[Topology, ...] = ()   # one matched tree per offered length (``regimes.matched_by_length``)
 
 
 def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
@@ -193,7 +204,9 @@ def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget:
     :func:`~goose_theory.regimefill.filled_tau` prices it higher at the slot ``fill`` rates, at
     ``OVERFILL`` x ``budget`` (spare slots). With ``spines``, the matched and confident trees get
     the spare slots that :func:`~goose_theory.regimespare.grow_spare` adds (up to ``OVERFILL`` x
-    ``budget`` slots); the matched one is then ``matched_spare`` beside the exact-budget ``matched``."""
+    ``budget`` slots); the matched one is then ``matched_spare`` beside the exact-budget ``matched``,
+    and with ``BY_LENGTH`` one matched tree per offered match length (``by_length``,
+    :mod:`goose_theory.regimelength`) prices the matched regime instead."""
     tm = build_topology("optimal", matched, budget=budget, **limits).topology
     tu = max((build_topology("optimal", unmatched, budget=k * budget, **limits).topology for k in (1, OVERFILL)),
              key=lambda t: filled_tau(t, unmatched, fill, budget, samples=FILL_SAMPLES))
@@ -203,9 +216,11 @@ def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget:
         spare = grow_spare(tm, matched, spines[0], fill, budget, max_slots=OVERFILL * budget)
     if tc is not None and spines[1] is not None:
         tc = grow_spare(tc, confident, spines[1], fill, budget, max_slots=OVERFILL * budget)
+    by_length = length_trees(matched, spines[0], fill, budget=budget, **limits) \
+        if BY_LENGTH and spines[0] is not None else ()
     pred = regime_tau(spare or tm, matched, unmatched, psi, tu, confident=confident, psi_confident=psi_confident,
-                      confident_topology=tc, fill=fill, budget=budget, spines=spines)
-    return RegimeChoice(tm, tu, pred, 1.0, tc, spare)
+                      confident_topology=tc, fill=fill, budget=budget, spines=spines, by_length=by_length)
+    return RegimeChoice(tm, tu, pred, 1.0, tc, spare, by_length)
 
 
 def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
@@ -224,8 +239,9 @@ def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = N
     tree and ``regimes.unmatched`` (:func:`unmatched_topology`); given a ``split`` fit with a
     confident regime, the pair comes from it and adds ``regimes.confident``
     (:func:`confident_topology`; drafted when the match is confident and >= ``min_match`` long).
-    ``spare``: matched and confident trees with spare slots (:func:`best_pair`), the matched one
-    as ``regimes.matched`` (:func:`matched_topology`) beside the exact-budget tree."""
+    ``spare``: matched and confident trees with spare slots (:func:`best_pair`), the matched ones
+    as ``regimes.matched_by_length`` (one per offered match length, ``BY_LENGTH``) or else as
+    ``regimes.matched`` (:func:`matched_topology`), beside the exact-budget tree."""
     single = best_single(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
     one = single.matched.with_meta(rule="regime-optimal", predicted_tau=single.prediction.tau,
                                    regime_prediction=single.prediction.to_dict(), weight=single.weight,
@@ -237,7 +253,9 @@ def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = N
                      spines=getattr(split, "spines", (None, None)) if spare else (None, None), **limits)
     assert pair.unmatched is not None
     regimes: dict[str, Any] = {"unmatched": pair.unmatched.to_dict()}
-    if pair.matched_spare is not None and pair.matched_spare.budget > budget:
+    if pair.by_length:
+        regimes["matched_by_length"] = [t.to_dict() for t in pair.by_length]
+    elif pair.matched_spare is not None and pair.matched_spare.budget > budget:
         regimes["matched"] = pair.matched_spare.to_dict()
     if pair.confident is not None:
         regimes["confident"] = {**pair.confident.to_dict(), "min_match": MIN_MATCH}

@@ -4,7 +4,9 @@ A regime file is a ``goose-topology/1`` file whose own tree is drafted in matche
 ``meta.regimes`` may hold: ``unmatched`` (drafted when the matcher offers nothing), ``confident``
 (with ``min_match``: drafted for a confident match at least that long) and ``matched`` (the
 matched tree with spare slots beyond the file's budget; the file's own tree, of exactly the
-budget, sets how many nodes the runtime verifies). :mod:`goose_theory.regime` writes them.
+budget, sets how many nodes the runtime verifies). :mod:`goose_theory.regime` writes them. A file
+picked by trace replay may hold ``matched_by_length`` instead of ``matched``: one matched tree per
+offered match length (:mod:`goose_theory.regimelength`).
 """
 from __future__ import annotations
 
@@ -80,6 +82,27 @@ def matched_topology(topology: Topology) -> Topology | None:
         (2, None)
     """
     return _tree(topology, "matched")
+
+
+def matched_by_length(topology: Topology) -> tuple[Topology, ...] | None:
+    """A regime file's matched trees by match length (its ``regimes.matched_by_length``: a list,
+    entry L - 1 drafted for a non-confident match of L tokens, the last one for any longer match;
+    :mod:`goose_theory.regimelength`), or None. Raises ``TopologyError`` if it is malformed.
+
+    Example:
+        >>> t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+        >>> one = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "transition", 0)])
+        >>> trees = matched_by_length(t.with_meta(regimes={"matched_by_length": [one.to_dict(), t.to_dict()]}))
+        >>> [x.budget for x in trees], matched_by_length(t)
+        ([2, 1], None)
+    """
+    regimes = topology.meta.get("regimes") or {}
+    specs = regimes.get("matched_by_length") if isinstance(regimes, dict) else None
+    if not specs:
+        return None
+    if not isinstance(specs, list) or not all(isinstance(x, dict) for x in specs):
+        raise TopologyError("regimes.matched_by_length must be a list of topology objects")
+    return tuple(topology_from_dict({**x, "schema": SCHEMA}) for x in specs)
 
 
 def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:

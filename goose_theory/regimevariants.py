@@ -9,7 +9,8 @@ follow (46% of the exported file's non-confident matches offered <= 2 tokens, ag
 goose@8's; docs/two-regime.md sections 10-11). A tree with transitions beside its spine catches
 the diverging token more often. Scaling the matched regime's spine q by f < 1 before optimising
 gives exactly those trees, shorter spines with branches; the replay, which follows the text
-from cycle to cycle, prices them.
+from cycle to cycle, prices them. :func:`length_variants` gives the same scales to files with one
+matched tree per offered match length.
 
 Example:
     >>> from goose_theory.acceptance import Acceptance
@@ -24,11 +25,13 @@ from typing import Any, Sequence
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .regime import regime_tau
-from .regimefile import confident_topology, unmatched_topology
+from .regime import RegimeTau, harmonic_tau, regime_tau
+from .regimefile import confident_topology, matched_by_length, unmatched_topology
+from .regimelength import length_tau, length_trees
 from .topology import Topology
 
 SPINE_SCALES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+MATCHED_KEYS = ("matched", "matched_by_length")  # a variant's matched trees replace both
 
 
 def matched_trees(matched: Acceptance, *, budget: int, scales: Sequence[float] = SPINE_SCALES,
@@ -49,17 +52,54 @@ def matched_trees(matched: Acceptance, *, budget: int, scales: Sequence[float] =
 def matched_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPINE_SCALES) -> list[tuple[float, Topology]]:
     """``pair`` (a regime file) with its matched tree replaced by each of :func:`matched_trees`
     under its fit's matched regime (``fit``: the file's ``RegimeFit``), priced by the closed form
-    (``predicted_tau``, ``regime_prediction``; the spare-slot tree ``regimes.matched`` dropped);
-    f = 1 is the file itself, unchanged."""
+    (``predicted_tau``, ``regime_prediction``; the file's spare-slot or by-length matched trees
+    dropped); the file itself comes first, and stands for f = 1 unless it has by-length trees."""
     unmatched, confident = unmatched_topology(pair), confident_topology(pair)
     out: list[tuple[float, Topology]] = [(1.0, pair)]
+    own_is_one_tree = matched_by_length(pair) is None
     for f, tree in matched_trees(fit.matched, budget=pair.budget, scales=scales):
-        if f == 1.0:
+        if f == 1.0 and own_is_one_tree:
             continue
         pred = regime_tau(tree, fit.matched, fit.unmatched, fit.psi, unmatched, confident=fit.confident,
                           psi_confident=fit.psi_confident, confident_topology=confident[0] if confident else None,
                           fill=fit.fill, budget=pair.budget, spines=fit.spines)
-        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k != "matched"}
+        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k not in MATCHED_KEYS}
         out.append((f, tree.with_meta(**{**pair.meta, "regimes": regimes, "predicted_tau": pred.tau,
                                          "regime_prediction": pred.to_dict(), "spine_scale": f})))
     return out
+
+
+def length_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPINE_SCALES) -> list[tuple[float, Topology]]:
+    """``pair`` with one matched tree per offered match length (``regimes.matched_by_length``,
+    :mod:`goose_theory.regimelength`) in place of its matched tree with spare slots, built with the
+    spine's p_s times each of ``scales`` (one per distinct family), priced by the closed form with
+    the file's unmatched and confident prices; [] without the fit's matched spine model."""
+    spine = fit.spines[0] if fit.spines else None  # the file's own by-length family (if any) is not repeated
+    prior = pair.meta.get("regime_prediction")
+    if spine is None or not isinstance(prior, dict):
+        return []
+    own = matched_by_length(pair) or ()
+    out, seen = [], {tuple((t.parent, t.source, t.rank) for t in own)}  # the file's own family is the file
+    for f in scales:
+        trees = length_trees(fit.matched, spine, fit.fill, budget=pair.budget, scale=f, max_depth=pair.max_depth,
+                             max_spine=pair.max_spine)
+        shape = tuple((t.parent, t.source, t.rank) for t in trees)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        tm, nm = length_tau(trees, fit.matched, spine, fit.fill, budget=pair.budget)
+        pred = _with_matched(prior, tm, nm)
+        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k not in MATCHED_KEYS}
+        regimes["matched_by_length"] = [t.to_dict() for t in trees]
+        out.append((float(f), pair.with_meta(regimes=regimes, predicted_tau=pred.tau, regime_prediction=pred.to_dict(),
+                                             spine_scale=float(f), matched_rule="by-length")))
+    return out
+
+
+def _with_matched(prior: dict, tau_matched: float, nodes_matched: float) -> RegimeTau:
+    """The file's stored prediction (``regime_prediction``) with its matched regime's price replaced."""
+    p = {**prior, "tau_matched": tau_matched, "nodes_matched": nodes_matched}
+    tc, pc = p.get("tau_confident", 1.0), p.get("psi_confident", 0.0)
+    tau = harmonic_tau(tau_matched, p["tau_unmatched"], p["psi"], tau_confident=tc, psi_confident=pc)
+    return RegimeTau(tau, tau_matched, p["tau_unmatched"], p["psi"], nodes_matched, p["nodes_unmatched"], pc,
+                     p.get("tau_confident", float("nan")), p.get("nodes_confident", float("nan")))

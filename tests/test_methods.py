@@ -147,3 +147,42 @@ def test_topology_method_is_what_parse_method_gives_for_the_file(tmp_path):
     save_topology(topo, tmp_path / "two.json")
     assert topology_method(topo, "two") == parse_method(f"topology:{tmp_path / 'two.json'}")
     assert topology_method(topo, "two", budget=1).budget == 1
+
+
+def _by_length_file(tmp_path):
+    # the file's own tree: a 2-node spine; a 1-token match drafts a spine node plus two root
+    # transitions, a longer one a 2-node spine plus one transition under its end
+    own = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
+    one = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    two = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "transition", 0)])
+    path = tmp_path / "bylen.json"
+    save_topology(own.with_meta(regimes={"matched_by_length": [one.to_dict(), two.to_dict()]}), path)
+    return path
+
+
+def test_by_length_trees_are_drafted_for_the_offered_length(tmp_path):
+    from goose_runtime.matcher import NO_MATCH, Match
+
+    spec = parse_method(f"topology:{_by_length_file(tmp_path)}")
+    assert [t.budget for t in spec.by_length] == [3, 3] and spec.budget == 2
+    assert spec.tree_for(Match((9,), 3, 1, 1)) is spec.by_length[0]
+    assert spec.tree_for(Match((9, 8), 3, 1, 1)) is spec.by_length[1]
+    assert spec.tree_for(Match((9, 8, 7, 6), 3, 1, 1)) is spec.by_length[1]  # longer: the last tree
+    assert spec.tree_for(NO_MATCH) is spec.topology  # no unmatched tree: the file's own
+    bad = tmp_path / "bad.json"
+    save_topology(spec.topology.with_meta(regimes={"matched_by_length": {"nodes": []}}), bad)
+    with pytest.raises(MethodError, match="matched_by_length must be a list"):
+        parse_method(f"topology:{bad}")
+
+
+def test_by_length_file_decodes_losslessly(tmp_path):
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.model import tiny_random_bundle
+
+    bundle = tiny_random_bundle()
+    prompt = [5, 6, 7, 8, 9, 10, 11] * 3 + [5, 6, 12, 13]
+    config = DecodeConfig(max_new_tokens=24)
+    ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
+    run = Decoder(bundle, parse_method(f"topology:{_by_length_file(tmp_path)}"), config).decode(prompt)
+    assert run.token_ids == ar.token_ids
+    assert any(c.spine_avail >= 1 for c in run.cycles)  # the matched cycles drafted by-length trees

@@ -197,13 +197,16 @@ def test_confident_topology_rejects_a_bad_min_match(bad):
         confident_topology(t.with_meta(regimes={"confident": {**t.to_dict(), "min_match": bad}}))
 
 
-def test_spare_matched_slots_for_short_matches():
+def test_spare_matched_slots_for_short_matches(monkeypatch):
     """Matches of 2 tokens: the exact-budget matched tree (a long spine) leaves slots empty; the
     pair's spare tree fills them, is priced no lower by the same pricing, and is exported as
-    regimes.matched beside the exact-budget tree (whose budget the runtime verifies)."""
+    regimes.matched beside the exact-budget tree (whose budget the runtime verifies) when the
+    file does not draft by match length."""
+    from goose_theory import regime
     from goose_theory.regime import matched_topology
     from goose_theory.regimespare import SpineModel, spare_tau
 
+    monkeypatch.setattr(regime, "BY_LENGTH", False)
     spine = SpineModel(p_s=(0.95,), avail=(1.0, 1.0, 0.0), end=(0.6, 0.05, 0.0))
     pair = best_pair(C, U, 0.5, budget=6, spines=(spine, None))
     assert pair.matched.budget == 6 and pair.matched_spare is not None and pair.matched_spare.budget > 6
@@ -222,3 +225,31 @@ def test_spare_matched_slots_for_short_matches():
     _, without = export_topologies(Fit, 6, provenance={}, split=Fit, spare=False)
     assert with_spare.budget == without.budget == 6
     assert matched_topology(with_spare).budget == pair.matched_spare.budget and matched_topology(without) is None
+
+
+def test_by_length_matched_trees_price_the_matched_regime_and_are_exported():
+    """With BY_LENGTH (the default) the pair prices its matched regime by one tree per offered
+    length, at least as high as its one spare tree, and the file carries them as
+    regimes.matched_by_length in place of regimes.matched."""
+    from goose_theory.regimefile import matched_by_length, matched_topology
+    from goose_theory.regimelength import length_tau
+    from goose_theory.regimespare import SpineModel, spare_tau
+
+    spine = SpineModel(p_s=(0.95, 0.8), avail=(1.0, 0.5, 0.7, 0.0), end=(0.6, 0.05, 0.0))
+    pair = best_pair(C, U, 0.5, budget=6, spines=(spine, None))
+    assert len(pair.by_length) == 6 and all(t.spine_length <= L for L, t in enumerate(pair.by_length, start=1))
+    tm, _ = length_tau(pair.by_length, C, spine, (1.0, 1.0, 1.0), budget=6)
+    assert pair.prediction.tau_matched == pytest.approx(tm)
+    assert tm >= spare_tau(pair.matched_spare or pair.matched, C, spine, (1.0, 1.0, 1.0), 6)[0] - 1e-12
+
+    class Fit:
+        matched, unmatched, psi, confident, psi_confident, fill = C, U, 0.5, None, 0.0, (1.0, 1.0, 1.0)
+        spines = (spine, None)
+
+        @staticmethod
+        def to_dict():
+            return {"psi": 0.5}
+
+    _, two = export_topologies(Fit, 6, provenance={}, split=Fit)
+    assert [t.parent for t in matched_by_length(two)] == [t.parent for t in pair.by_length]
+    assert matched_topology(two) is None and two.budget == 6

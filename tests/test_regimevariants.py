@@ -6,8 +6,8 @@ import pytest
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.regime import regime_tau, regime_topologies
-from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
-from goose_theory.regimevariants import matched_trees, matched_variants
+from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
+from goose_theory.regimevariants import length_variants, matched_trees, matched_variants
 from goose_theory.replayinput import regime_fit_from_dict
 
 
@@ -37,7 +37,8 @@ def test_variants_keep_the_other_trees_and_are_priced_by_the_closed_form(stdlib_
     assert variants[0] == (1.0, stdlib_pair) and len(variants) >= 2
     conf = confident_topology(stdlib_pair)
     for f, v in variants[1:]:
-        assert v.meta["spine_scale"] == f and matched_topology(v) is None  # no spare tree of the old shape
+        assert v.meta["spine_scale"] == f and matched_topology(v) is None  # no spare or by-length trees
+        assert matched_by_length(v) is None
         assert unmatched_topology(v) == unmatched_topology(stdlib_pair) and confident_topology(v) == conf
         want = regime_tau(v, fit.matched, fit.unmatched, fit.psi, unmatched_topology(v), confident=fit.confident,
                           psi_confident=fit.psi_confident, confident_topology=conf[0] if conf else None,
@@ -45,3 +46,40 @@ def test_variants_keep_the_other_trees_and_are_priced_by_the_closed_form(stdlib_
         assert v.meta["predicted_tau"] == pytest.approx(want.tau) and v.budget == stdlib_pair.budget
     # the closed form's own optimum (scale 1) prices highest: the variants trade it for what it cannot see
     assert all(v.meta["predicted_tau"] <= stdlib_pair.meta["predicted_tau"] + 1e-9 for _, v in variants)
+
+
+def test_length_variants_replace_the_matched_trees_and_keep_the_other_prices(stdlib_pair):
+    from goose_theory.regimefile import matched_by_length
+    from goose_theory.regimelength import length_tau
+
+    fit = regime_fit_from_dict(stdlib_pair.meta["regime_fit"])
+    own = matched_by_length(stdlib_pair)  # the exported file already drafts by length, at scale 1
+    assert own and matched_topology(stdlib_pair) is None
+    assert stdlib_pair.meta["regime_prediction"]["tau_matched"] == pytest.approx(
+        length_tau(own, fit.matched, fit.spines[0], fit.fill, budget=stdlib_pair.budget)[0])
+    variants = length_variants(stdlib_pair, fit, scales=(1.0, 1.0, 0.5, 0.4))
+    assert [f for f, _ in variants] == [0.5, 0.4]  # the file's own family is not repeated
+    prior = stdlib_pair.meta["regime_prediction"]
+    for f, v in variants:
+        trees = matched_by_length(v)
+        assert len(trees) == min(stdlib_pair.budget, stdlib_pair.max_spine) and matched_topology(v) is None
+        assert v.meta["spine_scale"] == f and v.budget == stdlib_pair.budget and v.parent == stdlib_pair.parent
+        assert unmatched_topology(v) == unmatched_topology(stdlib_pair)
+        assert confident_topology(v) == confident_topology(stdlib_pair)
+        pred = v.meta["regime_prediction"]
+        assert pred["tau_unmatched"] == prior["tau_unmatched"] and pred.get("tau_confident") == prior.get("tau_confident")
+        tm, _ = length_tau(trees, fit.matched, fit.spines[0], fit.fill, budget=v.budget)
+        assert pred["tau_matched"] == pytest.approx(tm)
+    assert length_variants(stdlib_pair.with_meta(regime_prediction=None), fit) == []
+
+
+def test_a_by_length_file_offers_its_one_tree_at_scale_1_as_a_variant(stdlib_pair):
+    from goose_theory.regimefile import matched_by_length
+
+    fit = regime_fit_from_dict(stdlib_pair.meta["regime_fit"])
+    variants = matched_variants(stdlib_pair, fit, scales=(1.0,))
+    assert [f for f, _ in variants] == [1.0, 1.0] and variants[0][1] is stdlib_pair
+    one = variants[1][1]
+    assert matched_by_length(one) is None and matched_topology(one) is None
+    # each length's tree is optimal for its length, so the file prices above its one tree
+    assert one.meta["predicted_tau"] <= stdlib_pair.meta["predicted_tau"] + 1e-9

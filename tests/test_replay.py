@@ -1,5 +1,6 @@
 """The trace replay: exact on what it does not draw (a spine-only topology reproduces a real decode
-cycle for cycle), the fitted rates where it draws, reproducible, and fixed topologies only."""
+cycle for cycle, and so does goose drafting spines only), the fitted rates where it draws,
+reproducible, and fixed topologies and goose only."""
 from __future__ import annotations
 
 import math
@@ -55,6 +56,28 @@ def test_a_spine_only_topology_replays_its_real_decode_cycle_for_cycle(tmp_path,
     assert max(r.mean_tau for r in results) > 1.2  # the spine really was accepted
 
 
+def test_goose_without_branches_replays_its_real_decode_cycle_for_cycle(tmp_path):
+    # goose with a score threshold no candidate passes drafts spines only, sized by its EMA tiers and
+    # bypass; the replay (whose placeholders the threshold drops too) must follow the same EMA
+    bundle, cap = tiny_random_bundle(seed=3), 60
+    spec, options = parse_method("goose", budget=12), dict(min_score=0.999)
+    results = [Decoder(bundle, spec, DecodeConfig(max_new_tokens=cap, **options)).decode(p, prompt_id=f"p{i}",
+                                                                                       benchmark="b")
+               for i, p in enumerate(_repeating(1))]
+    assert all(s == "root" or s == "spine" for r in results for c in r.cycles for s in c.source)
+    write_run_trace(tmp_path / "t.parquet", results, run_id="r", model="tiny", device="cpu", dtype="float32",
+                    config={"decode": {"max_new_tokens": cap}})
+    texts = trace_texts([str(tmp_path / "t.parquet")])
+    spines = set()
+    for i, (prompt, real) in enumerate(zip(_repeating(1), results)):
+        got = replay_prompt(spec, prompt, texts[("b", f"p{i}")], NO_TRANSITIONS, max_new_tokens=cap, rng=None,
+                            goose=options)
+        assert (got.cycles, got.emitted) == (len(real.cycles), len(real.token_ids))
+        assert got.accepted == sum(sum(c.accepted) for c in real.cycles)
+        spines |= {c.source.count("spine") for c in real.cycles if not c.bypass}
+    assert len(spines - {0}) >= 2  # the EMA moved the spine between tiers
+
+
 def _tree(nodes, match_tokens=()):
     return build_from_topology(Topology.from_nodes(nodes), Match(tuple(match_tokens), 3, 1, 1) if match_tokens
                                else Match(), _EverySlot(), -1, 1)
@@ -104,8 +127,8 @@ def test_replay_is_reproducible_and_takes_only_fixed_topologies():
     assert a == b and len(a.emitted_by_seed) == 3 and math.isclose(sum(a.regimes[k]["cycle_share"] for k in a.regimes), 1)
     assert a.emitted_tau == pytest.approx(40 * 3 / sum(40 / t for t in a.emitted_by_seed))
     assert a.accepted_tau >= a.emitted_tau > 1
-    with pytest.raises(ValueError, match="only fixed topologies"):
-        replay(parse_method("goose"), items, rates, max_new_tokens=8)
+    with pytest.raises(ValueError, match="only fixed topologies and goose"):
+        replay(parse_method("tr"), items, rates, max_new_tokens=8)
     with pytest.raises(ValueError, match="no recorded texts"):
         replay(spec, [], rates, max_new_tokens=8)
 
@@ -116,16 +139,20 @@ def test_pick_by_replay_takes_the_variant_with_the_highest_replayed_tau():
     from goose_runtime.model import load_model
     from goose_runtime.replayfit import MIN_GAIN, pick_by_replay, replay_prediction
     from goose_theory.regime import regime_topologies
+    from goose_theory.regimefile import matched_by_length
     traces = ["traces/stdlib-b8.parquet"]
     _, pair, _, _ = regime_topologies(traces, benchmark="stdlib", budget=12, provenance={"traces": traces})
     bundle, config = load_model("default"), DecodeConfig(max_new_tokens=64)
     best, rows = pick_by_replay(bundle, pair, "stdlib", config=config, name="p")
-    assert rows[0]["spine_scale"] == 1.0 and len(rows) >= 2
+    assert rows[0]["spine_scale"] == 1.0 and rows[0]["matched"] == "by-length" and len(rows) >= 2  # the file
+    assert {r["matched"] for r in rows[1:]} == {"one", "by-length"}  # one-tree and by-length variants
     assert rows[0]["replayed_tau"] == replay_prediction(bundle, topology_method(pair, "p"), "stdlib",
                                                         config=config).emitted_tau
-    top = max(rows, key=lambda r: r["replayed_tau"])
-    chosen = top if top["replayed_tau"] > rows[0]["replayed_tau"] * (1 + MIN_GAIN) else rows[0]
-    assert best.meta.get("spine_scale", 1.0) == chosen["spine_scale"] and best.meta["replay_pick"] == rows
+    top = max(range(len(rows)), key=lambda i: rows[i]["replayed_tau"])
+    chosen = top if rows[top]["replayed_tau"] > rows[0]["replayed_tau"] * (1 + MIN_GAIN) else 0
+    assert best.meta["replay_choice"] == chosen and best.meta["replay_pick"] == rows
+    assert best.meta.get("spine_scale", 1.0) == rows[chosen]["spine_scale"]
+    assert (matched_by_length(best) is not None) == (rows[chosen]["matched"] == "by-length")
     assert pick_by_replay(bundle, pair.with_meta(provenance={}), "stdlib", config=config, name="p") is None
 
 
@@ -143,3 +170,23 @@ def test_the_text_cue_scales_each_rank_and_keeps_the_children_exclusive():
     # scaled past 1 in all: cut back to a distribution (rank 0: 0.9 / 1.0, rank 1: 0.1 / 1.0)
     got = np.mean([walk(tree, [5], 0, rates, rng, open_end=True, scale=lambda k, a: (3.0, 0.5)) for _ in range(n)])
     assert got == pytest.approx(1.0)
+
+
+def test_replay_inputs_are_read_once_per_trace_state(tmp_path, monkeypatch):
+    import os
+
+    from goose_runtime import replayfit
+
+    calls = []
+    monkeypatch.setattr(replayfit, "replay_items", lambda bundle, files, bench, prompt_ids=None: calls.append(bench)
+                        or [([1], TraceText(bench, "p", (2,), True))])
+    monkeypatch.setattr(replayfit, "fitted_cue", lambda files, items: {"cue": len(calls)})
+    monkeypatch.setattr(replayfit, "_INPUTS", {})
+    trace, bundle = tmp_path / "t.parquet", object()
+    trace.write_bytes(b"x")
+    first = replayfit.replay_inputs(bundle, [str(trace)], "b")
+    assert replayfit.replay_inputs(bundle, [str(trace)], "b") == first and calls == ["b"]
+    replayfit.replay_inputs(bundle, [str(trace)], "b", prompt_ids={"p"})  # another key
+    os.utime(trace, (1, 1))  # the trace changed on disk: read again
+    assert replayfit.replay_inputs(bundle, [str(trace)], "b")[1] == {"cue": 3} and len(calls) == 3
+    assert len(replayfit._INPUTS) == 2  # the oldest entry went

@@ -78,7 +78,7 @@ def test_spine_misses_use_depths_two_to_six():
 
 def test_a_stored_regime_fit_round_trips_and_reprices_its_file():
     from goose_theory.regime import regime_tau, regime_topologies
-    from goose_theory.regimefile import confident_topology, matched_topology, unmatched_topology
+    from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
     from goose_theory.replayinput import regime_fit_from_dict
     _, pair, _, _ = regime_topologies(["traces/stdlib-b8.parquet"], benchmark="stdlib", budget=12, provenance={})
     fit = regime_fit_from_dict(pair.meta["regime_fit"])
@@ -86,5 +86,6 @@ def test_a_stored_regime_fit_round_trips_and_reprices_its_file():
     conf = confident_topology(pair)
     pred = regime_tau(matched_topology(pair) or pair, fit.matched, fit.unmatched, fit.psi, unmatched_topology(pair),
                       confident=fit.confident, psi_confident=fit.psi_confident,
-                      confident_topology=conf[0] if conf else None, fill=fit.fill, budget=pair.budget, spines=fit.spines)
+                      confident_topology=conf[0] if conf else None, fill=fit.fill, budget=pair.budget, spines=fit.spines,
+                      by_length=matched_by_length(pair) or ())
     assert pred.tau == pytest.approx(pair.meta["predicted_tau"])
