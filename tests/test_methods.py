@@ -126,16 +126,6 @@ def test_matched_tree_with_spare_slots_fills_what_a_short_match_leaves(tmp_path)
     assert own.n_nodes - 1 == 1  # without spare slots the short match leaves two of three unused
 
 
-def test_spare_matched_tree_decodes_losslessly(tmp_path):
-    from goose_runtime.decoder import DecodeConfig, Decoder
-    from goose_runtime.model import tiny_random_bundle
-
-    bundle = tiny_random_bundle()
-    prompt = [5, 6, 7, 8, 9, 10, 11] * 3 + [5, 6, 12, 13]
-    config = DecodeConfig(max_new_tokens=24)
-    ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
-    run = Decoder(bundle, parse_method(f"topology:{_spare_file(tmp_path)}"), config).decode(prompt)
-    assert run.token_ids == ar.token_ids
 
 
 def test_topology_method_is_what_parse_method_gives_for_the_file(tmp_path):
@@ -175,7 +165,8 @@ def test_by_length_trees_are_drafted_for_the_offered_length(tmp_path):
         parse_method(f"topology:{bad}")
 
 
-def test_by_length_file_decodes_losslessly(tmp_path):
+@pytest.mark.parametrize("make_file", [_spare_file, _by_length_file], ids=["spare", "by-length"])
+def test_matched_trees_decode_losslessly(tmp_path, make_file):
     from goose_runtime.decoder import DecodeConfig, Decoder
     from goose_runtime.model import tiny_random_bundle
 
@@ -183,6 +174,6 @@ def test_by_length_file_decodes_losslessly(tmp_path):
     prompt = [5, 6, 7, 8, 9, 10, 11] * 3 + [5, 6, 12, 13]
     config = DecodeConfig(max_new_tokens=24)
     ar = Decoder(bundle, parse_method("ar"), config).decode(prompt)
-    run = Decoder(bundle, parse_method(f"topology:{_by_length_file(tmp_path)}"), config).decode(prompt)
+    run = Decoder(bundle, parse_method(f"topology:{make_file(tmp_path)}"), config).decode(prompt)
     assert run.token_ids == ar.token_ids
-    assert any(c.spine_avail >= 1 for c in run.cycles)  # the matched cycles drafted by-length trees
+    assert any(c.spine_avail >= 1 for c in run.cycles)  # matched cycles drafted the file's matched trees

@@ -197,6 +197,18 @@ def test_confident_topology_rejects_a_bad_min_match(bad):
         confident_topology(t.with_meta(regimes={"confident": {**t.to_dict(), "min_match": bad}}))
 
 
+def _two_regime_fit(spine):
+    """A stand-in RegimeFit of the matched regime C and unmatched U, psi 0.5, with ``spine``."""
+    class Fit:
+        matched, unmatched, psi, confident, psi_confident, fill = C, U, 0.5, None, 0.0, (1.0, 1.0, 1.0)
+        spines = (spine, None)
+
+        @staticmethod
+        def to_dict():
+            return {"psi": 0.5}
+    return Fit
+
+
 def test_spare_matched_slots_for_short_matches(monkeypatch):
     """Matches of 2 tokens: the exact-budget matched tree (a long spine) leaves slots empty; the
     pair's spare tree fills them, is priced no lower by the same pricing, and is exported as
@@ -213,16 +225,9 @@ def test_spare_matched_slots_for_short_matches(monkeypatch):
     assert pair.prediction.tau_matched == pytest.approx(spare_tau(pair.matched_spare, C, spine, (1.0, 1.0, 1.0), 6)[0])
     assert pair.prediction.tau_matched > spare_tau(pair.matched, C, spine, (1.0, 1.0, 1.0), 6)[0]
 
-    class Fit:
-        matched, unmatched, psi, confident, psi_confident, fill = C, U, 0.5, None, 0.0, (1.0, 1.0, 1.0)
-        spines = (spine, None)
-
-        @staticmethod
-        def to_dict():
-            return {"psi": 0.5}
-
-    _, with_spare = export_topologies(Fit, 6, provenance={}, split=Fit, spare=True)
-    _, without = export_topologies(Fit, 6, provenance={}, split=Fit, spare=False)
+    fit = _two_regime_fit(spine)
+    _, with_spare = export_topologies(fit, 6, provenance={}, split=fit, spare=True)
+    _, without = export_topologies(fit, 6, provenance={}, split=fit, spare=False)
     assert with_spare.budget == without.budget == 6
     assert matched_topology(with_spare).budget == pair.matched_spare.budget and matched_topology(without) is None
 
@@ -242,14 +247,7 @@ def test_by_length_matched_trees_price_the_matched_regime_and_are_exported():
     assert pair.prediction.tau_matched == pytest.approx(tm)
     assert tm >= spare_tau(pair.matched_spare or pair.matched, C, spine, (1.0, 1.0, 1.0), 6)[0] - 1e-12
 
-    class Fit:
-        matched, unmatched, psi, confident, psi_confident, fill = C, U, 0.5, None, 0.0, (1.0, 1.0, 1.0)
-        spines = (spine, None)
-
-        @staticmethod
-        def to_dict():
-            return {"psi": 0.5}
-
-    _, two = export_topologies(Fit, 6, provenance={}, split=Fit)
+    fit = _two_regime_fit(spine)
+    _, two = export_topologies(fit, 6, provenance={}, split=fit)
     assert [t.parent for t in matched_by_length(two)] == [t.parent for t in pair.by_length]
     assert matched_topology(two) is None and two.budget == 6
