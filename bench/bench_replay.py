@@ -30,6 +30,7 @@ from goose_runtime.decoder import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.replay import SEEDS, replay
+from goose_runtime.runner import method_label
 from goose_runtime.replayfit import cue_outcomes, fit_traces_of, fitted_cue, replay_items, replay_prediction
 from goose_theory.replayinput import conditional_rates
 from goose_theory.traceio import open_trace
@@ -122,8 +123,9 @@ def replay_goose(bundle, fitted, budget: int, args, config, only) -> None:
     t0 = time.perf_counter()
     r = replay(parse_method("goose", budget=budget), items, conditional_rates(fitted.topology.meta["regime_fit"]),
                max_new_tokens=config.max_new_tokens, seeds=args.seeds, multipliers=fitted_cue(files, items))
-    tau = measured(args.validation, f"goose@{budget}")
-    print(f"goose@{budget}: {r.prompts} prompts x {r.seeds} seeds in {time.perf_counter() - t0:.1f} s")
+    label = method_label(parse_method("goose", budget=budget))  # validation rows call goose@60 "goose"
+    tau = measured(args.validation, label)
+    print(f"{label}: {r.prompts} prompts x {r.seeds} seeds in {time.perf_counter() - t0:.1f} s")
     print(f"  replayed emitted {r.emitted_tau:.3f}, accepted {r.accepted_tau:.3f}; regimes: "
           + ", ".join(f"{k} {v['cycle_share']:.1%} at {v['tau']:.3f}" for k, v in r.regimes.items()))
     if tau == tau:

@@ -165,7 +165,7 @@ def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, 
     ``goose``: :class:`goose_runtime.goose.GoosePolicy` settings plus ``top_k`` and ``max_depth``
     for ``spec.kind == "goose"`` (default: the decoder's)."""
     matcher = ContextMatcher(prompt_ids, ngram_sizes=ngram_sizes, max_spine=max_spine)
-    tokens, adjacency = text.tokens, _EverySlot()
+    tokens = text.tokens
     scale = _cue_scale(prompt_ids, tokens, multipliers)
     draft = _drafter(spec, max_spine, goose)
     out, pos = PromptReplay(), 0
@@ -233,7 +233,7 @@ class ReplayResult:
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
            max_new_tokens: int, seeds: int = SEEDS, ngram_sizes: tuple[int, ...] = (5, 4, 3),
            max_spine: int = 20, multipliers: dict | None = None, goose: dict | None = None) -> ReplayResult:
-    """Replay ``spec`` (a fixed topology) on every (prompt ids, text) of ``items``, ``seeds``
+    """Replay ``spec`` (a fixed topology, or goose) on every (prompt ids, text) of ``items``, ``seeds``
     times; prompt i of seed s draws from ``default_rng([s, i])``, so the result is reproducible."""
     if spec.kind not in ("topology", "goose"):
         raise ValueError(f"only fixed topologies and goose can be replayed, not {spec.name}")

@@ -25,8 +25,8 @@ Each row reports:
   cycle is cut at ``max_new_tokens`` (or EOS): on long code matches that cut costs a few percent
   of tau (4.4% on ``stdlib-wide``, ``docs/two-regime.md`` section 10). ``accepted_error_pct`` is the
   prediction's error against it; ``error_pct`` stays the issue's, against ``measured_tau``;
-* for a topology with a regime fit whose traces are at hand (and for goose, with the first such
-  file's fit), ``replayed_tau``: the trace replay
+* for a topology with a regime fit whose traces are at hand (and for goose, with such a file's
+  fit, one with a confident regime first), ``replayed_tau``: the trace replay
   (:mod:`goose_runtime.replayfit`: the file's own drafting re-run on the *fitted* prompts' texts,
   the spine exact, transitions drawn from the fit with its text cue, the same token cap) and
   ``replayed_error_pct`` against ``measured_tau``.
@@ -225,20 +225,33 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
             specs.append(spec)
             predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
             fitted.setdefault(_label(spec), n_fit)
-            if _label(spec) not in replayed:
-                _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config, fitted=topo), spec)
         spec = parse_labeled(f"topology:{path}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
         _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config), spec)
     specs = list(distinct_methods(specs).values())
+    _replay_goose(bundle, benchmark, config, [t for _, t in topologies], specs, replayed)
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     if trace_out is not None:  # the format of `goose decode --trace-out`; its config says whether held out
         write_results_trace(trace_out, bundle, specs, results, config, run_id_prefix="validate",
                             benchmark=set_name(benchmark), holdout=holdout)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
                           baselines=baselines, replayed=replayed), results
+
+
+def _replay_goose(bundle, benchmark: str, config, topologies, specs, replayed: dict[str, float]) -> None:
+    """goose's replayed tau at each of its budgets, with the fit of the first file that replays,
+    files whose fit has a confident regime (goose's bypass cycles) first."""
+    from .replayfit import replay_prediction
+
+    ordered = sorted(topologies, key=lambda t: not (t.meta.get("regime_fit") or {}).get("confident"))
+    for spec in (s for s in specs if s.kind == "goose"):
+        for topo in ordered:
+            replay = replay_prediction(bundle, spec, benchmark, config=config, fitted=topo)
+            if replay is not None:
+                _replayed(replayed, replay, spec)
+                break
 
 
 def _replayed(replayed: dict[str, float], replay, spec) -> None:

@@ -57,11 +57,12 @@ from .yields import yield_with_fallback
 # unmatched cycle against 8.3 for the exact-budget tree, as goose's 9.3 from re-homing its budget)
 OVERFILL = 2
 FILL_SAMPLES = 256
-# regime files carry the matched tree with spare slots as ``regimes.matched`` (held-out stdlib,
-# B 8/16/18: 3.575/4.089/4.116 against goose@B's 3.546/4.063/4.103 when drafted; docs/two-regime.md
-# section 5); a runtime that does not draft it uses the file's own exact-budget tree as before
+# matched and confident trees get spare slots (held-out stdlib, B 8/16/18: 3.575/4.089/4.116 against
+# goose@B's 3.546/4.063/4.103 when drafted; docs/two-regime.md section 5); the matched one is written
+# as ``regimes.matched`` when BY_LENGTH is off; a runtime that does not draft it uses the file's own
+# exact-budget tree as before
 SPARE = True
-# ... and one matched tree per offered match length (regimes.matched_by_length): held-out
+# ... and the matched regime gets one tree per offered match length (regimes.matched_by_length): held-out
 # stdlib-wide, B = 15, 197 prompts: 3.682 against goose@15's 3.661 and the one spare tree's 3.529
 # (docs/two-regime.md section 13)
 BY_LENGTH = True

@@ -4,9 +4,9 @@ A regime file is a ``goose-topology/1`` file whose own tree is drafted in matche
 ``meta.regimes`` may hold: ``unmatched`` (drafted when the matcher offers nothing), ``confident``
 (with ``min_match``: drafted for a confident match at least that long) and ``matched`` (the
 matched tree with spare slots beyond the file's budget; the file's own tree, of exactly the
-budget, sets how many nodes the runtime verifies). :mod:`goose_theory.regime` writes them. A file
-picked by trace replay may hold ``matched_by_length`` instead of ``matched``: one matched tree per
-offered match length (:mod:`goose_theory.regimelength`).
+budget, sets how many nodes the runtime verifies), or instead of ``matched``, ``matched_by_length``:
+one matched tree per offered match length (:mod:`goose_theory.regimelength`), which the export
+writes by default (``regime.BY_LENGTH``). :mod:`goose_theory.regime` writes them.
 """
 from __future__ import annotations
 

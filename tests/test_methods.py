@@ -126,8 +126,6 @@ def test_matched_tree_with_spare_slots_fills_what_a_short_match_leaves(tmp_path)
     assert own.n_nodes - 1 == 1  # without spare slots the short match leaves two of three unused
 
 
-
-
 def test_topology_method_is_what_parse_method_gives_for_the_file(tmp_path):
     from goose_runtime.methods import topology_method
     from goose_theory.topology import Topology, save_topology

@@ -83,3 +83,18 @@ def test_a_by_length_file_offers_its_one_tree_at_scale_1_as_a_variant(stdlib_pai
     assert matched_by_length(one) is None and matched_topology(one) is None
     # each length's tree is optimal for its length, so the file prices above its one tree
     assert one.meta["predicted_tau"] <= stdlib_pair.meta["predicted_tau"] + 1e-9
+
+
+def test_an_exported_by_length_file_round_trips_and_drafts_by_length(stdlib_pair, tmp_path):
+    from goose_runtime.matcher import Match
+    from goose_runtime.methods import parse_method
+    from goose_theory.regimefile import matched_by_length
+    from goose_theory.topology import load_topology, save_topology
+
+    save_topology(stdlib_pair, tmp_path / "pair.json")
+    loaded = load_topology(tmp_path / "pair.json")
+    assert [(t.parent, t.source, t.rank) for t in matched_by_length(loaded)] == \
+        [(t.parent, t.source, t.rank) for t in matched_by_length(stdlib_pair)]
+    spec = parse_method(f"topology:{tmp_path / 'pair.json'}")
+    two = Match((4, 5), 3, 1, 1)  # a non-confident 2-token match drafts the file's tree for L = 2
+    assert spec.tree_for(two).parent == matched_by_length(stdlib_pair)[1].parent
