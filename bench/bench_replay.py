@@ -31,7 +31,7 @@ from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.replay import SEEDS, replay
 from goose_runtime.runner import method_label
-from goose_runtime.replayfit import cue_outcomes, fit_traces_of, fitted_cue, replay_items, replay_prediction
+from goose_runtime.replayfit import cue_outcomes, fit_traces_of, replay_inputs, replay_items, replay_prediction
 from goose_theory.replayinput import conditional_rates
 from goose_theory.traceio import open_trace
 
@@ -55,11 +55,10 @@ def prompt_ids(path: str | None) -> set[str] | None:
 
 def on_texts(bundle, spec, bench: str, config, fit_files: list[str], texts_trace: str) -> float:
     """The replay's emitted tau on another trace's texts, with the rates and text cue of the fit."""
-    fit_items = replay_items(bundle, fit_files, bench)
+    _, multipliers = replay_inputs(bundle, fit_files, bench)
     items = replay_items(bundle, [texts_trace], bench)
     rates = conditional_rates(spec.topology.meta["regime_fit"])
-    return replay(spec, items, rates, max_new_tokens=config.max_new_tokens,
-                  multipliers=fitted_cue(fit_files, fit_items)).emitted_tau
+    return replay(spec, items, rates, max_new_tokens=config.max_new_tokens, multipliers=multipliers).emitted_tau
 
 
 def print_cue(bundle, files: list[str], bench: str) -> None:
@@ -118,11 +117,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def replay_goose(bundle, fitted, budget: int, args, config, only) -> None:
     """goose@budget replayed with ``fitted``'s regime fit and text cue, against its measured row."""
-    files = args.traces or fit_traces_of(fitted.topology)
-    items = replay_items(bundle, files, args.bench, prompt_ids=only)
     t0 = time.perf_counter()
-    r = replay(parse_method("goose", budget=budget), items, conditional_rates(fitted.topology.meta["regime_fit"]),
-               max_new_tokens=config.max_new_tokens, seeds=args.seeds, multipliers=fitted_cue(files, items))
+    r = replay_prediction(bundle, parse_method("goose", budget=budget), args.bench, config=config,
+                          traces=args.traces, prompt_ids=only, seeds=args.seeds, fitted=fitted.topology)
     label = method_label(parse_method("goose", budget=budget))  # validation rows call goose@60 "goose"
     tau = measured(args.validation, label)
     print(f"{label}: {r.prompts} prompts x {r.seeds} seeds in {time.perf_counter() - t0:.1f} s")

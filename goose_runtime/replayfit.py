@@ -138,18 +138,16 @@ def pick_by_replay(bundle, pair, benchmark: str, *, config, name: str) -> tuple[
         return None
     rates, rows = conditional_rates(fit), []
     parsed = regime_fit_from_dict(fit)
-    for scale, cand in matched_variants(pair, parsed) + length_variants(pair, parsed):
+    candidates = matched_variants(pair, parsed) + length_variants(pair, parsed)
+    for scale, cand in candidates:
         r = replay(topology_method(cand, name), items, rates, multipliers=multipliers, **_settings(config))
         trees = matched_by_length(cand)
         shown = trees[-1] if trees else cand
         rows.append({"matched": "by-length" if trees else "one", "spine_scale": scale,
                      "spine": sum(1 for x in shown.source if x == SPINE),
                      "transitions": sum(1 for x in shown.source if x == TRANSITION),
-                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau, "_file": cand})
+                     "predicted_tau": float(cand.meta["predicted_tau"]), "replayed_tau": r.emitted_tau})
     best = max(range(len(rows)), key=lambda i: (rows[i]["replayed_tau"], -i))
     if rows[best]["replayed_tau"] <= rows[0]["replayed_tau"] * (1 + MIN_GAIN):  # the file itself comes first
         best = 0
-    chosen = rows[best].pop("_file")
-    for row in rows:
-        row.pop("_file", None)
-    return chosen.with_meta(replay_pick=rows, replay_choice=best), rows
+    return candidates[best][1].with_meta(replay_pick=rows, replay_choice=best), rows

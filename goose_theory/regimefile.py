@@ -16,14 +16,19 @@ from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 MIN_MATCH = PAPER_BYPASS_LEN  # a confident match this long: goose's consensus bypass threshold
 
 
-def _spec(topology: Topology, key: str) -> dict | None:
-    """``meta.regimes[key]`` as a dict, None when absent; a malformed entry is a TopologyError (one
-    line for the CLI), not a TypeError."""
+def _entry(topology: Topology, key: str):
+    """``meta.regimes[key]`` as stored, None when absent; a ``regimes`` that is not an object is a
+    TopologyError (one line for the CLI), not a TypeError."""
     regimes = topology.meta.get("regimes") or {}
     if not isinstance(regimes, dict):
         raise TopologyError(f"regimes must be an object, got {type(regimes).__name__}")
-    spec = regimes.get(key)
-    if not spec:
+    return regimes.get(key) or None
+
+
+def _spec(topology: Topology, key: str) -> dict | None:
+    """``meta.regimes[key]`` as a dict, None when absent; a malformed entry is a TopologyError."""
+    spec = _entry(topology, key)
+    if spec is None:
         return None
     if not isinstance(spec, dict):
         raise TopologyError(f"regimes.{key} must be a topology object, got {type(spec).__name__}")
@@ -96,9 +101,8 @@ def matched_by_length(topology: Topology) -> tuple[Topology, ...] | None:
         >>> [x.budget for x in trees], matched_by_length(t)
         ([2, 1], None)
     """
-    regimes = topology.meta.get("regimes") or {}
-    specs = regimes.get("matched_by_length") if isinstance(regimes, dict) else None
-    if not specs:
+    specs = _entry(topology, "matched_by_length")
+    if specs is None:
         return None
     if not isinstance(specs, list) or not all(isinstance(x, dict) for x in specs):
         raise TopologyError("regimes.matched_by_length must be a list of topology objects")
