@@ -21,6 +21,11 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   longer swamps a 5% error (397 prompts on Python 3.11.7). The order is that of the SHA-256 of each module's path,
   a fixed shuffle, so the first N prompts are a sample of the whole library, not its first letters;
   a file that does not parse as this Python's source is skipped.
+- ``humaneval-shuffled``, ``mtbench-shuffled``: the same prompts (same text, same chat wrapper) in
+  the SHA-256 order of their ids, so a fit on the first N and a holdout of the next M draw from the
+  whole set; the fixed orders put HumanEval's longer problems and four of MT-Bench's eight
+  categories at the end (docs/two-regime.md, section 12). ``mtbench-shuffled`` has the order of
+  ``bench/results/holdout_mtbench_shuffled_40_2026-11-30/mtbench-shuffled.jsonl``.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
   first turn is used) and optionally ``id``; blank lines are skipped; order = file order.
 
@@ -44,7 +49,8 @@ import numpy as np
 
 from goose_theory.errors import InputError
 
-BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide")
+BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffled", "mtbench-shuffled")
+SHUFFLED_OF = {"humaneval-shuffled": "humaneval", "mtbench-shuffled": "mtbench"}  # shuffled set -> its source
 RAW_BENCHMARKS = frozenset({"stdlib", "stdlib-wide"})
 MTBENCH_FILE = Path(__file__).parent / "data" / "mt_bench" / "question.jsonl"
 STDLIB_MODULES = (
@@ -94,9 +100,17 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
 def _builtin(bench: str, root: str) -> tuple[Prompt, ...]:
     """A built-in set, read once per process (stdlib-wide parses ~500 files, 2.5 s, and validate
     and the loop load a set several times); ``root``: the stdlib folder it was cut from."""
+    if bench in SHUFFLED_OF:
+        return _shuffled(_builtin(SHUFFLED_OF[bench], root), label=bench)
     loaders = {"humaneval": _humaneval, "mtbench": lambda: _read_jsonl(MTBENCH_FILE, benchmark="mtbench"),
                "stdlib": _stdlib, "stdlib-wide": _stdlib_wide}
     return tuple(loaders[bench]())
+
+
+def _shuffled(prompts: tuple[Prompt, ...], *, label: str) -> tuple[Prompt, ...]:
+    """``prompts`` in the SHA-256 order of their ids, relabelled ``label`` (what traces record)."""
+    ordered = sorted(prompts, key=lambda p: hashlib.sha256(p.id.encode()).hexdigest())
+    return tuple(Prompt(id=p.id, text=p.text, benchmark=label) for p in ordered)
 
 
 def set_name(bench: str) -> str:
@@ -149,7 +163,7 @@ def encode_prompt(bundle_or_tokenizer, prompt: Prompt) -> list[int]:
         is_chat = getattr(tokenizer, "chat_template", None) is not None
     if is_chat and prompt.benchmark not in RAW_BENCHMARKS:
         content = prompt.text
-        if prompt.benchmark == "humaneval":
+        if SHUFFLED_OF.get(prompt.benchmark, prompt.benchmark) == "humaneval":
             content = f"{HUMANEVAL_INSTRUCTION}\n\n```python\n{prompt.text.rstrip()}\n```"
         text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                              add_generation_prompt=True)

@@ -26,6 +26,23 @@ def test_mtbench_vendored_first_turns():
     assert (MTBENCH_FILE.parent / "NOTICE").is_file() and (MTBENCH_FILE.parent / "LICENSE").is_file()
 
 
+@pytest.mark.parametrize("shuffled, source", [("humaneval-shuffled", "humaneval"), ("mtbench-shuffled", "mtbench")])
+def test_shuffled_sets_are_their_source_in_sha256_order_of_ids(shuffled, source):
+    import hashlib
+    mixed, plain = load_prompts(shuffled), load_prompts(source)
+    assert sorted((p.id, p.text) for p in mixed) == sorted((p.id, p.text) for p in plain)
+    digests = [hashlib.sha256(p.id.encode()).hexdigest() for p in mixed]
+    assert digests == sorted(digests) and [p.id for p in mixed] != [p.id for p in plain]
+    assert {p.benchmark for p in mixed} == {shuffled} and set_name(shuffled) == shuffled
+
+
+def test_mtbench_shuffled_is_the_order_of_the_committed_shuffled_copy():
+    # section 12's MT-Bench halves were cut from this JSONL copy; the built-in set must agree with it
+    copy = pathlib.Path(__file__).parents[1] / "bench/results/holdout_mtbench_shuffled_40_2026-11-30/mtbench-shuffled.jsonl"
+    rows = [json.loads(line) for line in copy.read_text().splitlines()]
+    assert [p.id for p in load_prompts("mtbench-shuffled")] == [str(r["question_id"]) for r in rows]
+
+
 def test_stdlib_prompts_are_code_prefixes_with_module_line_ids():
     prompts = load_prompts("stdlib")
     assert len(prompts) >= 10
@@ -171,6 +188,8 @@ def test_encode_chat_template_for_instruct_models():
     assert chat.decode(question) == "<user>Hello?<assistant>"
     task = chat.decode(encode_prompt(chat, Prompt("HumanEval/0", "def f():\n", "humaneval")))
     assert task.startswith("<user>Complete the following Python function") and "```python\ndef f():\n```" in task
+    shuffled = encode_prompt(chat, Prompt("HumanEval/0", "def f():\n", "humaneval-shuffled"))
+    assert chat.decode(shuffled) == task  # the shuffled copy keeps HumanEval's wrapper
 
 
 def test_a_bare_file_name_is_a_jsonl_set(tmp_path, monkeypatch):
