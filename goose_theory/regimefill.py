@@ -41,7 +41,10 @@ def slot_fill(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[float, float
             topo = methods.get(label)
             if not topo or str(label).startswith("mixed"):
                 continue
-            r, g = _fill_counts(part, topology_from_dict(topo))
+            topo = topology_from_dict(topo)
+            if topo.meta.get("regimes"):  # a regime file drafts other trees by regime: no one slot map
+                continue
+            r, g = _fill_counts(part, topo)
             req += r; got += g
     rates = [float(g / r) if r > 0 else float("nan") for r, g in zip(req, got)]
     root = rates[0] if rates[0] == rates[0] else 1.0

@@ -117,3 +117,14 @@ def test_psi_estimate_with_one_prompt_or_none():
     json.dumps(ci, allow_nan=False)
     est, ci = psi_estimate(_roots([("x", 0, -1, 2), ("y", 1, -1, 1)]))
     assert math.isnan(est) and all(math.isnan(x) for x in ci)
+
+
+def test_regime_files_in_a_trace_do_not_enter_the_static_fill():
+    """A regime file drafts its unmatched, matched and confident trees in turn, so no one slot map
+    fits its cycles: its rows are left out of the fill (they made the fit fail with a KeyError,
+    fitting a held-out validation trace)."""
+    from goose_theory.regimefit import fit_regimes, read_frames
+
+    path = "traces/large/validation-stdlib-wide-bylength197.parquet"
+    fit = fit_regimes(read_frames([path]), split=True)  # goose and two by-length regime files
+    assert 0.5 < fit.fill[0] <= 1.0
