@@ -47,6 +47,7 @@ from .acceptance import Acceptance
 from .fitcheck import curve_test, spine_availability
 from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
                          psi_estimate)
+from .rankcurve import rank_curve, rates_by as _rates, tail_exponent
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
 from .topology import SOURCE_NAMES
@@ -136,14 +137,6 @@ def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
                         spine_sibling_hit=sibling_hit)
 
 
-def _rates(nodes: pd.DataFrame, *, by: str, size: int) -> tuple[np.ndarray, np.ndarray]:
-    k, n = np.zeros(size), np.zeros(size)
-    if len(nodes):
-        g = nodes.groupby(nodes[by].clip(upper=size - 1))["match"].agg(["sum", "count"])
-        k[g.index.to_numpy()], n[g.index.to_numpy()] = g["sum"].to_numpy(), g["count"].to_numpy()
-    return k, n
-
-
 def _curve(k: np.ndarray, n: np.ndarray, *, start: int, fallback: float) -> list[float]:
     """Per-bin rates, the sparse tail (bins under 30 nodes) pooled into the last populated bin.
 
@@ -171,33 +164,6 @@ def _slot_rows(nodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "spine_m": tm[(tm["parent_source"] == "spine") & tm["spine_sibling"] & ~tm["spine_sibling_hit"]],
             "chain_m": chain_m, "root_u": tu[tu["parent_source"] == "root"],
             "chain_u": tu[tu["parent_source"] == "transition"]}
-
-
-def _rank_curve(sel: pd.DataFrame, ref: pd.DataFrame, *, min_n: int = 30) -> list[float]:
-    """p by rank from ``sel`` where a rank has >= ``min_n`` reached nodes; past that, the shape of
-    the ``ref`` curve (every method) scaled to ``sel``'s level at its last populated rank. Small
-    trees rarely place ranks >= 1 below a transition, and repeating rank 0's rate there would
-    overrate them. Non-increasing: candidates come best-first, so a rate that rises with rank is
-    noise, which the optimiser buys (stdlib chains: 0.03 at ranks 8-9 after 0 at 5-7, placed in
-    every unmatched tree and accepted 0.005 times per cycle on held-out prompts)."""
-    ks, ns = _rates(sel, by="rank", size=MAX_RANK)
-    kr, nr = _rates(ref, by="rank", size=MAX_RANK)
-    if nr.sum() <= 0:
-        return [float(x) for x in np.minimum.accumulate(_curve(ks, ns, start=0, fallback=0.0))]
-    base = curve_test(kr, nr, start=0, min_n=min_n).curve
-    shape = np.array([base[min(r, len(base) - 1)] for r in range(MAX_RANK)])
-    good = np.flatnonzero(ns >= min_n)
-    if good.size == 0:
-        level = ks.sum() / ns.sum() if ns.sum() else 1.0
-        expect = float(ns @ shape / ns.sum()) if ns.sum() else 1.0
-        scale = level / expect if expect > 0 else 1.0
-        out = [min(max(x * scale, 0.0), 1.0) for x in shape]
-    else:
-        last = int(good[-1])
-        out = [ks[r] / ns[r] if ns[r] > 0 else shape[r] for r in range(last + 1)]
-        scale = out[last] / shape[last] if shape[last] > 0 else 1.0
-        out += [min(shape[r] * scale, 1.0) for r in range(last + 1, MAX_RANK)]
-    return [float(x) for x in np.minimum.accumulate(out)]
 
 
 def _select(frames, methods):
@@ -241,7 +207,7 @@ def _split(everything: pd.DataFrame, psi: float) -> tuple[pd.DataFrame, float] |
 
 def _slot_tables(nodes: pd.DataFrame, everything: pd.DataFrame) -> tuple[dict, dict]:
     """(selected, reference) transition rows per slot kind: the level of a rank curve comes from
-    the selected methods, its shape from the reference (see :func:`_rank_curve`)."""
+    the selected methods, its shape from the reference (see :func:`goose_theory.rankcurve.rank_curve`)."""
     sel, ref = _slot_rows(nodes), _slot_rows(everything)
     ref["chain_m"] = pd.concat([ref["chain_m"], ref["chain_u"]])  # the rank shape of every chain
     for key in ("root_m", "spine_m"):  # rare (tens of nodes): level from every method, shape from
@@ -280,9 +246,10 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
         nodes = _relabel(nodes)
     spine_roots = spine_rows[spine_rows["node"] == 0]
     sel, ref = _slot_tables(nodes, everything)
+    tail = tail_exponent(*_rates(ref["root_u"], by="rank", size=MAX_RANK))  # ranks past the traces' (rankcurve)
 
     def p_t(key: str, kind: int, miss: float = 1.0) -> list[float]:
-        return [x * fill[kind] * miss for x in _rank_curve(sel[key], ref[key])]
+        return [x * fill[kind] * miss for x in rank_curve(sel[key], ref[key], exponent=tail, size=MAX_RANK)]
 
     # end-of-spine transitions: few in the traces (6-40 nodes), shrunk toward the chain rates
     chain_prior = [x / fill[2] if fill[2] > 0 else 0.0 for x in p_t("chain_m", 2)]  # no filled slot: no rate

@@ -90,22 +90,6 @@ def test_method_choice_by_budget():
         fit_regimes(frames, methods=("tr",))
 
 
-def test_rank_curve_borrows_the_reference_shape_past_sparse_ranks():
-    from goose_theory.regimefit import _rank_curve
-
-    def rows(counts):  # counts: {rank: (matched, reached)}
-        out = []
-        for r, (k, n) in counts.items():
-            out += [{"rank": r, "match": i < k} for i in range(n)]
-        return pd.DataFrame(out)
-
-    sel = rows({0: (30, 100), 1: (1, 5)})
-    ref = rows({0: (400, 1000), 1: (100, 1000), 2: (20, 1000)})
-    curve = _rank_curve(sel, ref)
-    assert curve[0] == pytest.approx(0.30)
-    assert curve[1] == pytest.approx(0.10 * 0.30 / 0.40) and curve[2] == pytest.approx(0.02 * 0.30 / 0.40)
-
-
 P_CONF, P_OTHER, CONF_SHARE = 0.95, 0.5, 0.6
 
 
@@ -167,17 +151,6 @@ def test_spine_models_from_the_offered_lengths():
     assert fit.to_dict()["spines"][0]["avail"] == list(matched.avail)
     split = fit_regimes(_split_frames(), split=True)
     assert split.spines[1] is not None and split.spines[1].p_s[0] == pytest.approx(P_CONF, abs=0.03)
-
-
-def test_rank_curve_never_rises_with_rank():
-    """Candidates come best-first: a fitted rate above the one of a better rank is noise."""
-    from goose_theory.regimefit import _rank_curve
-
-    sel = pd.DataFrame([{"rank": r, "match": i < k} for r, (k, n) in {0: (40, 100), 1: (2, 100), 2: (9, 100)}.items()
-                        for i in range(n)])
-    curve = _rank_curve(sel, sel)
-    assert curve[0] == pytest.approx(0.40) and curve[1] == pytest.approx(0.02) and curve[2] == pytest.approx(0.02)
-    assert all(a >= b for a, b in zip(curve, curve[1:]))
 
 
 def test_traces_recorded_with_min_score_are_refused(tmp_path):
