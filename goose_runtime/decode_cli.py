@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
                         "(e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
-    source.add_argument("--bench", help="humaneval, mtbench, stdlib, stdlib-wide or a .jsonl file")
+    source.add_argument("--bench", help="humaneval, mtbench, stdlib, stdlib-wide, humaneval-shuffled, "
+                        "mtbench-shuffled or a .jsonl file")
     source.add_argument("--prompt", help="one prompt text")
     decode.add_argument("--limit", type=int, help="first N prompts of --bench")
     decode.add_argument("--budget", type=int, help="tree node budget of the tree methods")

@@ -49,7 +49,8 @@ def display_row(row) -> dict[str, str]:
 def register(sub) -> None:
     p = sub.add_parser("validate", help="run exported topologies in the runtime: predicted vs measured tau")
     p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
-    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, stdlib-wide, FILE.jsonl)")
+    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, "
+                   "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl)")
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set")
     p.add_argument("--holdout", action="store_true", default=True,
                    help="skip the prompts of the traces the topology was fitted on (default)")
