@@ -7,7 +7,7 @@ take the rate of the last rank with data, which gave the at-scale fits (goose@8 
 traces, ``bench/holdout_large.sh``) a flat tail: root ranks 4-9 at rank 3's rate and chain rank 1
 at rank 0's (0.44 on HumanEval, where the 21 rank-1 chain nodes matched 0.24 and held-out runs
 0.10). Every exported unmatched tree then spent 6 of its 15 slots on root ranks 4-9, which the
-held-out runs accepted 0.7-2.4% of the time, while the rank-0 chain one level deeper went unused
+held-out runs accepted 0.7-2.7% of the time, while the rank-0 chain one level deeper went unused
 (docs/two-regime.md, section 14).
 
 Now the tail decays as a power law in the rank: p(r) = p(last) ((last + 1) / (r + 1))^a past the
@@ -15,8 +15,10 @@ last populated rank, with one exponent ``a`` per fit (:func:`tail_exponent`), fi
 unmatched root transitions, the one curve with several populated ranks in every trace. A curve
 with a single populated rank (the chains) gets its whole shape from it.
 
-Compromise: one exponent for every kind of slot; measured on held-out MT-Bench trees the root
-and depth-2 rank ratios agree (rank 1 / rank 0: 0.29 under the root, 0.22 under a transition).
+Compromise: one exponent for every kind of slot. Held-out chains decay faster than root
+transitions (chain rank 1 at 0.16-0.20 of rank 0 on the three at-scale validation traces, where
+the fitted exponents 1.44-1.74 give 0.30-0.37), so chain rank 1 stays overrated, if far less than
+at rank 0's rate.
 
 Example:
     >>> k, n = np.array([250., 85., 48., 35.]), np.array([1000.] * 4)
