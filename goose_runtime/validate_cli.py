@@ -161,6 +161,7 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, 
     file's own (``prompt_set``: the set as given, a JSONL path, where ``bench`` is its label).
     Returns the paths written."""
     from goose_theory.regimefile import save_over_fit
+    from goose_theory.regimefill import budget_gap_note
 
     from .fit_cli import regime_exports
 
@@ -169,6 +170,9 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, 
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
               f"budget {budget}")
+    note = budget_gap_note(pair.meta["provenance"].get("regime_budgets") or [], budget)
+    if note:
+        _progress(f"{bench}: note: {note}")
     paths = [path, pair_path]
     picked = _replay_pick(bundle, pair_path, prompt_set or bench, config) if bundle is not None else None
     return paths + ([picked] if picked else [])

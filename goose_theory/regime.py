@@ -272,12 +272,14 @@ def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: in
     """Fit the two-regime model from trace ``files`` (one ``benchmark``'s rows, or all) using the
     trace methods whose budgets are nearest ``budget``, and export the (single, pair) topologies
     at ``budget``; also returns the fit and the methods used. Reads those rows into memory."""
-    from .regimefit import fit_regimes, nearest_methods, read_frames
+    from .regimefit import fit_regimes, method_budgets, nearest_methods, read_frames
 
     frames = read_frames(files, benchmark=benchmark)
     methods = tuple(nearest_methods(frames, budget))
     fit = fit_regimes(frames, methods=methods)
     split = fit_regimes(frames, methods=methods, split=True)
-    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods)},
+    budgets = method_budgets(frames)
+    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods),
+                                                              "regime_budgets": [budgets[m] for m in methods]},
                                      split=split, spare=spare)
     return single, pair, fit, methods

@@ -128,3 +128,11 @@ def test_regime_files_in_a_trace_do_not_enter_the_static_fill():
     path = "traces/large/validation-stdlib-wide-bylength197.parquet"
     fit = fit_regimes(read_frames([path]), split=True)  # goose and two by-length regime files
     assert 0.5 < fit.fill[0] <= 1.0
+
+
+def test_budget_gap_note_names_the_side_and_keeps_quiet_near_the_budget():
+    from goose_theory.regimefill import budget_gap_note
+    assert "from larger trees run high" in budget_gap_note([8], 4)
+    assert budget_gap_note([8, 16], 12) is None  # 16 is within 1.5x of 12
+    assert budget_gap_note([6], 9) is None and budget_gap_note([6], 10) is not None
+    assert budget_gap_note([], 15) is None

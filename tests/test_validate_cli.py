@@ -240,3 +240,18 @@ def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, m
     paths = _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), 8, bundle=object(), config=None,
                                prompt_set="sets/stdlib.jsonl")
     assert seen == ["sets/stdlib.jsonl"] and len(paths) == 2
+
+
+def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
+    # rates harvested by smaller trees run low (docs/two-regime.md section 14): the loop says so
+    from goose_runtime.validate_cli import _regime_topologies
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.optimize import build_topology
+    from goose_theory.topology import load_topology, save_topology
+    for budget, noted in ((15, True), (10, False)):
+        path = tmp_path / f"topology-stdlib-{budget}.json"
+        save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=budget).topology, path)
+        paths = _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), budget)
+        assert load_topology(paths[1]).meta["provenance"]["regime_budgets"] == [8, 8]  # goose@8, iso:2@8
+        err = capsys.readouterr().err
+        assert ("note: fitted on traces at budget 8, exported at 15" in err) is noted
