@@ -44,10 +44,10 @@ import numpy as np
 import pandas as pd
 
 from .acceptance import Acceptance
-from .fitcheck import curve_test, spine_availability
+from .fitcheck import spine_availability
 from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
                          psi_estimate)
-from .rankcurve import rank_curve, rates_by as _rates, tail_exponent
+from .rankcurve import bin_curve as _curve, rank_curve, rates_by as _rates, tail_exponent
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
 from .topology import SOURCE_NAMES
@@ -135,17 +135,6 @@ def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
     return frame.assign(start=start, regime=regime, conf=conf,
                         avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling,
                         spine_sibling_hit=sibling_hit)
-
-
-def _curve(k: np.ndarray, n: np.ndarray, *, start: int, fallback: float) -> list[float]:
-    """Per-bin rates, the sparse tail (bins under 30 nodes) pooled into the last populated bin.
-
-    Always the curve, even where a test would not reject a constant: the optimiser adds nodes
-    where q is highest, and a constant over ranks (0.30 for every chain rank on mtbench's
-    goose@8 trees, against 0.36 / 0.08 / 0.03 by rank) makes it stack low ranks it overrates."""
-    if n[start:].sum() <= 0:
-        return [fallback]
-    return [min(max(x, 0.0), 1.0) for x in curve_test(k, n, start=start).curve]
 
 
 def _slot_rows(nodes: pd.DataFrame) -> dict[str, pd.DataFrame]:

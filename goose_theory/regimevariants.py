@@ -63,8 +63,7 @@ def matched_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPIN
         pred = regime_tau(tree, fit.matched, fit.unmatched, fit.psi, unmatched, confident=fit.confident,
                           psi_confident=fit.psi_confident, confident_topology=confident[0] if confident else None,
                           fill=fit.fill, budget=pair.budget, spines=fit.spines)
-        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k not in MATCHED_KEYS}
-        out.append((f, tree.with_meta(**{**pair.meta, "regimes": regimes, "predicted_tau": pred.tau,
+        out.append((f, tree.with_meta(**{**pair.meta, "regimes": _without_matched(pair), "predicted_tau": pred.tau,
                                          "regime_prediction": pred.to_dict(), "spine_scale": f})))
     return out
 
@@ -89,11 +88,15 @@ def length_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPINE
         seen.add(shape)
         tm, nm = length_tau(trees, fit.matched, spine, fit.fill, budget=pair.budget)
         pred = _with_matched(prior, tm, nm)
-        regimes = {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k not in MATCHED_KEYS}
-        regimes["matched_by_length"] = [t.to_dict() for t in trees]
+        regimes = {**_without_matched(pair), "matched_by_length": [t.to_dict() for t in trees]}
         out.append((float(f), pair.with_meta(regimes=regimes, predicted_tau=pred.tau, regime_prediction=pred.to_dict(),
                                              spine_scale=float(f), matched_rule="by-length")))
     return out
+
+
+def _without_matched(pair: Topology) -> dict:
+    """``pair``'s regimes without its matched trees (a variant brings its own)."""
+    return {k: v for k, v in (pair.meta.get("regimes") or {}).items() if k not in MATCHED_KEYS}
 
 
 def _with_matched(prior: dict, tau_matched: float, nodes_matched: float) -> RegimeTau:
