@@ -45,6 +45,18 @@ class AdjacencyTable:
         self.uni_filled = np.zeros(vocab_size, dtype=bool)
         self.uni_tok = np.zeros((vocab_size, top_k), dtype=np.int64)
         self.uni_score = np.zeros((vocab_size, top_k), dtype=np.float32)
+        self.prior_tok: np.ndarray | None = None  # last fallback (goose_runtime.prior); kept by reset()
+        self.prior_score: np.ndarray | None = None
+
+    def set_prior(self, tokens: np.ndarray, scores: np.ndarray) -> None:
+        """Use ``tokens[b]`` (best first, scores ``scores[b]``) as the successors of a token ``b`` the
+        table has no row for; ``reset()`` keeps them. Shapes (vocab_size, >= 1)."""
+        tokens, scores = np.asarray(tokens, dtype=np.int64), np.asarray(scores, dtype=np.float32)
+        if tokens.ndim != 2 or tokens.shape[0] != self.vocab_size or tokens.shape != scores.shape:
+            raise ValueError(f"a prior needs ({self.vocab_size}, k) tokens and scores, got {tokens.shape} "
+                             f"and {scores.shape}")
+        k = min(self.top_k, tokens.shape[1])
+        self.prior_tok, self.prior_score = tokens[:, :k].copy(), scores[:, :k].copy()
 
     @property
     def nbytes(self) -> int:
@@ -69,12 +81,15 @@ class AdjacencyTable:
                     self.uni_score, self.uni_filled, self.bi_key, self.bi_tok, self.bi_score)
 
     def lookup(self, prev: int, cur: int) -> tuple[list[int], list[float]]:
-        """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else empty."""
+        """Successors of context ``(prev, cur)``, best first: bigram row, else unigram row, else the
+        prior's row (when one is set), else empty."""
         slot = int((prev * MULT + cur) % self.n_slots) if prev >= 0 else -1
         if slot >= 0 and self.bi_key[slot, 0] == prev and self.bi_key[slot, 1] == cur:
             toks, scores = self.bi_tok[slot], self.bi_score[slot]
         elif 0 <= cur < self.vocab_size and self.uni_filled[cur]:
             toks, scores = self.uni_tok[cur], self.uni_score[cur]
+        elif self.prior_tok is not None and 0 <= cur < self.vocab_size:
+            return self.prior_tok[cur].tolist(), self.prior_score[cur].tolist()
         else:
             return [], []
         scores_l = scores.tolist()

@@ -30,7 +30,8 @@ RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16"
 def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
     decode.add_argument("--method", default="goose",
-                        help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget")
+                        help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget; "
+                        "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
                         "(e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
@@ -183,6 +184,9 @@ def decode_handler(args: argparse.Namespace) -> int:
         latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
                                     log=lambda m: print(f"[goose] {m}", file=sys.stderr))
         config = dataclasses.replace(config, latency=latency)
+    if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU): say so first
+        from .prior import shared_prior
+        shared_prior(bundle, top_k=config.top_k, log=lambda m: print(f"[goose] {m}", file=sys.stderr))
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)

@@ -39,6 +39,7 @@ from .kvcache import cache_for, compact
 from .matcher import NO_MATCH, ContextMatcher
 from .methods import MethodError, MethodSpec
 from .model import ModelBundle
+from .prior import attach_prior
 from .records import CycleRecord, PromptResult
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
@@ -155,8 +156,7 @@ class Decoder:
     def __init__(self, bundle: ModelBundle, method: MethodSpec, config: DecodeConfig = DecodeConfig()) -> None:
         # config's ranges were checked when it was made (DecodeConfig.__post_init__)
         self.bundle, self.method, self.config = bundle, method, config
-        vocab = int(bundle.model.get_output_embeddings().weight.shape[0])
-        self.vocab_size = vocab
+        self.vocab_size = vocab = int(bundle.model.get_output_embeddings().weight.shape[0])
         self.adjacency = (AdjacencyTable(vocab, top_k=config.top_k, n_slots=config.adjacency_slots)
                           if method.uses_adjacency else None)
         self.masks = MaskBuilder(bundle.dtype, bundle.device)
@@ -165,6 +165,8 @@ class Decoder:
             raise MethodError("method 'auto' needs a latency profile (DecodeConfig.latency)")
         self._calibration = Calibration()  # auto's acceptance estimates, carried across prompts
         self.score = harvest_score(method, config)
+        if method.prior and self.adjacency is not None:  # the table's last fallback (goose_runtime.prior)
+            attach_prior(self.adjacency, bundle, score=self.score)
         warm_kernels()
 
     # ---- one prompt ---------------------------------------------------------------------------

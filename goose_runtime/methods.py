@@ -13,16 +13,21 @@ lengths agree and it offers at least ``min_match`` tokens, the paper's consensus
 and one with ``regimes.matched_by_length`` drafts the tree for the offered length in other matched
 cycles).
 Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings its own, and a
-smaller explicit budget truncates it breadth-first.
+smaller explicit budget truncates it breadth-first. A ``+prior`` suffix on any method that drafts
+adjacency candidates (``goose+prior``, label ``goose+prior@8``) lets its table fall back on the
+model's context-free successor prior for tokens it has no row for (:mod:`goose_runtime.prior`).
 
 Example:
     >>> parse_method("iso:3", budget=20).topology.budget
     20
     >>> parse_method("goose").name, parse_method("goose").budget
     ('goose', 60)
+    >>> parse_method("goose+prior", budget=8).name, parse_method("goose+prior", budget=8).prior
+    ('goose+prior', True)
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -35,6 +40,7 @@ from .goose import iso_topology, tr_topology
 DEFAULT_BUDGET = 60
 AUTO_MAX_BUDGET = 63
 TR_BUDGET = 80
+PRIOR_SUFFIX = "+prior"
 KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
 
@@ -60,6 +66,7 @@ class MethodSpec:
     min_match: int = 0
     matched: Topology | None = None
     by_length: tuple[Topology, ...] = ()
+    prior: bool = False  # ``+prior``: the table falls back on the model's prior (goose_runtime.prior)
 
     def tree_for(self, match) -> Topology | None:
         """The fixed tree to draft for a cycle whose matcher offered ``match``: a regime file's
@@ -103,6 +110,8 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
     if not isinstance(spec, str) or not spec.strip():
         raise MethodError("empty method name")
     spec = spec.strip()
+    if spec.lower().endswith(PRIOR_SUFFIX):
+        return _with_prior(parse_method(spec[: -len(PRIOR_SUFFIX)], budget=budget, topology_path=topology_path))
     kind, _, arg = spec.partition(":")
     kind = kind.lower()
     if budget is not None:
@@ -135,6 +144,14 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
         return topology_method(topo, os.path.splitext(os.path.basename(path))[0], budget=budget)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE)")
+
+
+def _with_prior(spec: MethodSpec) -> MethodSpec:
+    if spec.prior:
+        raise MethodError(f"method {spec.name!r} already has {PRIOR_SUFFIX!r}")
+    if not spec.uses_adjacency:
+        raise MethodError(f"method {spec.name!r} drafts no adjacency candidates, so {PRIOR_SUFFIX!r} does not apply")
+    return dataclasses.replace(spec, name=spec.name + PRIOR_SUFFIX, prior=True)
 
 
 def topology_method(topo: Topology, name: str, *, budget: int | None = None) -> MethodSpec:

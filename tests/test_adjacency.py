@@ -96,3 +96,25 @@ def test_update_equals_the_vectorised_reference():
             assert np.array_equal(getattr(fast, name), getattr(ref, name)), (step, name)
         a, b = int(rng.integers(-1, 300)), int(rng.integers(0, 30))
         assert fast.lookup(a, b) == ref.lookup(a, b)
+
+
+def test_prior_is_the_last_fallback_and_survives_reset():
+    table = AdjacencyTable(6, top_k=2, n_slots=64)
+    prior_tok = np.array([[1, 2], [2, 3], [3, 4], [4, 5], [5, 0], [0, 1]])
+    prior_score = -np.arange(12, dtype=np.float32).reshape(6, 2)
+    assert table.lookup(0, 1) == ([], [])
+    table.set_prior(prior_tok, prior_score)
+    assert table.lookup(0, 1) == ([2, 3], [-2.0, -3.0])          # no row at all: the prior
+    table.update(np.array([0]), np.array([1]), np.array([[5, 4]]), np.array([[0.5, 0.25]]))
+    assert table.lookup(0, 1)[0] == [5, 4]                        # the bigram row wins
+    assert table.lookup(3, 1)[0] == [5, 4]                        # ... then the unigram row
+    table.reset()
+    assert table.lookup(0, 1)[0] == [2, 3]                        # reset empties the rows, not the prior
+
+
+def test_prior_of_the_wrong_shape_is_refused():
+    table = AdjacencyTable(6, top_k=2, n_slots=64)
+    with pytest.raises(ValueError, match=r"\(6, k\)"):
+        table.set_prior(np.zeros((5, 2)), np.zeros((5, 2)))
+    with pytest.raises(ValueError, match=r"\(6, k\)"):
+        table.set_prior(np.zeros((6, 2)), np.zeros((6, 3)))

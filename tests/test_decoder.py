@@ -231,3 +231,29 @@ def test_config_is_frozen_and_replace_checks_again():
     assert dataclasses.replace(cfg, min_score=0.5).min_score == 0.5
     with pytest.raises(ConfigError, match="min_score"):
         dataclasses.replace(cfg, min_score=2.0)
+
+
+@pytest.mark.parametrize("method", ["goose@8", "auto", "topology"])
+def test_prior_fills_cycles_without_a_table_row_and_stays_lossless(bundle, method, tmp_path, monkeypatch):
+    from goose_theory.latency import LatencyProfile
+    from goose_runtime.runner import parse_labeled
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))  # the tiny model's prior is cached here
+    latency = LatencyProfile(sizes=(1, 8, 64), seconds=(0.02, 0.021, 0.04)) if method == "auto" else None
+    cfg = DecodeConfig(max_new_tokens=40, latency=latency)
+    base = make_method(method, tmp_path)  # topology: writes spine6.json
+    spec = f"topology:{tmp_path / 'spine6.json'}" if method == "topology" else method
+    name, at, budget = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    with_prior = parse_labeled(f"{name}+prior{at}{budget}")
+    assert with_prior.prior and with_prior.name == base.name + "+prior" and with_prior.budget == base.budget
+    ar, plain, prior = (Decoder(bundle, s, cfg) for s in (parse_method("ar"), base, with_prior))
+    bare = {"plain": 0, "prior": 0}
+    for prompt in repeating_prompts(seed=1):
+        want = ar.decode(prompt).token_ids
+        for label, dec in (("plain", plain), ("prior", prior)):
+            got = dec.decode(prompt)
+            assert got.token_ids == want
+            # cycles that verified the root alone although the matcher offered nothing
+            bare[label] += sum(1 for c in got.cycles if len(c.parent) == 1 and not c.spine_avail)
+    assert bare["plain"] > 0
+    # auto drafts a candidate only where it pays: the tiny random model's are all too improbable
+    assert bare["prior"] == (bare["plain"] if method == "auto" else 0)

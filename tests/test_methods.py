@@ -175,3 +175,17 @@ def test_matched_trees_decode_losslessly(tmp_path, make_file):
     run = Decoder(bundle, parse_method(f"topology:{make_file(tmp_path)}"), config).decode(prompt)
     assert run.token_ids == ar.token_ids
     assert any(c.spine_avail >= 1 for c in run.cycles)  # matched cycles drafted the file's matched trees
+
+
+def test_prior_suffix():
+    from goose_runtime.runner import method_label, parse_labeled
+    g = parse_method("goose+prior", budget=8)
+    assert g.prior and g.kind == "goose" and g.budget == 8 and g.name == "goose+prior"
+    assert method_label(g) == "goose+prior@8" and parse_labeled("goose+prior@8") == g
+    assert parse_method("iso:3+prior").topology == parse_method("iso:3").topology
+    assert not parse_method("goose").prior
+    for spec in ("ar+prior", "pld+prior"):
+        with pytest.raises(MethodError, match="drafts no adjacency candidates"):
+            parse_method(spec)
+    with pytest.raises(MethodError, match="already has"):
+        parse_method("goose+prior+prior")
