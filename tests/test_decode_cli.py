@@ -154,6 +154,20 @@ def test_budget_suffix_labels_round_trip(capsys, tiny):
     assert all(m["matches_ar"] for m in out["methods"].values())
 
 
+def test_prior_suffix_builds_the_prior_once_and_stays_lossless(capsys, tiny, tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    argv = ["decode", "--method", "goose+prior@8", "--compare", "goose@8", "--prompt", "ab cd ef gh",
+            "--max-new-tokens", "8", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert list(out["methods"]) == ["goose+prior@8", "goose@8", "ar"]
+    assert all(m["matches_ar"] for m in out["methods"].values())
+    assert "building the model's successor prior" in captured.err and len(list(tmp_path.rglob("*.npz"))) == 1
+    assert main(argv) == 0  # the prior is held now (in memory, and on disk): no second build
+    assert "successor prior" not in capsys.readouterr().err
+
+
 def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--keep-adjacency"]) == 0
     out = capsys.readouterr().out
@@ -186,6 +200,7 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
     (["--prompt", "x", "--branch-power", "0"], "--branch-power must be > 0"),
+    (["--prompt", "x", "--method", "ar+prior"], "method 'ar' drafts no adjacency candidates"),
     (["--prompt", "x", "--min-score", "-0.5"], "--min-score must be in [0, 1), got -0.5"),
     (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be > 0 and finite, got inf"),
     (["--prompt", "x", "--refresh-latency"], "--refresh-latency applies to the auto method only"),
