@@ -50,14 +50,8 @@ def hit_ranks(tokens: np.ndarray, bare: pd.DataFrame) -> np.ndarray:
 
 def code_prior(bundle, top_k: int) -> np.ndarray:
     """The prior's tokens with a code prefix instead of the chat opening (same build)."""
-    import goose_runtime.prior as prior_mod
-
-    keep = prior_mod.prefix_ids
-    prior_mod.prefix_ids = lambda b: list(b.tokenizer(CODE_PREFIX, add_special_tokens=False)["input_ids"])
-    try:
-        return build_prior(bundle, top_k=top_k).tokens
-    finally:
-        prior_mod.prefix_ids = keep
+    prefix = bundle.tokenizer(CODE_PREFIX, add_special_tokens=False)["input_ids"]
+    return build_prior(bundle, top_k=top_k, prefix=prefix).tokens
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,15 +27,15 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import os
 import pathlib
-import tempfile
 import weakref
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
+
+from goose_theory.fileio import atomic_output
 
 from .kvcache import cache_for
 from .verify import MaskBuilder, forward
@@ -70,11 +70,12 @@ def prefix_ids(bundle) -> list[int]:
     return list(tok(PLAIN_PREFIX, add_special_tokens=False)["input_ids"])
 
 
-def build_prior(bundle, *, top_k: int = 10, batch: int = 512) -> Prior:
-    """The prior of every token of ``bundle``'s vocabulary (see the module docstring)."""
+def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] | None = None) -> Prior:
+    """The prior of every token of ``bundle``'s vocabulary (see the module docstring), after
+    ``prefix`` (default :func:`prefix_ids`; only the default is cached)."""
     model, device = bundle.model, bundle.device
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    prefix = prefix_ids(bundle)
+    prefix = prefix_ids(bundle) if prefix is None else list(prefix)
     masks, cache = MaskBuilder(bundle.dtype, device), cache_for(model)
     tokens = np.zeros((vocab, top_k), dtype=np.int64)
     logits_out = np.zeros((vocab, top_k), dtype=np.float32)
@@ -135,16 +136,8 @@ def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | No
         log(f"building the model's successor prior for +prior methods, once: one position per vocabulary "
             f"token (about 1.5 min for SmolLM2 on 2 CPU cores), cached in {folder}")
     prior = build_prior(bundle, top_k=top_k)
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, tokens=prior.tokens.astype(np.int32), logits=prior.logits, probs=prior.probs)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_output(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, tokens=prior.tokens.astype(np.int32), logits=prior.logits, probs=prior.probs)
     return prior
 
 

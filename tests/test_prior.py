@@ -43,3 +43,11 @@ def test_shared_within_a_process(tmp_path, monkeypatch, bundle):
     monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
     assert shared_prior(bundle, top_k=2) is shared_prior(bundle, top_k=2)
     assert shared_prior(bundle, top_k=2).scores("prob") is shared_prior(bundle, top_k=2).probs
+
+
+def test_another_prefix(bundle):
+    prior = build_prior(bundle, top_k=3, batch=200, prefix=[7, 8, 9])
+    with torch.inference_mode():
+        for token in (0, 300):
+            logits = bundle.model(input_ids=torch.tensor([[7, 8, 9, token]])).logits[0, -1]
+            assert prior.tokens[token].tolist() == torch.topk(logits, 3).indices.tolist()
