@@ -4,7 +4,8 @@ For each prompt set, on held-out prompts (those whose ids do not appear in the t
 topology was fitted on, in the set's fixed order), one run decodes with ``ar``, the paper's
 adaptive ``goose`` at the topology's budget (and at the paper's default budget 60), and
 ``topology:FILE`` (a two-regime file, one with ``regimes.unmatched``, drafts that tree in cycles
-without a context match).
+without a context match). With ``prior`` (``--prior``), goose and every topology draft with the
+model's successor prior (:mod:`goose_runtime.prior`), for files fitted on traces recorded so.
 Each row reports:
 
 * ``predicted_tau``: the topology's exported prediction (a priori; for ``goose loop``'s files the
@@ -203,10 +204,12 @@ def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
 
 
 def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
-                       holdout: bool = True, on_result=None,
-                       trace_out: str | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
+                       holdout: bool = True, on_result=None, trace_out: str | None = None,
+                       prior: bool = False) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
-    with ``trace_out``, record every method's per-node trace there (one parquet file, atomically)."""
+    with ``trace_out``, record every method's per-node trace there (one parquet file, atomically);
+    with ``prior``, goose and every topology draft with the model's successor prior (``+prior``)."""
+    from .methods import PRIOR_SUFFIX
     from .replayfit import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
@@ -217,18 +220,20 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
             exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
     prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
     specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
+    suffix = PRIOR_SUFFIX if prior else ""
+    goose = "goose" + suffix
     for path, topo in topologies:
         a_priori, realised = fitted_acceptance(topo)
         n_fit = fitted_prompt_count(topo, set_name(benchmark)) if holdout else 0  # else the prompts may overlap
         for budget in dict.fromkeys((topo.budget, PAPER_BUDGET)):
-            spec = parse_labeled("goose", budget=max(budget, 1))
+            spec = parse_labeled(goose, budget=max(budget, 1))
             specs.append(spec)
             predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
             fitted.setdefault(_label(spec), n_fit)
-        spec = parse_labeled(f"topology:{path}")
+        spec = parse_labeled(f"topology:{path}{suffix}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
-        baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled("goose", budget=max(topo.budget, 1))), n_fit
+        baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled(goose, budget=max(topo.budget, 1))), n_fit
         _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config), spec)
     specs = list(distinct_methods(specs).values())
     _replay_goose(bundle, benchmark, config, [t for _, t in topologies], specs, replayed)

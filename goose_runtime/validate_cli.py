@@ -59,6 +59,7 @@ def register(sub) -> None:
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--trace-dir", help="record the validation run's traces here, validation-<set>.parquet per set")
     p.add_argument("--json", action="store_true")
+    _prior_option(p)
     _model_options(p)
     p.set_defaults(handler=validate_handler)
 
@@ -75,8 +76,15 @@ def register(sub) -> None:
     add_refresh_option(p)
     p.add_argument("--out-dir", default="runs/loop")
     p.add_argument("--json", action="store_true")
+    _prior_option(p)
     _model_options(p)
     p.set_defaults(handler=loop_handler)
+
+
+def _prior_option(p) -> None:
+    p.add_argument("--prior", action="store_true",
+                   help="goose and the topologies draft with the model's successor prior (goose+prior, "
+                        "topology:FILE+prior); fit such files from traces recorded with +prior too")
 
 
 def _check(args):
@@ -107,13 +115,17 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
     from .validate import validate_benchmark
 
     rows = []
+    if getattr(args, "prior", False):  # built once per model (a minute or two on a CPU): say so first
+        from .prior import shared_prior
+        shared_prior(bundle, top_k=config.top_k, log=_progress)
     for bench, files in plan:
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
         trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
-                                           holdout=getattr(args, "holdout", True), trace_out=trace)
+                                           holdout=getattr(args, "holdout", True), trace_out=trace,
+                                           prior=getattr(args, "prior", False))
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows

@@ -131,3 +131,30 @@ def test_validate_benchmark_wires_baselines_and_noise(monkeypatch, tmp_path):
             assert by[name].vs_goose_pct == pytest.approx(100 * (baseline - 1))  # 2.0 / 1.5 and 2.0 / 3.0
         assert math.isnan(by["ar"].vs_goose_pct) and math.isnan(by["goose@4"].vs_goose_pct)
         assert math.isnan(by["a"].noise_pct) != holdout  # 6 fitted prompts; none without a holdout
+
+
+def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_it(monkeypatch, tmp_path):
+    """``prior``: goose and the topology run as ``+prior`` methods, ar without, and the topology is
+    compared with goose+prior at its budget (a file fitted on +prior traces against its own kind)."""
+    import goose_runtime.runner as runner
+    import goose_runtime.validate as validate
+    from goose_theory.topology import save_topology
+
+    path = str(tmp_path / "a.json")
+    nodes = [(-1, "root", 0)] + [(0, "transition", r) for r in range(4)]
+    save_topology(Topology.from_nodes(nodes, meta={"predicted_tau": 1.5}), path)
+    seen = []
+
+    def fake_run_methods(bundle, specs, prompts, *, config, on_result=None):
+        seen.extend(specs)
+        taus = {"goose+prior@4": [1, 1]}
+        return {runner.method_label(s): [_run(p, [_cycle(t, 0) for t in taus.get(runner.method_label(s), [2, 2])])
+                                         for p in ("p1", "p2")] for s in specs}
+    monkeypatch.setattr(runner, "run_methods", fake_run_methods)
+    monkeypatch.setattr(validate, "holdout_prompts", lambda benchmark, exclude, limit: ["p1", "p2"])
+    rows, _ = validate.validate_benchmark(None, "stdlib", [path], limit=2, config=None, prior=True)
+    assert {s.name: s.prior for s in seen} == {"ar": False, "goose+prior": True, "topology:a+prior": True}
+    by = {r.method: r for r in rows}
+    assert set(by) == {"ar", "goose+prior@4", "goose+prior", "topology:a+prior"}
+    assert by["topology:a+prior"].vs_goose_pct == pytest.approx(100.0)  # 2.0 against goose+prior@4's 1.0 per cycle
+    assert by["goose+prior"].budget == 60

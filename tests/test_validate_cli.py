@@ -118,6 +118,23 @@ def test_validate_runs_a_topology_against_goose_and_ar(capsys, tmp_path):
     _check_validation_trace(tmp_path / "traces" / "validation-stdlib.parquet", rows)
 
 
+@pytest.mark.slow  # the prior is built once per model into the goose cache (test_lossless builds it too)
+def test_validate_with_the_prior_runs_goose_and_the_topology_with_it(capsys, tmp_path):
+    import json
+
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.optimize import build_topology
+    from goose_theory.topology import save_topology
+    topo = tmp_path / "tree.json"
+    save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=4).topology, topo)
+    code = main(["validate", "--topology", str(topo), "--bench", "mtbench", "--limit", "1", "--max-new-tokens", "16",
+                 "--prior", "--json"])
+    assert code == 0, capsys.readouterr().err
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["method"] for r in rows} == {"ar", "goose+prior@4", "goose+prior", "topology:tree+prior"}
+    assert all(r["lossless"] for r in rows)
+
+
 def _check_validation_trace(path, rows) -> None:
     """The run's trace is a valid trace file whose methods and per-method tau are the table's."""
     from goose_theory.traceio import open_trace, trace_metadata
