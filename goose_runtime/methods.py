@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from goose_theory.errors import InputError
 from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
+from goose_theory.regimefill import PRIOR_SUFFIX  # one spelling: the regime fit reads it in trace labels
 from goose_theory.topology import Topology, TopologyError, load_topology
 
 from .goose import iso_topology, tr_topology
@@ -40,7 +41,6 @@ from .goose import iso_topology, tr_topology
 DEFAULT_BUDGET = 60
 AUTO_MAX_BUDGET = 63
 TR_BUDGET = 80
-PRIOR_SUFFIX = "+prior"
 KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
 

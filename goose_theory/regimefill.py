@@ -29,6 +29,7 @@ from .validation import cluster_ratio_ci
 from .yields import yield_with_fallback
 
 BYPASS_LEN = PAPER_BYPASS_LEN  # goose's consensus bypass threshold (the runtime's GoosePolicy default too)
+PRIOR_SUFFIX = "+prior"  # the runtime's method suffix (goose+prior drafts as goose, with a fuller table)
 
 
 def slot_fill(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[float, float, float]:
@@ -213,7 +214,8 @@ def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str,
     """Labels of the trace methods that record which matched cycles were confident: goose with a
     budget of at least ``BYPASS_LEN`` (its ``bypass``; a smaller goose never bypasses)."""
     return tuple(sorted({m["label"] for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
-                         if m.get("name") == "goose" and int(m.get("budget") or 0) >= BYPASS_LEN}))
+                         if str(m.get("name")).removesuffix(PRIOR_SUFFIX) == "goose"
+                         and int(m.get("budget") or 0) >= BYPASS_LEN}))
 
 
 def psi_estimate(roots: pd.DataFrame, *, n_boot: int = 500, seed: int = 0) -> tuple[float, tuple[float, float]]:

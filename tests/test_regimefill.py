@@ -136,3 +136,14 @@ def test_budget_gap_note_names_the_side_and_keeps_quiet_near_the_budget():
     assert budget_gap_note([8, 16], 12) is None  # 16 is within 1.5x of 12
     assert budget_gap_note([6], 9) is None and budget_gap_note([6], 10) is not None
     assert budget_gap_note([], 15) is None
+
+
+def test_confident_methods_reads_goose_with_the_prior_as_goose():
+    """goose+prior records its bypass like goose (the prior only fills its table), so its traces
+    give the confident regime; a goose below the bypass length and the other methods do not."""
+    from goose_theory.regimefill import confident_methods
+    methods = [{"label": "goose+prior@15", "name": "goose+prior", "budget": 15},
+               {"label": "goose@60", "name": "goose", "budget": 60},
+               {"label": "goose+prior@4", "name": "goose+prior", "budget": 4},
+               {"label": "iso:2+prior@15", "name": "iso:2+prior", "budget": 15}, {"label": "ar", "name": "ar", "budget": 0}]
+    assert confident_methods([(pd.DataFrame(), {"config": {"methods": methods}})]) == ("goose+prior@15", "goose@60")
