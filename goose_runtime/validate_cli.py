@@ -165,7 +165,7 @@ def _trace_files(spec: str) -> list[str]:
 
 
 def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, bundle=None, config=None,
-                       prompt_set: str | None = None) -> list[str]:
+                       prompt_set: str | None = None, prior: bool = False) -> list[str]:
     """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
     ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
     confident matches where the traces label them); with ``bundle``, also the regime file whose
@@ -173,7 +173,7 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, 
     file's own (``prompt_set``: the set as given, a JSONL path, where ``bench`` is its label).
     Returns the paths written."""
     from goose_theory.regimefile import save_over_fit
-    from goose_theory.regimefill import budget_gap_note
+    from goose_theory.regimefill import budget_gap_note, prior_mismatch_note
 
     from .fit_cli import regime_exports
 
@@ -182,9 +182,10 @@ def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, 
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
               f"budget {budget}")
-    note = budget_gap_note(pair.meta["provenance"].get("regime_budgets") or [], budget)
-    if note:
-        _progress(f"{bench}: note: {note}")
+    for note in (budget_gap_note(pair.meta["provenance"].get("regime_budgets") or [], budget),
+                 prior_mismatch_note(methods, prior)):
+        if note:
+            _progress(f"{bench}: note: {note}")
     paths = [path, pair_path]
     picked = _replay_pick(bundle, pair_path, prompt_set or bench, config) if bundle is not None else None
     return paths + ([picked] if picked else [])
@@ -241,7 +242,7 @@ def loop_handler(args: argparse.Namespace) -> int:
         if bench is not None and g.label in written:
             plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
                                                    g.recommendation.best.topology.budget, bundle=bundle, config=config,
-                                                   prompt_set=bench)))
+                                                   prompt_set=bench, prior=args.prior)))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report

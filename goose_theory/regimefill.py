@@ -210,6 +210,25 @@ def budget_gap_note(fit_budgets: Sequence[int], budget: int, *, ratio: float = 1
             f"{level}; record traces near {budget} for a closer prediction")
 
 
+def prior_mismatch_note(methods: Sequence[str], prior: bool) -> str | None:
+    """A one-line caution when trace methods a regime fit used were recorded with the successor
+    prior (labels such as ``goose+prior@15``) and the validation drafts without it, or the other
+    way round, else None: the prior fills transition slots that a table alone leaves empty, so
+    the fitted rates would not be the validated ones.
+
+    Example:
+        >>> prior_mismatch_note(["goose@15", "iso:2@15"], True)
+        'fitted on traces recorded without the prior (goose@15, iso:2@15), validated with it: record the fit traces with +prior'
+        >>> prior_mismatch_note(["goose+prior@15"], True) is None
+        True
+    """
+    odd = [m for m in methods if (m.rpartition("@")[0] or m).endswith(PRIOR_SUFFIX) != prior]  # label: NAME[@B]
+    if not odd:
+        return None
+    recorded, fix = ("without", "record the fit traces with +prior") if prior else ("with", "validate with --prior")
+    return f"fitted on traces recorded {recorded} the prior ({', '.join(odd)}), validated {'with' if prior else 'without'} it: {fix}"
+
+
 def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str, ...]:
     """Labels of the trace methods that record which matched cycles were confident: goose with a
     budget of at least ``BYPASS_LEN`` (its ``bypass``; a smaller goose never bypasses)."""

@@ -147,3 +147,12 @@ def test_confident_methods_reads_goose_with_the_prior_as_goose():
                {"label": "goose+prior@4", "name": "goose+prior", "budget": 4},
                {"label": "iso:2+prior@15", "name": "iso:2+prior", "budget": 15}, {"label": "ar", "name": "ar", "budget": 0}]
     assert confident_methods([(pd.DataFrame(), {"config": {"methods": methods}})]) == ("goose+prior@15", "goose@60")
+
+
+def test_prior_mismatch_note_names_the_methods_on_the_other_side():
+    from goose_theory.regimefill import prior_mismatch_note
+    assert prior_mismatch_note(["goose+prior@15", "iso:2+prior@15"], True) is None
+    assert prior_mismatch_note(["goose@15", "ar"], False) is None
+    note = prior_mismatch_note(["goose+prior@15", "iso:2@15"], False)
+    assert note.startswith("fitted on traces recorded with the prior (goose+prior@15), validated without it")
+    assert "(iso:2@15)" in prior_mismatch_note(["goose+prior@15", "iso:2@15"], True)

@@ -272,3 +272,17 @@ def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
         assert load_topology(paths[1]).meta["provenance"]["regime_budgets"] == [8, 8]  # goose@8, iso:2@8
         err = capsys.readouterr().err
         assert ("note: fitted on traces at budget 8, exported at 15" in err) is noted
+
+
+def test_the_loop_notes_traces_recorded_without_the_prior_when_it_validates_with_it(tmp_path, capsys):
+    # the prior fills slots a table alone leaves empty, so fit and validation must agree on it
+    from goose_runtime.validate_cli import _regime_topologies
+    from goose_theory.acceptance import Acceptance
+    from goose_theory.optimize import build_topology
+    from goose_theory.topology import save_topology
+    for prior in (True, False):
+        path = tmp_path / f"topology-stdlib-{prior}.json"
+        save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
+        _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), 8, prior=prior)
+        err = capsys.readouterr().err
+        assert ("note: fitted on traces recorded without the prior (goose@8, iso:2@8), validated with it" in err) is prior
