@@ -115,7 +115,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
     from .validate import validate_benchmark
 
     rows = []
-    if getattr(args, "prior", False):  # built once per model (a minute or two on a CPU): say so first
+    if args.prior:  # built once per model (a minute or two on a CPU): say so first
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=_progress)
     for bench, files in plan:
@@ -125,7 +125,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
         trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
                                            holdout=getattr(args, "holdout", True), trace_out=trace,
-                                           prior=getattr(args, "prior", False))
+                                           prior=args.prior)
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows

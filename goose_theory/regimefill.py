@@ -222,11 +222,18 @@ def prior_mismatch_note(methods: Sequence[str], prior: bool) -> str | None:
         >>> prior_mismatch_note(["goose+prior@15"], True) is None
         True
     """
-    odd = [m for m in methods if (m.rpartition("@")[0] or m).endswith(PRIOR_SUFFIX) != prior]  # label: NAME[@B]
+    odd = [m for m in methods if _label_name(m).endswith(PRIOR_SUFFIX) != prior]
     if not odd:
         return None
     recorded, fix = ("without", "record the fit traces with +prior") if prior else ("with", "validate with --prior")
     return f"fitted on traces recorded {recorded} the prior ({', '.join(odd)}), validated {'with' if prior else 'without'} it: {fix}"
+
+
+def _label_name(label: str) -> str:
+    """The method name of a trace label ``NAME`` or ``NAME@B`` (the runtime's ``method_label``; an
+    ``@`` inside a topology file's name is not a budget)."""
+    name, at, tail = label.rpartition("@")
+    return name if at and tail.isdigit() else label
 
 
 def confident_methods(frames: Sequence[tuple[pd.DataFrame, dict]]) -> tuple[str, ...]:

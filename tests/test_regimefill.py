@@ -156,3 +156,10 @@ def test_prior_mismatch_note_names_the_methods_on_the_other_side():
     note = prior_mismatch_note(["goose+prior@15", "iso:2@15"], False)
     assert note.startswith("fitted on traces recorded with the prior (goose+prior@15), validated without it")
     assert "(iso:2@15)" in prior_mismatch_note(["goose+prior@15", "iso:2@15"], True)
+
+
+def test_prior_mismatch_note_reads_only_a_numeric_tail_as_the_budget():
+    # a topology file named with an "@" keeps it in its label; only "@<digits>" is a budget
+    from goose_theory.regimefill import prior_mismatch_note
+    assert prior_mismatch_note(["topology:run@night+prior", "goose+prior@15"], True) is None
+    assert prior_mismatch_note(["topology:run@night"], False) is None
