@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.goose-installed
 
-.PHONY: setup browser run test test-fast bench traces clean-venv
+.PHONY: setup browser run test test-fast bench traces prior clean-venv
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,13 @@ bench: setup
 traces: setup
 	$(BIN)/goose record-traces --out-dir traces --threads 2
 	sh traces/record-small.sh 16 1   # as the shipped b8 files were made (tau is the same at any thread count)
+
+# The default model's fp32 successor prior (+prior methods), shipped so that nobody builds it on
+# first use: one position per vocabulary token, about 1.5 min on a 2-core CPU (goose_runtime/prior.py).
+prior: setup
+	rm -f goose_runtime/data/priors/prior-*.npz
+	OMP_NUM_THREADS=2 $(BIN)/python -c "from goose_runtime.model import load_model; import goose_runtime.prior as p; \
+	  b = load_model(); p.write_prior(p.shipped_path(b), p.build_prior(b))"
 
 clean-venv:
 	rm -rf $(VENV)

@@ -11,9 +11,11 @@ token ``b``, the top-k next tokens after a short generic prefix followed by ``b`
 opening, so the guesses are those of an answer in progress). All tokens of a batch sit after the
 cached prefix as siblings in one tree forward (each sees the prefix and itself), so the whole
 vocabulary costs one position per token: 96 s on this project's 2-core CPU for SmolLM2's 49152
-tokens. The table (ids and scores, 6 MB for SmolLM2) is cached under the goose cache (``priors/``),
-keyed by the model's name, dtype, vocabulary size, k, prefix and a fingerprint of its output
-embedding.
+tokens. The table (ids, logits and each row's log-sum-exp; 2.5 MB compressed for SmolLM2) is cached
+under the goose cache (``priors/``), keyed by the model's name, dtype, vocabulary size, k, prefix
+and a fingerprint of its output embedding. The embedded default model's fp32 table ships with the
+package (``goose_runtime/data/priors/``, made by ``make prior``), so ``+prior`` costs it nothing on
+first use; any other model builds its own once.
 
 Compromise: one prefix for every prompt set, so the guesses know nothing of the text being decoded;
 the table's own rows replace them as soon as the token has been seen. Lossless either way: drafts
@@ -41,7 +43,10 @@ from goose_theory.fileio import atomic_output
 from .kvcache import cache_for
 from .verify import MaskBuilder, forward
 
-PRIOR_VERSION = 1
+# 2: stores each row's log-sum-exp instead of its probabilities (they derive from it on load, in
+# the same op as at build time), so the shipped file is half the size
+PRIOR_VERSION = 2
+SHIPPED_DIR = pathlib.Path(__file__).parent / "data" / "priors"
 # a chat turn's opening: the model's guesses are then those of an answer in progress (measured
 # against a code prefix on the validation traces: bench/bench_prior.py)
 CHAT_PREFIX = [{"role": "user", "content": "Hello"}]
@@ -56,6 +61,7 @@ class Prior:
     tokens: np.ndarray
     logits: np.ndarray
     probs: np.ndarray
+    lse: np.ndarray  # each row's log-sum-exp over the whole vocabulary (probs = exp(logits - lse))
 
     def scores(self, kind: str) -> np.ndarray:
         """The score column matching the table's harvest (``"prob"`` or ``"logit"``)."""
@@ -71,22 +77,32 @@ def prefix_ids(bundle) -> list[int]:
     return list(tok(PLAIN_PREFIX, add_special_tokens=False)["input_ids"])
 
 
-def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] | None = None) -> Prior:
+def _probs(logits: np.ndarray, lse: np.ndarray) -> np.ndarray:
+    """softmax probabilities of the top-k logits from their rows' log-sum-exp: one float32 torch op,
+    the same at build time and on load, so a loaded table equals the built one bit for bit."""
+    return torch.exp(torch.from_numpy(logits) - torch.from_numpy(lse)[:, None]).numpy()
+
+
+def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] | None = None,
+                rows: range | None = None) -> Prior:
     """The prior of every token of ``bundle``'s vocabulary (see the module docstring), after
-    ``prefix`` (default :func:`prefix_ids`; only the default is cached)."""
+    ``prefix`` (default :func:`prefix_ids`; only the default is cached). ``rows`` (whose start is
+    a multiple of ``batch``): only those tokens, batched as in the full build, the others left 0
+    (the slow test re-checks part of the shipped table this way)."""
     model, device = bundle.model, bundle.device
     vocab = int(model.get_output_embeddings().weight.shape[0])
+    rows = range(vocab) if rows is None else rows
     prefix = prefix_ids(bundle) if prefix is None else list(prefix)
     masks, cache = MaskBuilder(bundle.dtype, device), cache_for(model)
     tokens = np.zeros((vocab, top_k), dtype=np.int64)
     logits_out = np.zeros((vocab, top_k), dtype=np.float32)
-    probs_out = np.zeros((vocab, top_k), dtype=np.float32)
+    lse_out = np.zeros(vocab, dtype=np.float32)
     with torch.inference_mode():
         n = len(prefix)
         forward(model, torch.tensor(prefix, device=device), torch.arange(n, device=device),
                 masks.causal_mask(n), cache)
-        for start in range(0, vocab, batch):
-            ids = torch.arange(start, min(start + batch, vocab), device=device)
+        for start in range(rows.start, rows.stop, batch):
+            ids = torch.arange(start, min(start + batch, rows.stop), device=device)
             q = len(ids)
             # q siblings after the prefix: every row sees the prefix and itself only
             mask = torch.full((1, 1, q, n + q), masks.min, dtype=bundle.dtype, device=device)
@@ -95,11 +111,10 @@ def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] 
             logits = forward(model, ids, torch.full((q,), n, device=device), mask, cache).float()
             cache.crop(-q)
             vals, idx = torch.topk(logits, top_k, dim=-1)
-            probs = torch.exp(vals - torch.logsumexp(logits, dim=-1, keepdim=True))
             tokens[start:start + q] = idx.cpu().numpy()
             logits_out[start:start + q] = vals.cpu().numpy()
-            probs_out[start:start + q] = probs.cpu().numpy()
-    return Prior(tokens, logits_out, probs_out)
+            lse_out[start:start + q] = torch.logsumexp(logits, dim=-1).cpu().numpy()
+    return Prior(tokens, logits_out, _probs(logits_out, lse_out), lse_out)
 
 
 def _key(bundle, top_k: int) -> str:
@@ -129,17 +144,35 @@ def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | No
     from .model import _cache_root
 
     folder = cache_dir or (_cache_root() / "priors")
-    path = folder / f"prior-{_key(bundle, top_k)}.npz"
-    if path.exists():
-        with np.load(path) as data:
-            return Prior(data["tokens"].astype(np.int64), data["logits"], data["probs"])
+    name = f"prior-{_key(bundle, top_k)}.npz"
+    for path in (folder / name, SHIPPED_DIR / name):
+        if path.exists():
+            return read_prior(path)
     if log is not None:
         log(f"building the model's successor prior for +prior methods, once: one position per vocabulary "
-            f"token (about 1.5 min for SmolLM2 on 2 CPU cores), cached in {folder}")
+            f"token (about 1.5 min for a 135M model with a 49k vocabulary on 2 CPU cores), cached in {folder}")
     prior = build_prior(bundle, top_k=top_k)
-    with atomic_output(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
-        np.savez(fh, tokens=prior.tokens.astype(np.int32), logits=prior.logits, probs=prior.probs)
+    write_prior(folder / name, prior)
     return prior
+
+
+def shipped_path(bundle, top_k: int = 10) -> pathlib.Path:
+    """Where the package keeps ``bundle``'s table if it ships one (``make prior`` writes it)."""
+    return SHIPPED_DIR / f"prior-{_key(bundle, top_k)}.npz"
+
+
+def write_prior(path: pathlib.Path, prior: Prior) -> None:
+    """Save ``prior`` atomically, compressed; token ids as uint16 where the vocabulary allows."""
+    ids = prior.tokens.astype(np.uint16 if prior.tokens.size and prior.tokens.max() < 2**16 else np.int32)
+    with atomic_output(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, tokens=ids, logits=prior.logits, lse=prior.lse)
+
+
+def read_prior(path: pathlib.Path) -> Prior:
+    """A table saved by :func:`write_prior`."""
+    with np.load(path) as data:
+        logits, lse = data["logits"], data["lse"]
+        return Prior(data["tokens"].astype(np.int64), logits, _probs(logits, lse), lse)
 
 
 def attach_prior(table, bundle, *, score: str) -> None:

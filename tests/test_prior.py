@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from goose_runtime.model import tiny_random_bundle
-from goose_runtime.prior import build_prior, load_or_build_prior, prefix_ids, shared_prior
+import goose_runtime.prior as prior_mod
+from goose_runtime.prior import (build_prior, load_or_build_prior, prefix_ids, read_prior, shared_prior,
+                                   write_prior)
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +53,56 @@ def test_another_prefix(bundle):
         for token in (0, 300):
             logits = bundle.model(input_ids=torch.tensor([[7, 8, 9, token]])).logits[0, -1]
             assert prior.tokens[token].tolist() == torch.topk(logits, 3).indices.tolist()
+
+
+def test_saved_table_loads_bit_for_bit(tmp_path, bundle):
+    built = build_prior(bundle, top_k=3, batch=128)
+    write_prior(tmp_path / "p.npz", built)
+    loaded = read_prior(tmp_path / "p.npz")
+    for name in ("tokens", "logits", "probs", "lse"):
+        np.testing.assert_array_equal(getattr(built, name), getattr(loaded, name))
+    assert loaded.tokens.dtype == np.int64
+    assert np.isfinite(loaded.probs).all() and (loaded.probs > 0).all()
+    assert (loaded.probs.sum(axis=1) <= 1 + 1e-6).all()  # a top-k's share of a softmax
+
+
+def test_a_row_range_equals_the_full_build(bundle):
+    full = build_prior(bundle, top_k=3, batch=128)
+    part = build_prior(bundle, top_k=3, batch=128, rows=range(256, 384))
+    np.testing.assert_array_equal(part.tokens[256:384], full.tokens[256:384])
+    np.testing.assert_array_equal(part.logits[256:384], full.logits[256:384])
+    np.testing.assert_array_equal(part.lse[256:384], full.lse[256:384])
+    assert not part.tokens[:256].any() and not part.tokens[384:].any()
+
+
+def test_shipped_table_is_used_when_the_cache_has_none(tmp_path, monkeypatch, bundle):
+    shipped, cache = tmp_path / "shipped", tmp_path / "cache"
+    write_prior(shipped / f"prior-{prior_mod._key(bundle, 3)}.npz", build_prior(bundle, top_k=3))
+    monkeypatch.setattr(prior_mod, "SHIPPED_DIR", shipped)
+    monkeypatch.setattr(prior_mod, "build_prior", lambda *a, **k: pytest.fail("built although one ships"))
+    loaded = load_or_build_prior(bundle, top_k=3, cache_dir=cache)
+    assert loaded.tokens.shape == (512, 3) and not cache.exists()  # read in place, nothing copied
+
+
+@pytest.mark.slow
+def test_shipped_default_table_matches_the_model():
+    """The default model as ``make setup`` converts it finds its shipped table (so ``+prior`` builds
+    nothing), and two of its batches rebuilt now agree with it."""
+    from goose_runtime.model import load_model
+
+    real = load_model("default", device="cpu", dtype="float32")
+    path = prior_mod.SHIPPED_DIR / f"prior-{prior_mod._key(real, 10)}.npz"
+    assert path.is_file(), f"no shipped prior for the default model's key: {path.name} (run make prior)"
+    shipped = read_prior(path)
+    assert shipped.tokens.shape == (49152, 10)
+    for rows in (range(0, 512), range(30720, 31232)):
+        fresh = build_prior(real, rows=rows)
+        sl = slice(rows.start, rows.stop)
+        np.testing.assert_allclose(fresh.logits[sl], shipped.logits[sl], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(fresh.lse[sl], shipped.lse[sl], atol=1e-4, rtol=0)
+        # ids must agree except where two neighbouring logits tie within rounding
+        gaps = np.diff(shipped.logits[sl], axis=1)
+        near_tie = np.zeros_like(fresh.tokens[sl], dtype=bool)
+        near_tie[:, 1:] |= gaps > -1e-4
+        near_tie[:, :-1] |= gaps > -1e-4
+        assert (fresh.tokens[sl] == shipped.tokens[sl])[~near_tie].all()
