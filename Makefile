@@ -27,9 +27,12 @@ browser:
 setup: $(STAMP)
 
 # The main job: fit the shipped traces -> cost-aware optimal topology per prompt set ->
-# validate on held-out prompts against the paper's goose and ar (a few minutes on a 2-core CPU).
+# validate on held-out prompts against goose at the same budget, the paper's goose@60 and ar
+# (a few minutes on a 2-core CPU). With the successor prior (shipped for the default model):
+# fitted on traces/prior/ (recorded with it), every goose and topology run drafts with it, and
+# the paper's goose@60 runs without it too. `goose loop` alone is the same loop without the prior.
 run: setup
-	$(BIN)/goose loop
+	$(BIN)/goose loop --prior --traces traces/prior
 
 test: setup browser
 	$(BIN)/python -m pytest -q
@@ -47,6 +50,7 @@ bench: setup
 traces: setup
 	$(BIN)/goose record-traces --out-dir traces --threads 2
 	sh traces/record-small.sh 16 1   # as the shipped b8 files were made (tau is the same at any thread count)
+	sh traces/record-small.sh 16 2 8 prior   # traces/prior/: the main job's fit (make run)
 
 # The default model's fp32 successor prior (+prior methods), shipped so that nobody builds it on
 # first use: one position per vocabulary token, about 1.5 min on a 2-core CPU (goose_runtime/prior.py).

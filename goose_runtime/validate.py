@@ -208,7 +208,8 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
                        prior: bool = False) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically);
-    with ``prior``, goose and every topology draft with the model's successor prior (``+prior``)."""
+    with ``prior``, goose and every topology draft with the model's successor prior (``+prior``),
+    and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces)."""
     from .methods import PRIOR_SUFFIX
     from .replayfit import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
@@ -230,13 +231,18 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
             specs.append(spec)
             predictions.setdefault(_label(spec), (spec.budget, _goose_prediction(topo, a_priori, spec.budget), realised))
             fitted.setdefault(_label(spec), n_fit)
+        if prior:  # the paper's default as published too; the fit (of +prior traces) does not describe it
+            spec = parse_labeled("goose", budget=PAPER_BUDGET)
+            specs.append(spec)
+            predictions.setdefault(_label(spec), (PAPER_BUDGET, float("nan"), None))
         spec = parse_labeled(f"topology:{path}{suffix}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled(goose, budget=max(topo.budget, 1))), n_fit
         _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config), spec)
     specs = list(distinct_methods(specs).values())
-    _replay_goose(bundle, benchmark, config, [t for _, t in topologies], specs, replayed)
+    _replay_goose(bundle, benchmark, config, [t for _, t in topologies], [s for s in specs if s.prior == prior],
+                  replayed)
     results = run_methods(bundle, specs, prompts, config=config, on_result=on_result)
     if trace_out is not None:  # the format of `goose decode --trace-out`; its config says whether held out
         write_results_trace(trace_out, bundle, specs, results, config, run_id_prefix="validate",

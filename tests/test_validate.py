@@ -153,8 +153,10 @@ def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_i
     monkeypatch.setattr(runner, "run_methods", fake_run_methods)
     monkeypatch.setattr(validate, "holdout_prompts", lambda benchmark, exclude, limit: ["p1", "p2"])
     rows, _ = validate.validate_benchmark(None, "stdlib", [path], limit=2, config=None, prior=True)
-    assert {s.name: s.prior for s in seen} == {"ar": False, "goose+prior": True, "topology:a+prior": True}
+    assert {s.name: s.prior for s in seen} == {"ar": False, "goose+prior": True, "topology:a+prior": True,
+                                               "goose": False}  # the paper's goose@60 as published, too
     by = {r.method: r for r in rows}
-    assert set(by) == {"ar", "goose+prior@4", "goose+prior", "topology:a+prior"}
+    assert set(by) == {"ar", "goose+prior@4", "goose+prior", "goose", "topology:a+prior"}
     assert by["topology:a+prior"].vs_goose_pct == pytest.approx(100.0)  # 2.0 against goose+prior@4's 1.0 per cycle
-    assert by["goose+prior"].budget == 60
+    assert by["goose+prior"].budget == by["goose"].budget == 60
+    assert math.isnan(by["goose"].predicted_tau)  # a +prior fit does not describe it
