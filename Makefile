@@ -28,7 +28,7 @@ setup: $(STAMP)
 
 # The main job: fit the shipped traces -> cost-aware optimal topology per prompt set ->
 # validate on held-out prompts against goose at the same budget, the paper's goose@60 and ar
-# (a few minutes on a 2-core CPU). With the successor prior (shipped for the default model):
+# (about 7 minutes on a 2-core CPU). With the successor prior (shipped for the default model):
 # fitted on traces/prior/ (recorded with it), every goose and topology run drafts with it, and
 # the paper's goose@60 runs without it too. `goose loop` alone is the same loop without the prior.
 run: setup
@@ -55,9 +55,9 @@ traces: setup
 # The default model's fp32 successor prior (+prior methods), shipped so that nobody builds it on
 # first use: one position per vocabulary token, about 1.5 min on a 2-core CPU (goose_runtime/prior.py).
 prior: setup
-	rm -f goose_runtime/data/priors/prior-*.npz
 	OMP_NUM_THREADS=2 $(BIN)/python -c "from goose_runtime.model import load_model; import goose_runtime.prior as p; \
-	  b = load_model(); p.write_prior(p.shipped_path(b), p.build_prior(b))"
+	  b = load_model(device='cpu'); new = p.shipped_path(b); p.write_prior(new, p.build_prior(b)); \
+	  [f.unlink() for f in p.SHIPPED_DIR.glob('prior-*.npz') if f != new]"
 
 clean-venv:
 	rm -rf $(VENV)

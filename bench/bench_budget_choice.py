@@ -7,12 +7,15 @@ benchmark exports the same optimised topologies (``goose_theory.regime.regime_to
 loop's own export) at every budget in ``--budgets`` *and* at the cost-aware one, and decodes them
 all in one run on the same held-out prompts (``goose_runtime.validate.validate_benchmark``: prompts
 outer, methods inner, with ``ar`` and the paper's ``goose`` at each budget), so their tokens/s are
-comparable. Printed per set: budget, measured tau, tokens/s and speedup of each export; which
+comparable (``--prior``: goose and the exports draft with the successor prior, fitted on
+``traces/prior/``, as ``make run`` does; the paper's goose@60 runs without it too). Printed per
+set: budget, measured tau, tokens/s and speedup of each export; which
 budget the cost-aware rule chose, and its speed against the fastest measured.
 
 Usage:
     .venv/bin/python bench/bench_budget_choice.py --budgets 4,8,16,32 --limit 5 --threads 2
-    (add ``--refresh-latency`` to re-measure the cached device profile first, as ``goose loop`` does)
+    (add ``--refresh-latency`` to re-measure the cached device profile first, as ``goose loop`` does;
+    ``--prior`` for the main job's configuration, ``make run``)
 """
 from __future__ import annotations
 
@@ -56,18 +59,21 @@ def _check(args) -> tuple:
     for name in args.sets.split(","):  # an unknown set would leave an empty report over the last one
         if name not in BENCHMARKS:
             raise UsageError(f"--sets: unknown prompt set {name!r} (use {', '.join(BENCHMARKS)})")
-    return make_config(max_new_tokens=args.max_new_tokens, record=True), _trace_files(args.traces), budgets
+    traces = args.traces or ("traces/prior" if args.prior else "traces")  # a fit of the kind that is validated
+    return make_config(max_new_tokens=args.max_new_tokens, record=True), _trace_files(traces), budgets
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--traces", default="traces")
+    ap.add_argument("--traces", help="fit traces (default: traces/, or traces/prior/ with --prior)")
     ap.add_argument("--sets", default="humaneval,mtbench,stdlib")
     ap.add_argument("--budgets", default="4,8,16,32")
     ap.add_argument("--limit", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="bench/results/bench_budget_choice.json")
+    ap.add_argument("--prior", action="store_true", help="as `make run`: goose and the exports draft with the "
+                    "successor prior (fit traces recorded with it: --traces traces/prior)")
     ap.add_argument("--refresh-latency", action="store_true",
                     help="re-measure this device's cached latency profile (speeds drift) and overwrite it")
     args = ap.parse_args(argv)
@@ -83,7 +89,8 @@ def main(argv=None) -> int:
     fit = fit_traces(files, group_by=("benchmark",), n_boot=100, seed=0)
     out_dir = tempfile.mkdtemp(prefix="goose-budgets-")
     written = write_report(analyze(fit, latency=profile), out_dir)  # the cost-aware budget per set
-    report, t0 = {"latency": profile_path, "threads": args.threads, "sets": {}}, time.time()
+    report, t0 = {"latency": profile_path, "threads": args.threads, "prior": args.prior, "traces": files,
+                  "sets": {}}, time.time()
     for bench, path in sorted(written.items()):  # one group per set: its label is the set's name
         if bench not in args.sets.split(","):
             continue
@@ -91,7 +98,7 @@ def main(argv=None) -> int:
         chosen, provenance = fitted.budget, fitted.meta.get("provenance") or {}
         budgets = sorted(extra | {chosen})
         paths = [export_at(files, bench, b, provenance, out_dir) for b in budgets]
-        rows, _ = validate_benchmark(bundle, bench, paths, limit=args.limit, config=config)
+        rows, _ = validate_benchmark(bundle, bench, paths, limit=args.limit, config=config, prior=args.prior)
         report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}
         print_set(bench, chosen, rows)
     report["wall_s"] = round(time.time() - t0)

@@ -86,12 +86,17 @@ def _probs(logits: np.ndarray, lse: np.ndarray) -> np.ndarray:
 def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] | None = None,
                 rows: range | None = None) -> Prior:
     """The prior of every token of ``bundle``'s vocabulary (see the module docstring), after
-    ``prefix`` (default :func:`prefix_ids`; only the default is cached). ``rows`` (whose start is
-    a multiple of ``batch``): only those tokens, batched as in the full build, the others left 0
-    (the slow test re-checks part of the shipped table this way)."""
+    ``prefix`` (default :func:`prefix_ids`; only the default is cached). ``rows``: only those
+    tokens, batched as in the full build (so it must start and end on a batch boundary or at the
+    vocabulary's end), the other rows left empty (ids, logits, log-sum-exp and probabilities 0;
+    the slow test re-checks part of the shipped table this way)."""
     model, device = bundle.model, bundle.device
     vocab = int(model.get_output_embeddings().weight.shape[0])
     rows = range(vocab) if rows is None else rows
+    if rows.step != 1 or not 0 <= rows.start < rows.stop <= vocab or rows.start % batch \
+            or (rows.stop % batch and rows.stop != vocab):
+        raise ValueError(f"rows must be a non-empty range of step 1 within 0..{vocab} on batch boundaries "
+                         f"(batch {batch}), got {rows}")
     prefix = prefix_ids(bundle) if prefix is None else list(prefix)
     masks, cache = MaskBuilder(bundle.dtype, device), cache_for(model)
     tokens = np.zeros((vocab, top_k), dtype=np.int64)
@@ -114,14 +119,21 @@ def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] 
             tokens[start:start + q] = idx.cpu().numpy()
             logits_out[start:start + q] = vals.cpu().numpy()
             lse_out[start:start + q] = torch.logsumexp(logits, dim=-1).cpu().numpy()
-    return Prior(tokens, logits_out, _probs(logits_out, lse_out), lse_out)
+    probs = _probs(logits_out, lse_out)
+    probs[:rows.start], probs[rows.stop:] = 0, 0  # rows not built: exp(0 - 0) would read as 1
+    return Prior(tokens, logits_out, probs, lse_out)
 
 
 def _key(bundle, top_k: int) -> str:
     """Names the model by its output embedding too, so two models under one name (a re-converted
-    checkpoint, the tiny test models of different seeds) never share a cached prior."""
+    checkpoint, the tiny test models of different seeds) never share a cached prior. The
+    fingerprint hashes the exact bytes of a fixed strided sample of the weight (at most 4 M values,
+    so a large model's is cheap too): a float sum of it would change in its last bits with the
+    thread count (torch splits the reduction), and the shipped table would then be missed."""
     w = bundle.model.get_output_embeddings().weight.detach()
-    fingerprint = [float(w.double().abs().sum()), *w[0, :4].double().tolist(), *w[-1, -4:].double().tolist()]
+    flat = w.reshape(-1)
+    sample = flat[:: max(1, flat.numel() // 4_000_000)].float().cpu().contiguous()
+    fingerprint = hashlib.sha256(sample.numpy().tobytes()).hexdigest()[:16]
     text = f"{PRIOR_VERSION}|{bundle.name}|{bundle.dtype}|{tuple(w.shape)}|{top_k}|{prefix_ids(bundle)}|{fingerprint}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -140,7 +152,9 @@ def shared_prior(bundle, *, top_k: int = 10, log: Callable[[str], None] | None =
 
 def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | None = None,
                         log: Callable[[str], None] | None = None) -> Prior:
-    """The cached prior of ``bundle`` (built and saved atomically on first use, which ``log`` is told of)."""
+    """The prior of ``bundle``: from the cache folder (``cache_dir`` or the goose cache's
+    ``priors/``), else from the tables the package ships (:data:`SHIPPED_DIR`), else built and saved
+    atomically into the cache folder (which ``log`` is told of first)."""
     from .model import _cache_root
 
     folder = cache_dir or (_cache_root() / "priors")

@@ -5,8 +5,8 @@ topology was fitted on, in the set's fixed order), one run decodes with ``ar``, 
 adaptive ``goose`` at the topology's budget (and at the paper's default budget 60), and
 ``topology:FILE`` (a two-regime file, one with ``regimes.unmatched``, drafts that tree in cycles
 without a context match). With ``prior`` (``--prior``), goose and every topology draft with the
-model's successor prior (:mod:`goose_runtime.prior`), for files fitted on traces recorded so.
-Each row reports:
+model's successor prior (:mod:`goose_runtime.prior`), for files fitted on traces recorded so, and
+the paper's goose@60 runs as published too (neither predicted nor replayed). Each row reports:
 
 * ``predicted_tau``: the topology's exported prediction (a priori; for ``goose loop``'s files the
   two-regime tau of :mod:`goose_theory.regime`);
@@ -19,8 +19,8 @@ Each row reports:
   traces' prompts and measured on these few (``goose_theory.validation.split_noise``, from this
   run's spread between prompts, with Student's t for a spread estimated from so few): an
   ``error_pct`` inside it is what prompt sampling alone gives;
-* for a topology, ``vs_goose_pct`` with a 95% interval: its measured tau against the paper's
-  ``goose`` at the same budget on the same prompts (``validation.paired_ratio_ci``);
+* for a topology, ``vs_goose_pct`` with a 95% interval: its measured tau against ``goose`` (with
+  ``prior``, goose+prior) at the same budget on the same prompts (``validation.paired_ratio_ci``);
 * ``accepted_tau``: tokens the verification *accepted* per call (bonus included), which is what
   the acceptance model predicts. ``measured_tau`` counts the tokens emitted, and a prompt's last
   cycle is cut at ``max_new_tokens`` (or EOS): on long code matches that cut costs a few percent

@@ -84,7 +84,8 @@ def register(sub) -> None:
 def _prior_option(p) -> None:
     p.add_argument("--prior", action="store_true",
                    help="goose and the topologies draft with the model's successor prior (goose+prior, "
-                        "topology:FILE+prior); fit such files from traces recorded with +prior too")
+                        "topology:FILE+prior), and the paper's goose@60 runs without it too; fit such files "
+                        "from traces recorded with +prior (traces/prior/)")
 
 
 def _check(args):
@@ -115,7 +116,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
     from .validate import validate_benchmark
 
     rows = []
-    if args.prior:  # built once per model (a minute or two on a CPU): say so first
+    if args.prior:  # shipped for the default model; any other builds it once (minutes on a CPU): say so first
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=_progress)
     for bench, files in plan:

@@ -73,6 +73,23 @@ def test_a_row_range_equals_the_full_build(bundle):
     np.testing.assert_array_equal(part.logits[256:384], full.logits[256:384])
     np.testing.assert_array_equal(part.lse[256:384], full.lse[256:384])
     assert not part.tokens[:256].any() and not part.tokens[384:].any()
+    assert not part.probs[:256].any() and not part.probs[384:].any()  # rows not built read as empty
+    np.testing.assert_array_equal(part.probs[256:384], full.probs[256:384])
+
+
+@pytest.mark.parametrize("rows", [range(0, 256, 2), range(100, 228), range(0, 100), range(128, 128),
+                                  range(0, 640), range(-128, 0)])
+def test_a_row_range_off_the_batches_is_refused(bundle, rows):
+    with pytest.raises(ValueError, match="batch boundaries"):
+        build_prior(bundle, top_k=3, batch=128, rows=rows)
+
+
+def test_a_vocabulary_past_uint16_keeps_its_ids(tmp_path):
+    ids = np.array([[70000, 3], [1, 65536]], dtype=np.int64)
+    logits = np.array([[2.0, 1.0], [0.5, 0.0]], dtype=np.float32)
+    lse = np.array([3.0, 2.0], dtype=np.float32)
+    write_prior(tmp_path / "big.npz", prior_mod.Prior(ids, logits, np.exp(logits - lse[:, None]), lse))
+    np.testing.assert_array_equal(read_prior(tmp_path / "big.npz").tokens, ids)
 
 
 def test_shipped_table_is_used_when_the_cache_has_none(tmp_path, monkeypatch, bundle):
@@ -82,6 +99,11 @@ def test_shipped_table_is_used_when_the_cache_has_none(tmp_path, monkeypatch, bu
     monkeypatch.setattr(prior_mod, "build_prior", lambda *a, **k: pytest.fail("built although one ships"))
     loaded = load_or_build_prior(bundle, top_k=3, cache_dir=cache)
     assert loaded.tokens.shape == (512, 3) and not cache.exists()  # read in place, nothing copied
+    # a table in the cache folder wins over the shipped one (a user may rebuild their own)
+    mine = build_prior(bundle, top_k=3, batch=128)
+    mine = prior_mod.Prior(mine.tokens[:, ::-1].copy(), mine.logits, mine.probs, mine.lse)
+    write_prior(cache / f"prior-{prior_mod._key(bundle, 3)}.npz", mine)
+    np.testing.assert_array_equal(load_or_build_prior(bundle, top_k=3, cache_dir=cache).tokens, mine.tokens)
 
 
 @pytest.mark.slow

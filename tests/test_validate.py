@@ -142,8 +142,11 @@ def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_i
 
     path = str(tmp_path / "a.json")
     nodes = [(-1, "root", 0)] + [(0, "transition", r) for r in range(4)]
-    save_topology(Topology.from_nodes(nodes, meta={"predicted_tau": 1.5}), path)
+    save_topology(Topology.from_nodes(nodes, meta={"predicted_tau": 1.5, "acceptance": {"p_s": 0.6, "p_t": 0.2}}),
+                  path)
     seen = []
+    import goose_runtime.replayfit as replayfit
+    monkeypatch.setattr(replayfit, "replay_prediction", lambda bundle, spec, *a, **k: SimpleNamespace(emitted_tau=1.7))
 
     def fake_run_methods(bundle, specs, prompts, *, config, on_result=None):
         seen.extend(specs)
@@ -159,4 +162,6 @@ def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_i
     assert set(by) == {"ar", "goose+prior@4", "goose+prior", "goose", "topology:a+prior"}
     assert by["topology:a+prior"].vs_goose_pct == pytest.approx(100.0)  # 2.0 against goose+prior@4's 1.0 per cycle
     assert by["goose+prior"].budget == by["goose"].budget == 60
-    assert math.isnan(by["goose"].predicted_tau)  # a +prior fit does not describe it
+    # a +prior fit does not describe the paper's goose: neither predicted nor replayed; goose+prior is both
+    assert math.isnan(by["goose"].predicted_tau) and math.isnan(by["goose"].replayed_tau)
+    assert by["goose+prior"].predicted_tau > 1 and by["goose+prior"].replayed_tau == 1.7
