@@ -31,9 +31,10 @@ def _pct(value: float, signed: bool = True) -> str:
     return "" if value != value else (f"{value:+.1f}%" if signed else f"+-{value:.0f}%")
 
 
-def display_row(row) -> dict[str, str]:
+def display_row(row, versus: str = "goose@B") -> dict[str, str]:
     """One printed line of the validation table: the numbers a reader compares, intervals inline
-    (every field, unrounded, is in the JSON report)."""
+    (every field, unrounded, is in the JSON report); ``versus`` names what topologies are compared
+    with (goose+prior@B under ``--prior``)."""
     vs = "" if row.vs_goose_pct != row.vs_goose_pct else (
         f"{_pct(row.vs_goose_pct)} [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
@@ -41,7 +42,7 @@ def display_row(row) -> dict[str, str]:
             "predicted": _num(row.predicted_tau, ".3f"), "realised": _num(row.realised_tau, ".3f"),
             "measured [95% CI]": measured, "error": _pct(row.error_pct), "replayed": _num(row.replayed_tau, ".3f"),
             "replay error": _pct(row.replayed_error_pct), "noise": _pct(row.noise_pct, signed=False),
-            "vs goose@B [95% CI]": vs, "psi": _num(row.psi, ".2f"),
+            f"vs {versus} [95% CI]": vs, "psi": _num(row.psi, ".2f"),
             "tok/s": f"{row.tokens_per_s:.1f}", "speedup": f"{row.speedup_vs_ar:.2f}x",
             "= ar": "yes" if row.lossless else "NO"}
 
@@ -139,7 +140,8 @@ def _emit(args, rows, extra: dict) -> None:
     if args.json:
         print_json(report)
     else:
-        print(format_table([display_row(r) for r in rows]))
+        versus = "goose+prior@B" if getattr(args, "prior", False) else "goose@B"
+        print(format_table([display_row(r, versus) for r in rows]))
 
 
 def validate_handler(args: argparse.Namespace) -> int:

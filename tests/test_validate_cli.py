@@ -237,6 +237,7 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     ar = ValidationRow("stdlib", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, False, 1, 128)
     row = display_row(ar)
     assert row["predicted"] == row["realised"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == ""
+    assert display_row(topo, "goose+prior@B")["vs goose+prior@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]"  # --prior's baseline
     assert row["psi"] == ""
     assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
 
