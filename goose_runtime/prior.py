@@ -158,8 +158,8 @@ def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | No
     from .model import _cache_root
 
     folder = cache_dir or (_cache_root() / "priors")
-    name = f"prior-{_key(bundle, top_k)}.npz"
-    for path in (folder / name, SHIPPED_DIR / name):
+    name = _file_name(bundle, top_k)
+    for path in (folder / name, shipped_path(bundle, top_k)):
         if path.exists():
             return read_prior(path)
     if log is not None:
@@ -170,9 +170,13 @@ def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | No
     return prior
 
 
+def _file_name(bundle, top_k: int) -> str:
+    return f"prior-{_key(bundle, top_k)}.npz"
+
+
 def shipped_path(bundle, top_k: int = 10) -> pathlib.Path:
     """Where the package keeps ``bundle``'s table if it ships one (``make prior`` writes it)."""
-    return SHIPPED_DIR / f"prior-{_key(bundle, top_k)}.npz"
+    return SHIPPED_DIR / _file_name(bundle, top_k)
 
 
 def write_prior(path: pathlib.Path, prior: Prior) -> None:

@@ -140,7 +140,7 @@ def _emit(args, rows, extra: dict) -> None:
     if args.json:
         print_json(report)
     else:
-        versus = "goose+prior@B" if getattr(args, "prior", False) else "goose@B"
+        versus = "goose+prior@B" if args.prior else "goose@B"  # both parsers define --prior
         print(format_table([display_row(r, versus) for r in rows]))
 
 

@@ -94,8 +94,8 @@ def test_a_vocabulary_past_uint16_keeps_its_ids(tmp_path):
 
 def test_shipped_table_is_used_when_the_cache_has_none(tmp_path, monkeypatch, bundle):
     shipped, cache = tmp_path / "shipped", tmp_path / "cache"
-    write_prior(shipped / f"prior-{prior_mod._key(bundle, 3)}.npz", build_prior(bundle, top_k=3))
     monkeypatch.setattr(prior_mod, "SHIPPED_DIR", shipped)
+    write_prior(prior_mod.shipped_path(bundle, 3), build_prior(bundle, top_k=3))
     monkeypatch.setattr(prior_mod, "build_prior", lambda *a, **k: pytest.fail("built although one ships"))
     loaded = load_or_build_prior(bundle, top_k=3, cache_dir=cache)
     assert loaded.tokens.shape == (512, 3) and not cache.exists()  # read in place, nothing copied
@@ -113,7 +113,7 @@ def test_shipped_default_table_matches_the_model():
     from goose_runtime.model import load_model
 
     real = load_model("default", device="cpu", dtype="float32")
-    path = prior_mod.SHIPPED_DIR / f"prior-{prior_mod._key(real, 10)}.npz"
+    path = prior_mod.shipped_path(real)
     assert path.is_file(), f"no shipped prior for the default model's key: {path.name} (run make prior)"
     shipped = read_prior(path)
     assert shipped.tokens.shape == (49152, 10)
