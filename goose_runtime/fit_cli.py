@@ -1,8 +1,9 @@
 """``fit-acceptance PATH...``: fit p_s and p_t from goose traces, check the model and the
 paper's bound, and recommend (and with ``--out``, export) an optimised topology.
 
-PATHs may be files, directories (every ``*.parquet`` below) or globs (expanded here: the shell
-may not). Every file is validated first; a bad one is one line naming the file and the problem,
+PATHs may be files, directories (the ``*.parquet`` files directly in them, as ``goose loop
+--traces DIR`` reads them: ``traces/`` keeps the +prior and large-set traces in subfolders, which a
+plain fit must not mix in) or globs (expanded here: the shell may not; ``**`` recurses). Every file is validated first; a bad one is one line naming the file and the problem,
 exit code 2, nothing written -- or, with ``--skip-bad``, a "skipped" line and the rest goes on.
 Each file's footer is read once, by that check; the counting pass streams the data with it
 (``--regimes`` reads the counted files once more, into memory, for the regime fit).
@@ -22,13 +23,17 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
-from .fit_report import summary_text, write_report
+from .fit_report import export_line, note_regime_exports, regime_export, summary_text, write_report
+
+
+SLOW_REGIME_BUDGET = 32  # from here up --regimes says that it will take a while
 
 
 def build_parser():
     p = make_parser("fit-acceptance", "Fit p_s and p_t from goose traces; check the model and the paper's bound; "
                                       "recommend an optimised topology.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files, directories or globs")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="trace files, directories (their own *.parquet, not subfolders') or globs ('**' recurses)")
     p.add_argument("--group-by", default="", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)}")
     p.add_argument("--budget", type=int, default=None, help="budget of the recommended tree (default: the recorded runs')")
     p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware")
@@ -36,8 +41,9 @@ def build_parser():
     p.add_argument("--regimes", action="store_true",
                    help="with --out: export the two-regime topologies instead (matched / unmatched cycles, "
                         "docs/two-regime.md): topology-<group>.json the best single tree for the runtime as it "
-                        "is, topology-<group>-regimes.json a pair; needs --group-by benchmark or none, and reads "
-                        "the rows into memory")
+                        "is, topology-<group>-regimes.json the regime file (one tree per kind of cycle: no match, "
+                        "a confident match, a match of each length) that topology:FILE switches between; needs "
+                        "--group-by benchmark or none, and reads the rows into memory")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--skip-bad", action="store_true", help="skip unusable files (with a note) instead of stopping")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
@@ -46,7 +52,8 @@ def build_parser():
 
 
 def expand_paths(paths: list[str]) -> list[str]:
-    """Files, directories (recursive *.parquet) and globs -> a sorted, de-duplicated file list."""
+    """Files, directories (their own *.parquet) and globs (``**`` recursive) -> a sorted,
+    de-duplicated file list."""
     out: list[str] = []
     for raw in paths:
         if any(ch in raw for ch in "*?["):
@@ -55,7 +62,7 @@ def expand_paths(paths: list[str]) -> list[str]:
                 raise UsageError(f"{raw}: no files match")
             out += [m for m in matches if not os.path.isdir(m)]
         elif os.path.isdir(raw):
-            found = sorted(glob.glob(os.path.join(raw, "**", "*.parquet"), recursive=True))
+            found = sorted(glob.glob(os.path.join(raw, "*.parquet")))
             if not found:
                 raise UsageError(f"{raw}: directory holds no *.parquet files")
             out += found
@@ -124,11 +131,15 @@ def _handler(args) -> int:
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
     pairs = _regime_pairs(analysis, list(counts.files)) if args.regimes else {}
     written = write_report(analysis, args.out) if args.out else {}
-    written = _save_regimes(pairs, written)
+    exports = _save_regimes(pairs, written)
+    # a group's file now holds its regime export, not the recommended tree: name it only there
+    files = note_regime_exports(analysis, args.out, written, exports) if exports else written
     if args.json:
-        print_json(analysis.to_json(written))
+        print_json({**analysis.to_json(files), **({"regime_exports": exports} if args.regimes else {})})
     else:
-        print(summary_text(analysis, written))
+        print(summary_text(analysis, files))
+        for e in exports:
+            print(f"exported (--regimes) for {export_line(e)}")
         if args.out:
             print(f"\nreport: {os.path.join(args.out, 'report.md')}")
     return 0
@@ -155,21 +166,23 @@ def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
     """The two-regime (single, pair) topologies of each group at its recommended budget."""
     pairs = {}
     for g in analysis.groups:
+        budget = g.recommendation.best.topology.budget
+        if budget >= SLOW_REGIME_BUDGET:  # measured: 8.5 min at 80 for three sets, 6 s at 8
+            print(f"--regimes: optimising {g.label}'s trees at budget {budget} takes minutes "
+                  "(--budget or --latency picks a smaller one)", file=sys.stderr, flush=True)
         single, pair, _, _ = regime_exports(files, bench=g.fit.key.get("benchmark"), context=f"--regimes: {g.label}",
-                                            budget=g.recommendation.best.topology.budget)
+                                            budget=budget)
         pairs[g.label] = (single, pair)
     return pairs
 
 
-def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> dict[str, str]:
+def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> list[dict]:
     """Overwrite each group's topology with the two-regime single tree (keeping the report's
-    provenance) and write the pair beside it; returns the group -> file map with the pairs added."""
+    provenance) and write the regime file beside it; returns what each group's two files hold."""
     from goose_theory.regimefile import save_over_fit
 
-    out = dict(written)
-    for label, (single, pair) in pairs.items():
-        out[f"{label}-regimes"] = save_over_fit(single, pair, written[label])
-    return out
+    return [regime_export(label, written[label], save_over_fit(single, pair, written[label]))
+            for label, (single, pair) in pairs.items()]
 
 
 def main(argv: list[str] | None = None) -> int:

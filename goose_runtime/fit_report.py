@@ -202,3 +202,36 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, st
         chart_files.append(path)
     write_text_atomic(os.path.join(out_dir, "report.md"), render_markdown(analysis, files, chart_files))
     return files
+
+
+def regime_export(group: str, single_path: str, pair_path: str) -> dict[str, Any]:
+    """What a group's two regime exports hold (``fit-acceptance --regimes``, ``goose loop``)."""
+    from goose_theory.topology import load_topology
+
+    single, pair = load_topology(single_path), load_topology(pair_path)
+    return {"group": group, "budget": single.budget,
+            **{key: {"file": path, "rule": t.meta.get("rule"), "predicted_tau": t.meta.get("predicted_tau")}
+               for key, path, t in (("single", single_path, single), ("regime_file", pair_path, pair))}}
+
+
+def export_line(e: dict[str, Any]) -> str:
+    return (f"{e['group']} at budget {e['budget']}: one tree, predicted tau {e['single']['predicted_tau']:.3f} -> "
+            f"{e['single']['file']}; regime file, predicted tau {e['regime_file']['predicted_tau']:.3f} -> "
+            f"{e['regime_file']['file']}")
+
+
+def note_regime_exports(analysis: Analysis, out_dir: str | os.PathLike, files: dict[str, str],
+                        exports: list[dict[str, Any]]) -> dict[str, str]:
+    """Re-write report.md once groups' topology files hold their two-regime exports instead of the
+    recommended tree: the recommendation no longer names those files, and a section names what each
+    holds. Returns the group -> file map of the files that still hold the recommended tree."""
+    out_dir = os.fspath(out_dir)
+    kept = {k: v for k, v in files.items() if k not in {e["group"] for e in exports}}
+    chart_files = [p for p in (os.path.join(out_dir, f"{n}.html") for n in _BUILDERS) if os.path.exists(p)]
+    section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
+               "The recommendation above assumes the matcher offers a spine in every cycle. These exports fit "
+               "the cycles with and without a match apart; theirs are the predictions to hold against measured tau.", "",
+               *[f"- {export_line(e)}" for e in exports], ""]
+    write_text_atomic(os.path.join(out_dir, "report.md"),
+                      render_markdown(analysis, kept, chart_files) + "\n" + "\n".join(section))
+    return kept

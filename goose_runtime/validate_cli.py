@@ -221,7 +221,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
-    from .fit_report import write_report
+    from .fit_report import note_regime_exports, regime_export, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
@@ -248,6 +248,7 @@ def loop_handler(args: argparse.Namespace) -> int:
                                                    prompt_set=bench, prior=args.prior)))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
+    note_regime_exports(analysis, args.out_dir, written, [regime_export(set_name(b), p[0], p[1]) for b, p in plan])
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = _run_validation(args, bundle, plan, config)
     args.out = os.path.join(args.out_dir, "validation.json")

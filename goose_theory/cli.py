@@ -16,8 +16,9 @@ from .topology import load_topology, save_topology
 from .yields import exact_yield
 
 
-def _add_acceptance(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--p-s", required=True, help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
+def _add_acceptance(p: argparse.ArgumentParser, *, p_s_required: bool = True) -> None:
+    p.add_argument("--p-s", required=p_s_required,
+                   help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
     p.add_argument("--p-t", required=True, help="transition acceptance (under the root; everywhere unless "
                    "overridden): a probability or a list by rank (0.05,0.03,...)")
     p.add_argument("--p-t-spine", help="transition acceptance under spine nodes, by rank (default: as --p-t)")
@@ -41,12 +42,13 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_yield)
 
     p = sub.add_parser("simulate", help="numba Monte Carlo of verification cycles of a topology")
-    p.add_argument("--topology", required=True)
-    p.add_argument("--cycles", type=int, default=1_000_000)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--topology", required=True, help="goose-topology/1 JSON file")
+    p.add_argument("--cycles", type=int, default=1_000_000, help="verification cycles to simulate (default 1000000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed; the result is the same at any thread count (default 0)")
     p.add_argument("--bursty", metavar="PS_REP,PS_NOVEL,TO_NOVEL,TO_REP",
-                   help="two-state Markov regime: p_s when repetitive / novel, and switching probabilities")
-    _add_acceptance(p)
+                   help="two-state Markov regime instead of --p-s: p_s when the text is repetitive / novel, and the "
+                        "per-cycle probabilities of switching to novel / to repetitive")
+    _add_acceptance(p, p_s_required=False)
     p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("optimize", help="build the tree of a rule at a budget and write it as topology JSON")
@@ -94,21 +96,32 @@ def cmd_yield(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(f"E[tau] = {out['exact']:.6f}   Var = {out['variance']:.6f}   ({acceptance.model} model, budget {topology.budget})")
-        print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}, {bound.lbar_rule}); gap {out['gap']:.6f}")
+        how = {"topology": "the smallest expected continuation below a first-level branch node of this tree",
+               "zero": "the plain bound"}.get(bound.lbar_rule, "given")
+        print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}: {how}); gap {out['gap']:.6f}")
         print(format_table([{"tau": k, "P(tau)": p} for k, p in enumerate(out["pmf"]) if k > 0]))
     return 0
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    topology, acceptance = load_topology(args.topology), _acceptance(args)
+    if args.bursty and args.p_s is not None:
+        raise UsageError("--bursty sets p_s per regime (PS_REP, PS_NOVEL); drop --p-s")
+    if not args.bursty and args.p_s is None:
+        raise UsageError("--p-s is required (or --bursty PS_REP,PS_NOVEL,TO_NOVEL,TO_REP)")
     if args.cycles < 1:
         raise UsageError(f"--cycles must be >= 1, got {args.cycles}")
     from .simulate import BurstyRegime, simulate, simulate_bursty
     if args.bursty:
-        parts = Acceptance.parse(args.bursty, 0.0).p_s  # validates four probabilities, names a bad one
+        try:
+            parts = [float(x) for x in args.bursty.split(",")]
+        except ValueError:
+            raise UsageError(f"--bursty: {args.bursty!r} is not four comma-separated probabilities") from None
         if len(parts) != 4:
             raise UsageError(f"--bursty needs four comma-separated probabilities, got {len(parts)}")
-        regime = BurstyRegime(*parts)
+        regime = BurstyRegime(*parts)  # names a value that is not a probability
+        args.p_s = str(regime.p_s_repetitive)  # replaced per regime by the simulator; p_t and the model stay
+    topology, acceptance = load_topology(args.topology), _acceptance(args)
+    if args.bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
     else:
@@ -146,11 +159,16 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     topology = result.topology.with_meta(rule=result.rule, predicted_tau=result.predicted_tau,
                                          acceptance=acceptance.to_dict(), **({"cost_aware": True} if extra else {}))
     save_topology(topology, args.out)
-    out = {"predicted_tau": result.predicted_tau, "rule": result.rule, "budget": result.budget, "out": args.out, **extra}
+    truncated = list(result.details.get("truncated") or [])
+    out = {"predicted_tau": result.predicted_tau, "rule": result.rule, "budget": result.budget, "out": args.out,
+           "truncated": truncated, **extra}
     if args.json:
         print_json(out)
     else:
         print(f"{result.rule}: budget {result.budget}, predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
+        if truncated:
+            more = f" (and {len(truncated) - 1} more like it; all in the file's 'truncated')" if len(truncated) > 1 else ""
+            print(f"note: {truncated[0]}{more}")
         if extra:
             print(format_table(extra["latency_table"]))
     return 0
@@ -169,4 +187,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print_json({"budget": args.budget, "acceptance": acceptance.to_dict(), "rules": rows})
     else:
         print(format_table(rows))
+        print("widths: transition children of the root, then of spine nodes 1, 2, ... (the first 8)")
+        if any(r.details.get("truncated") for r in results):
+            print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "
+                  "exceed 1 (goose optimize names them)")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any, Callable
 
@@ -18,6 +19,7 @@ from .errors import InputError
 
 
 EXIT_BAD_INPUT = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
 
 
 class UsageError(InputError):
@@ -45,6 +47,9 @@ def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     except BAD_INPUT_ERRORS as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went away (``goose ... | head``): stop quietly, as other CLI tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush cannot fail
+        return EXIT_BROKEN_PIPE
 
 
 def one_line(exc: BaseException) -> str:

@@ -59,6 +59,27 @@ def test_simulate_json(capsys, topo_file):
     assert abs(out["mean"] - out["exact"]) < 5 * se
 
 
+def test_simulate_bursty_takes_p_s_from_the_regime(capsys, topo_file):
+    out = run_json(capsys, ["simulate", "--topology", topo_file, "--bursty", "0.8,0.2,0.05,0.05", "--p-t", "0.1",
+                            "--cycles", "200000", "--seed", "3", "--json"])
+    tree = Topology.from_nodes(NODES)
+    mixture = 0.5 * exact_yield(tree, Acceptance.parse(0.8, 0.1)).expected_tau \
+        + 0.5 * exact_yield(tree, Acceptance.parse(0.2, 0.1)).expected_tau  # stationary share 0.05 / 0.1
+    assert out["exact"] == pytest.approx(mixture) and 0.4 < out["fraction_repetitive"] < 0.6
+    assert out["lag1_autocorrelation"] > 0.3
+
+
+def test_optimize_reports_dropped_ranks(capsys, tmp_path):
+    target = tmp_path / "opt.json"
+    out = run_json(capsys, ["optimize", "--budget", "30", "--p-s", "0.6", "--p-t", "0.05", "--out", str(target), "--json"])
+    assert out["truncated"] and "only ranks 0..7" in out["truncated"][0]
+    assert load_topology(target).meta["truncated"] == out["truncated"]
+    assert main(["optimize", "--budget", "30", "--p-s", "0.6", "--p-t", "0.05", "--out", str(target)]) == 0
+    assert "note: exclusive model: at the root only ranks 0..7" in capsys.readouterr().out
+    assert run_json(capsys, ["optimize", "--budget", "30", "--p-s", "0.3", "--p-t", "0.05", "--out", str(target),
+                             "--json"])["truncated"] == []
+
+
 def test_optimize_writes_topology(capsys, tmp_path):
     target = tmp_path / "opt.json"
     out = run_json(capsys, ["optimize", "--budget", "12", "--p-s", "0.5", "--p-t", "0.05", "--out", str(target), "--json"])
@@ -83,6 +104,11 @@ def test_compare_lists_rules(capsys):
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--p-t-chain", "2"], "p_t_chain: 2.0 is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),
     (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", "0"], "--cycles must be >= 1"),
+    (["simulate", "--p-t", "0.1"], "--p-s is required (or --bursty"),
+    (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--bursty", "0.8,0.2,0.05,0.05"], "drop --p-s"),
+    (["simulate", "--p-t", "0.1", "--bursty", "0.8,1.2,0.05,0.05"], "p_s_novel: 1.2 is not a probability"),
+    (["simulate", "--p-t", "0.1", "--bursty", "0.8,0.2"], "--bursty needs four"),
+    (["simulate", "--p-t", "0.1", "--bursty", "0.8,a,0.1,0.1"], "is not four comma-separated probabilities"),
     (["optimize", "--budget", "-1", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "--budget must be >= 0"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--rule", "magic", "--out", "OUT"], "magic"),
 ])
@@ -108,3 +134,14 @@ def test_console_script_exit_code(topo_file):
     proc = subprocess.run([exe, "yield", "--topology", topo_file, "--p-s", "2", "--p-t", "0.1"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("error: p_s: 2.0 is not a probability")
     assert proc.stdout == ""
+
+
+def test_closed_pipe_stops_quietly(topo_file):
+    """``goose ... | head`` closes the pipe early: no traceback, exit 141 as a shell reports SIGPIPE."""
+    exe = os.path.join(os.path.dirname(sys.executable), "goose")
+    proc = subprocess.Popen([exe, "compare", "--budget", "20", "--p-s", "0.5", "--p-t", "0.05"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the child has written a byte (it is still importing)
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and "Traceback" not in err and err == ""

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
 
-from goose_runtime.fit_cli import main
+from goose_runtime.fit_cli import expand_paths, main
+from goose_theory.cli_util import UsageError
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.topology import Topology, load_topology
 
@@ -114,6 +116,18 @@ def test_directory_glob_budget_and_text_summary(good, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["files"] == [str(good)]
 
 
+def test_a_directory_means_its_own_files_not_its_subfolders(good, tmp_path):
+    """As goose loop --traces DIR: traces/ keeps +prior traces in traces/prior/, not to be mixed in."""
+    top, sub = tmp_path / "traces", tmp_path / "traces" / "prior"
+    sub.mkdir(parents=True)
+    shutil.copy(good, top / "a.parquet")
+    shutil.copy(good, sub / "b.parquet")
+    assert expand_paths([str(top)]) == [str(top / "a.parquet")]
+    assert expand_paths([str(top / "**" / "*.parquet")]) == [str(top / "a.parquet"), str(sub / "b.parquet")]
+    with pytest.raises(UsageError, match="holds no"):
+        expand_paths([str(sub.parent.parent)])
+
+
 @pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
                                          (["--bootstrap", "0"], "bootstrap")])
 def test_bad_options_exit_2(good, capsys, args, needle):
@@ -146,9 +160,16 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     out = tmp_path / "fit"
     assert main([*files, "--group-by", "benchmark", "--budget", "4", "--out", str(out), "--regimes",
                  "--bootstrap", "50", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
     single, pair = out / "topology-mtbench.json", out / "topology-mtbench-regimes.json"
-    assert str(pair) in result["written"].values() if isinstance(result.get("written"), dict) else pair.exists()
+    [export] = [e for e in result["regime_exports"] if e["group"] == "mtbench"]
+    assert export["single"]["file"] == str(single) and export["regime_file"]["file"] == str(pair)
+    assert export["single"]["predicted_tau"] == pytest.approx(load_topology(single).meta["predicted_tau"])
+    assert export["regime_file"]["predicted_tau"] == pytest.approx(load_topology(pair).meta["predicted_tau"])
+    # the recommended (single-regime optimal) tree is not what the file holds now, so no file is named for it
+    [group] = [g for g in result["groups"] if g["label"] == "mtbench"]
+    assert group["file"] is None and captured.err == ""  # budget 4: quick, so no "takes minutes" line
     assert load_topology(single).meta["rule"] == "regime-optimal"
     spec = parse_method(f"topology:{pair}")
     assert spec.unmatched is not None and spec.topology.budget <= 4

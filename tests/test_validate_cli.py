@@ -176,6 +176,10 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
     regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
     assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
     assert "unmatched" in regimes["regimes"]
+    # report.md names the regime exports, and no longer says the set's file holds the recommended tree
+    text = (out / "report.md").read_text()
+    assert f"one tree, predicted tau {json.loads((out / 'topology-stdlib.json').read_text())['predicted_tau']:.3f}" in text
+    assert f"-> {out / 'topology-stdlib-regimes.json'}" in text and f"-> {out / 'topology-stdlib.json'}\n" not in text
     # the exported files and goose are replayed on the fitted prompts' texts (the shipped stdlib traces)
     # (with the prior, goose@60 as published is neither predicted nor replayed: the fit is of +prior drafting)
     for row in report["rows"]:
