@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,18 +31,46 @@ def streamlit_command(port: int, headless: bool, address: str = "127.0.0.1",
             "--browser.gatherUsageStats", "false"]
 
 
+def check_listen(address: str, port: int) -> None:
+    """The address resolves and the port is free there (streamlit would say so in a traceback, or in
+    two lines with exit code 1); an empty address would listen on every interface."""
+    if not address.strip():
+        raise UsageError("--address is empty (it would listen on every interface; say 0.0.0.0 to mean that)")
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"--address {address!r}: {exc.strerror}") from None
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(where)
+        except OSError as exc:
+            raise UsageError(f"cannot listen on {address}:{port}: {exc.strerror}") from None
+
+
+def run_server(cmd: list[str]) -> int:
+    """Run streamlit from the repository root (so the app finds traces/ and app/) and wait; a SIGTERM
+    to goose is passed on, so stopping goose stops the server instead of orphaning it."""
+    proc = subprocess.Popen(cmd, cwd=APP_SCRIPT.parent.parent, env=dict(os.environ))
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signum))
+    try:
+        code = proc.wait()
+        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
+    except KeyboardInterrupt:  # the terminal's Ctrl-C reached streamlit too: let it finish
+        proc.wait()
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _handler(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise UsageError(f"--port: {args.port} is not a TCP port (1-65535)")
     if not APP_SCRIPT.is_file():
         raise UsageError(f"{APP_SCRIPT}: the app script is missing (goose app needs a source checkout)")
+    check_listen(args.address, args.port)
     cmd = streamlit_command(args.port, args.headless, args.address)
     print(f"goose app: http://{args.address}:{args.port}  (Ctrl-C stops it)", file=sys.stderr)
-    try:
-        # The repository root is the working directory so the app finds traces/ and app/.
-        return subprocess.call(cmd, cwd=APP_SCRIPT.parent.parent, env=dict(os.environ))
-    except KeyboardInterrupt:
-        return 0
+    return run_server(cmd)
 
 
 def register(subparsers) -> None:

@@ -20,7 +20,11 @@ import dataclasses
 import hashlib
 import sys
 
-from goose_theory.cli_util import UsageError, format_table, print_json
+from goose_theory.cli_util import UsageError, format_table, print_json, split_list
+
+from .cli_checks import check_counts, check_refresh, make_config  # noqa: F401  (validate_cli and the benches import them here)
+
+MAX_PROFILE_SIZE = 4096  # tokens in one forward; the model's context is 8192 and trees stay far below
 
 DEFAULT_COMPARE = "ar"
 RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
@@ -98,25 +102,6 @@ def add_refresh_option(parser) -> None:
                         "speeds drift (a VM's from day to day); not with --latency FILE")
 
 
-def check_refresh(args) -> None:
-    """``--refresh-latency`` re-measures the cached profile only: never a ``--latency`` file."""
-    if getattr(args, "refresh_latency", False) and getattr(args, "latency", None):
-        raise UsageError("--refresh-latency re-measures the cached profile; it does not apply with --latency FILE "
-                         "(measure a new file with `goose profile-latency --out FILE`)")
-
-
-def make_config(**fields):
-    """``DecodeConfig(**fields)`` from command-line values: a value out of range is a UsageError that
-    names its flag (``--min-score must be in [0, 1), got 1.5``), so each range-checked field given
-    here must come from the flag ``--<field-with-dashes>``."""
-    from .decoder import ConfigError, DecodeConfig
-
-    try:
-        return DecodeConfig(**fields)
-    except ConfigError as err:
-        raise UsageError(f"--{err.field.replace('_', '-')} {err.problem}") from None
-
-
 def load_quietly(args):
     """Load ``--model`` without transformers' weight-loading bar (stderr stays one line on errors)."""
     from transformers.utils import logging as hf_logging
@@ -132,29 +117,30 @@ def load_quietly(args):
 
 
 def _method_list(args) -> list[str]:
-    names = [args.method] + [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    names = [args.method] + (split_list(args.compare, "--compare") if args.compare is not None else [])
     if "ar" not in names:
         names.append("ar")  # the speedup is always against ar measured in the same run
     return list(dict.fromkeys(names))
-
-
-def check_counts(args, extra: tuple[str, ...] = ()) -> None:
-    """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
-    ``--threads``, and a script's own ``extra`` ones) are at least 1; else a UsageError naming the flag."""
-    for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads", *extra):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
 
 
 def _check_decode_flags(args, specs) -> None:
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
+    if args.topology and not any(m.split("@")[0].removesuffix("+prior") == "topology" for m in _method_list(args)):
+        raise UsageError("--topology is the file of --method topology (or of 'topology' in --compare), and no "
+                         "bare 'topology' method is in this run (topology:FILE names its own file)")
     if args.refresh_latency and not any(s.kind == "auto" for s in specs):
         raise UsageError("--refresh-latency applies to the auto method only (the one that reads the latency "
                          "profile), and no auto method is in this run")
     check_refresh(args)
+    if args.latency:
+        if not any(s.kind == "auto" for s in specs):
+            raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "
+                             "no auto method is in this run")
+        from goose_theory.latency import load_latency
+        if load_latency(args.latency).sizes[0] != 1:  # auto weighs every tree against one plain decode step
+            raise UsageError(f"--latency {args.latency}: the profile must measure n = 1 (a plain decode step) too")
 
 
 def decode_handler(args: argparse.Namespace) -> int:
@@ -163,7 +149,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
                          min_score=args.min_score, branch_power=args.branch_power)
-    from .prompts import Prompt, load_prompts
+    from .prompts import Prompt, check_text, load_prompts
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
@@ -172,6 +158,7 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None:
         if not args.prompt.strip():
             raise UsageError("--prompt is empty")
+        check_text(args.prompt, "--prompt")
         # the id names the exact text, so the fit's bootstrap (one unit per (benchmark, prompt_id))
         # keeps traces of different --prompt texts apart and pools repeats of one text
         prompts = [Prompt(id="prompt-" + hashlib.sha1(args.prompt.encode()).hexdigest()[:10], text=args.prompt,
@@ -254,11 +241,11 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 def profile_handler(args: argparse.Namespace) -> int:
     check_counts(args)
     try:
-        sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+        sizes = sorted({int(s) for s in split_list(args.sizes, "--sizes")})
     except ValueError:
         raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
-    if not sizes or sizes[0] < 1:
-        raise UsageError(f"--sizes must be positive integers, got {args.sizes!r}")
+    if sizes[0] < 1 or sizes[-1] > MAX_PROFILE_SIZE:
+        raise UsageError(f"--sizes must be integers in 1..{MAX_PROFILE_SIZE}, got {args.sizes!r}")
     from goose_theory.latency import save_latency
     from .profile import profile_latency
 

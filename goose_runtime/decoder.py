@@ -79,7 +79,7 @@ _RULES = {
     "bypass_len": ("must be at least 1", _count),
     "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
     "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
-    "branch_power": ("must be > 0 and finite", lambda v: _real(v) and v > 0),
+    "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
 }
 
 

@@ -17,7 +17,8 @@ import glob
 import os
 import sys
 
-from goose_theory.cli_util import EXIT_BAD_INPUT, UsageError, make_parser, print_json, run_command
+from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, make_parser, print_json,
+                                   run_command, split_list)
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
@@ -68,11 +69,16 @@ def expand_paths(paths: list[str]) -> list[str]:
             out += found
         else:
             out.append(raw)
-    return list(dict.fromkeys(out))
+    # one file under two spellings (x.parquet, ./x.parquet, a link) counts once, not twice
+    unique: dict[str, str] = {}
+    for path in out:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
 
 
 def _check_options(args) -> tuple[str, ...]:
-    group_by = check_group_by([c.strip() for c in args.group_by.split(",") if c.strip()])
+    group_by = check_group_by(split_list(args.group_by, "--group-by") if args.group_by else [])
+    check_output_dir(args.out, "--out")
     if args.budget is not None and args.budget < 0:
         raise UsageError(f"--budget: {args.budget} is negative")
     if args.bootstrap < 1:

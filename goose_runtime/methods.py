@@ -91,6 +91,9 @@ class MethodSpec:
         return self.kind in ("pld", "mixed-iso", "goose", "topology", "auto")
 
 
+MAX_BUDGET = 1024  # nodes per verification; the paper's largest tree has 80 (a bigger one only wastes a forward)
+
+
 def _positive(value: str | int | None, what: str) -> int:
     try:
         n = int(value)  # type: ignore[arg-type]
@@ -98,6 +101,8 @@ def _positive(value: str | int | None, what: str) -> int:
         raise MethodError(f"{what} must be a positive integer, got {value!r}") from None
     if n < 1:
         raise MethodError(f"{what} must be a positive integer, got {value!r}")
+    if n > MAX_BUDGET:
+        raise MethodError(f"{what} must be at most {MAX_BUDGET}, got {n}")
     return n
 
 

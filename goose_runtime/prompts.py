@@ -186,12 +186,16 @@ def _humaneval() -> list[Prompt]:
 
 def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
     if not path.is_file():
-        raise PromptError(f"{path}: no such file")
+        raise PromptError(f"{path}: {'is a directory, not a JSONL file' if path.is_dir() else 'no such file'}")
     prompts: list[Prompt] = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                prompts.append(_parse_line(line, path=path, lineno=lineno, benchmark=benchmark))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if line.strip():
+                    prompts.append(_parse_line(line, path=path, lineno=lineno, benchmark=benchmark))
+    except UnicodeDecodeError as exc:
+        raise PromptError(f"{path}: not valid UTF-8 (it holds the byte {exc.object[exc.start]:#04x}); "
+                          "save it as UTF-8") from None
     if not prompts:
         raise PromptError(f"{path}: no prompts (the file is empty)")
     ids = [p.id for p in prompts]
@@ -199,6 +203,16 @@ def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
         dup = next(i for i in ids if ids.count(i) > 1)
         raise PromptError(f"{path}: duplicate prompt id {dup!r}")
     return prompts
+
+
+def check_text(text: str, where: str) -> None:
+    """A prompt the tokenizer can take: no lone surrogate (JSON's ``"\\ud800"``, or bytes that were
+    not UTF-8 on the command line, which Python keeps as surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise PromptError(f"{where}: not valid Unicode text ({exc.object[exc.start]!r} at character {exc.start}: "
+                          "a lone surrogate, or bytes that are not UTF-8)") from None
 
 
 def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt:
@@ -214,6 +228,7 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
         text = obj["turns"][0]
     if not isinstance(text, str) or not text.strip():
         raise PromptError(f"{where}: needs a non-empty string in 'prompt', 'text' or 'turns'")
+    check_text(text, where)
     pid = obj.get("id", obj.get("question_id", obj.get("task_id", lineno)))
     return Prompt(id=str(pid), text=text, benchmark=benchmark)
 

@@ -86,11 +86,15 @@ def distinct_methods(specs: list) -> dict:
 def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | None = None):
     """:func:`~goose_runtime.methods.parse_method`, plus the ``NAME@B`` form of :func:`method_label`
     (``goose@16``: goose with budget 16), so labels round-trip."""
-    from .methods import parse_method
+    from .methods import MethodError, parse_method
 
     name, at, tail = spec.strip().rpartition("@")
     if at and tail.isdigit():
+        if name.strip().lower() in ("ar", "ar+prior"):
+            raise MethodError(f"{spec.strip()!r}: ar drafts nothing, so it takes no budget")
         return parse_method(name, budget=int(tail), topology_path=topology_path)
+    if at and tail.lstrip("-").replace(".", "", 1).isdigit():
+        raise MethodError(f"{spec.strip()!r}: the budget after '@' must be a positive integer")
     return parse_method(spec, budget=budget, topology_path=topology_path)
 
 

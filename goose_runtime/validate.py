@@ -102,8 +102,10 @@ def fitted_prompt_ids(topology: Topology, benchmark: str) -> set[str]:
     return ids
 
 
-def holdout_prompts(benchmark: str, *, exclude: set[str], limit: int) -> list[Prompt]:
-    """The first ``limit`` prompts of the set (fixed order) not in ``exclude``."""
+def holdout_prompts(benchmark: str, topologies: Sequence[Topology], *, limit: int, holdout: bool = True) -> list[Prompt]:
+    """The first ``limit`` prompts of the set (fixed order); with ``holdout``, none that the traces
+    named by the topologies' provenance hold (under the traces' label, a JSONL file's stem)."""
+    exclude = set().union(*(fitted_prompt_ids(t, set_name(benchmark)) for t in topologies)) if holdout else set()
     return [p for p in load_prompts(benchmark) if p.id not in exclude][:limit]
 
 
@@ -215,11 +217,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *,
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
-    exclude: set[str] = set()
-    if holdout:
-        for _, topo in topologies:
-            exclude |= fitted_prompt_ids(topo, set_name(benchmark))  # the traces' label (a JSONL file's stem)
-    prompts = holdout_prompts(benchmark, exclude=exclude, limit=limit)
+    prompts = holdout_prompts(benchmark, [t for _, t in topologies], limit=limit, holdout=holdout)
     specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
     suffix = PRIOR_SUFFIX if prior else ""
     goose = "goose" + suffix

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from goose_theory.cli_util import UsageError, format_table, print_json, to_jsonable
+from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
 from goose_theory.topology import write_json_atomic
 
 from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
@@ -93,9 +93,7 @@ def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_counts(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
-    benches = [b.strip() for b in args.bench.split(",") if b.strip()]
-    if not benches:
-        raise UsageError("--bench is empty")
+    benches = split_list(args.bench, "--bench")
     check_refresh(args)
     labels: dict[str, str] = {}
     for bench in benches:  # each set loads (a missing file is one line now), and two never share a label
@@ -120,6 +118,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
     if args.prior:  # shipped for the default model; any other builds it once (minutes on a CPU): say so first
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=_progress)
+    _check_prompts(bundle, plan, args, config)
     for bench, files in plan:
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
@@ -131,6 +130,20 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows
+
+
+def _check_prompts(bundle, plan: list[tuple[str, list[str]]], args, config) -> None:
+    """Every set's held-out prompts encode and fit the model's context before the first set runs,
+    so a bad later set cannot stop the command after an earlier set's trace file was replaced."""
+    from goose_theory.topology import load_topology
+
+    from .runner import encode_all
+    from .validate import holdout_prompts
+
+    for bench, files in plan:
+        prompts = holdout_prompts(bench, [load_topology(f) for f in files], limit=args.limit,
+                                  holdout=getattr(args, "holdout", True))
+        encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens)
 
 
 def _emit(args, rows, extra: dict) -> None:

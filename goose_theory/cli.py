@@ -7,13 +7,18 @@ JSON object (``--json``) or a readable table. Bad input exits 2 with one line (s
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from .acceptance import Acceptance
 from .bound import paper_lower_bound
-from .cli_util import UsageError, format_table, print_json
+from .cli_util import UsageError, check_output_file, format_table, print_json
 from .topology import load_topology, save_topology
 from .yields import exact_yield
+
+
+MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faster than linearly
+MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 43 PiB of chunk keys
 
 
 def _add_acceptance(p: argparse.ArgumentParser, *, p_s_required: bool = True) -> None:
@@ -74,6 +79,8 @@ def _check_shape(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value < 0 or (name == "top_k" and value < 1):
             raise UsageError(f"--{name.replace('_', '-')} must be {'>= 1' if name == 'top_k' else '>= 0'}, got {value}")
+    if args.budget > MAX_BUDGET:
+        raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
 
 
 def cmd_yield(args: argparse.Namespace) -> int:
@@ -84,8 +91,8 @@ def cmd_yield(args: argparse.Namespace) -> int:
             lbar = float(lbar)
         except ValueError:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
-        if not lbar >= 0:
-            raise UsageError(f"--lbar: {args.lbar!r} must be a non-negative number")
+        if not (math.isfinite(lbar) and lbar >= 0):
+            raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
     result = exact_yield(topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
@@ -104,14 +111,15 @@ def cmd_yield(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    if args.bursty and args.p_s is not None:
+    bursty = args.bursty is not None
+    if bursty and args.p_s is not None:
         raise UsageError("--bursty sets p_s per regime (PS_REP, PS_NOVEL); drop --p-s")
-    if not args.bursty and args.p_s is None:
+    if not bursty and args.p_s is None:
         raise UsageError("--p-s is required (or --bursty PS_REP,PS_NOVEL,TO_NOVEL,TO_REP)")
-    if args.cycles < 1:
-        raise UsageError(f"--cycles must be >= 1, got {args.cycles}")
+    if not 1 <= args.cycles <= MAX_CYCLES:
+        raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")
     from .simulate import BurstyRegime, simulate, simulate_bursty
-    if args.bursty:
+    if bursty:
         try:
             parts = [float(x) for x in args.bursty.split(",")]
         except ValueError:
@@ -121,7 +129,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         regime = BurstyRegime(*parts)  # names a value that is not a probability
         args.p_s = str(regime.p_s_repetitive)  # replaced per regime by the simulator; p_t and the model stay
     topology, acceptance = load_topology(args.topology), _acceptance(args)
-    if args.bursty:
+    if bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
     else:
@@ -129,20 +137,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         exact = exact_yield(topology, acceptance).expected_tau
     out = {"mean": result.mean, "std": result.std, "ci95": list(result.ci95), "cycles": result.cycles,
            "seed": args.seed, "exact": exact, "histogram": result.histogram.tolist(), "model": acceptance.model}
-    if args.bursty:
+    if bursty:
         out.update(fraction_repetitive=result.fraction_repetitive, lag1_autocorrelation=result.lag1_autocorrelation)
     if args.json:
         print_json(out)
     else:
         print(f"mean tau = {result.mean:.6f}  95% CI [{result.ci95[0]:.6f}, {result.ci95[1]:.6f}]  "
               f"std {result.std:.4f}  ({result.cycles} cycles, seed {args.seed})")
-        label = "stationary-mixture E[tau]" if args.bursty else "exact E[tau]"
+        label = "stationary-mixture E[tau]" if bursty else "exact E[tau]"
         print(f"{label} = {exact:.6f}")
     return 0
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     _check_shape(args)
+    check_output_file(args.out, "--out")
     acceptance = _acceptance(args)
     from .optimize import build_topology
     shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)
@@ -150,8 +159,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.latency:
         from .latency import cost_aware, load_latency
         profile = load_latency(args.latency)
-        top = min(args.budget, max(profile.sizes) - 1)  # the profile bounds the trees we can price
-        choice = cost_aware(acceptance, profile, rule=args.rule, budgets=range(0, top + 1), **shape)
+        low, top = profile.sizes[0] - 1, min(args.budget, max(profile.sizes) - 1)  # the trees it can price
+        if top < low:
+            raise UsageError(f"--latency {args.latency}: it measures trees of {profile.sizes[0]}..{profile.sizes[-1]} "
+                             f"tokens, none of them within --budget {args.budget} + 1")
+        choice = cost_aware(acceptance, profile, rule=args.rule, budgets=range(low, top + 1), **shape)
         result = choice.best
         extra = {"cost_aware": True, "latency_table": choice.table}
     else:

@@ -29,6 +29,39 @@ class UsageError(InputError):
 BAD_INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError,)
 
 
+def split_list(value: str, flag: str) -> list[str]:
+    """Comma-separated items, stripped; no items, or an empty one (``a,,b``, ``a,``), is a UsageError.
+
+    Example:
+        >>> split_list(" ar, pld", "--compare")
+        ['ar', 'pld']
+    """
+    items = [x.strip() for x in value.split(",")]
+    if not value.strip():
+        raise UsageError(f"{flag} is empty")
+    if not all(items):
+        raise UsageError(f"{flag}: empty entry in {value!r}")
+    return items
+
+
+def check_output_file(path: str | None, flag: str) -> None:
+    """Refuse an output file path that could not be written, before any work (None: not asked for)."""
+    from .fileio import output_file_problem
+
+    problem = None if path is None else output_file_problem(path)
+    if problem:
+        raise UsageError(f"{flag}: {path or repr('')} {problem}")
+
+
+def check_output_dir(path: str | None, flag: str) -> None:
+    """Refuse an output folder that could not be made or written, before any work."""
+    from .fileio import output_dir_problem
+
+    problem = None if path is None else output_dir_problem(path)
+    if problem:
+        raise UsageError(f"{flag}: {path or repr('')} {problem}")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line with exit code 2 (argparse's own convention)."""
 
@@ -50,6 +83,10 @@ def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     except BrokenPipeError:  # the reader went away (``goose ... | head``): stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush cannot fail
         return EXIT_BROKEN_PIPE
+    except OSError as exc:  # a path the checks up front could not foresee (a full disk, /proc): one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
 
 def one_line(exc: BaseException) -> str:

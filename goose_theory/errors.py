@@ -10,3 +10,7 @@ from __future__ import annotations
 
 class InputError(ValueError):
     """Bad input; the message is one line that names the bad value or file."""
+
+
+class OutputPathError(InputError):
+    """An output path that cannot be written (a directory, a device, an empty name...)."""

@@ -22,13 +22,62 @@ import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
 
+from .errors import OutputPathError
+
 T = TypeVar("T")
+
+
+MAX_JSON_BYTES = 256 << 20  # no topology, latency or prompt file comes near; /dev/zero would never end
+
+
+def output_file_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be an output file (one phrase), or None: checked before the work, so a
+    long run does not end in a failed rename. The atomic rename would replace a device node or a
+    FIFO by a plain file, so only a regular file (or nothing) may stand there.
+
+    Example:
+        >>> output_file_problem(""), output_file_problem("/")
+        ('is empty', 'is a directory')
+    """
+    text = os.fspath(path)
+    if not text:
+        return "is empty"
+    if text.endswith(os.sep) or os.path.isdir(text):
+        return "is a directory"
+    if os.path.lexists(text) and not os.path.isfile(text):
+        return "exists and is not a regular file"
+    reason = _blocked(os.path.dirname(os.path.abspath(text)))
+    return None if reason is None else f"cannot be written: {reason}"
+
+
+def output_dir_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be (created as) an output folder, or None."""
+    text = os.fspath(path)
+    if not text:
+        return "is empty"
+    reason = _blocked(os.path.abspath(text))
+    return None if reason is None else f"cannot be used: {reason}"
+
+
+def _blocked(folder: str) -> str | None:
+    probe = folder
+    while not os.path.exists(probe):  # the nearest existing ancestor decides
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK):
+        return f"{probe} is not writable"
+    return None
 
 
 @contextmanager
 def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
     """Yield a temp path beside ``path``; on success it is renamed to ``path`` (mode 0644), on
-    any exception it is removed and ``path`` is left as it was."""
+    any exception it is removed and ``path`` is left as it was. A ``path`` that is not a possible
+    output file (:func:`output_file_problem`) raises OutputPathError before anything is made."""
+    problem = output_file_problem(path)
+    if problem:
+        raise OutputPathError(f"{os.fspath(path) or repr('')}: {problem}")
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
@@ -52,12 +101,21 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
     """Parse a JSON file; a missing or malformed file raises ``error`` with one line naming it."""
     try:
+        if os.path.isdir(path):
+            raise error(f"{path}: is a directory, not a JSON file")
+        if os.path.exists(path) and not os.path.isfile(path):
+            raise error(f"{path}: is not a regular file")
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            text = fh.read(MAX_JSON_BYTES + 1)
+        if len(text) > MAX_JSON_BYTES:
+            raise error(f"{path}: larger than {MAX_JSON_BYTES >> 20} MB; not a file this toolkit wrote")
+        return json.loads(text)
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{path}: malformed JSON ({exc})") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def load_json_file(path: str | os.PathLike, parse: Callable[[Any], T], error: type[Exception]) -> T:

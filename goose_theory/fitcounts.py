@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
 from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
-from .traceio import TraceFileError, TraceInfo, check_trace
+from .traceio import TraceFileError, TraceInfo, check_node_values, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
@@ -132,15 +132,14 @@ class _Accumulator:
                 or np.any(source[nonroot] == ROOT):
             raise TraceFileError(f"{file}: bad tree rows (a parent that is not an earlier node, or a misplaced root)")
         gparent = np.where(nonroot, start + parent, np.arange(node.shape[0]))
-        depth = a["depth"].astype(np.int64)
-        if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
-            raise TraceFileError(f"{file}: column depth disagrees with the parent links")
-        accepted = a["accepted"].astype(bool)
-        reached = a["reached"].astype(bool) if "reached" in a else accepted[gparent] | ~nonroot
+        depth, accepted, raw_rank = a["depth"].astype(np.int64), a["accepted"].astype(bool), a["rank"].astype(np.int64)
+        given = a["reached"].astype(bool) if "reached" in a else None
+        check_node_values(file, depth=depth, gparent=gparent, nonroot=nonroot, rank=raw_rank, accepted=accepted,
+                          match=a["match"].astype(bool), reached=given)
+        reached = accepted[gparent] | ~nonroot
         matched = a["match"].astype(bool) & reached & nonroot
         cyc_cluster = self._cluster_ids(a, roots)
         row_cluster = np.repeat(cyc_cluster, lens) * CAP
-        raw_rank = a["rank"].astype(np.int64)
         rank = np.clip(raw_rank, 0, CAP - 1)
         dclip = np.clip(depth, 0, CAP - 1)
         n_c = len(self.clusters)

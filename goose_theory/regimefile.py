@@ -14,15 +14,30 @@ from .allocation import PAPER_BYPASS_LEN
 from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 
 MIN_MATCH = PAPER_BYPASS_LEN  # a confident match this long: goose's consensus bypass threshold
+REGIME_KEYS = ("unmatched", "confident", "matched", "matched_by_length")
 
 
 def _entry(topology: Topology, key: str):
     """``meta.regimes[key]`` as stored, None when absent; a ``regimes`` that is not an object is a
     TopologyError (one line for the CLI), not a TypeError."""
-    regimes = topology.meta.get("regimes") or {}
+    regimes = topology.meta.get("regimes", {})
     if not isinstance(regimes, dict):
         raise TopologyError(f"regimes must be an object, got {type(regimes).__name__}")
-    return regimes.get(key) or None
+    unknown = sorted(set(regimes) - set(REGIME_KEYS))
+    if unknown:  # a typo ("unmatchd") would otherwise draft the file's own tree in silence
+        raise TopologyError(f"regimes: unknown entry {unknown[0]!r} (expected {', '.join(REGIME_KEYS)})")
+    value = regimes.get(key)
+    if key in regimes and not value:
+        raise TopologyError(f"regimes.{key} is empty")
+    return value
+
+
+def check_regimes(topology: Topology) -> None:
+    """Parse every tree of a regime file (each is a topology, checked as one); raises TopologyError.
+    :func:`goose_theory.topology.topology_from_dict` calls it, so every reader of a file checks them."""
+    if "regimes" in topology.meta:
+        unmatched_topology(topology), confident_topology(topology)
+        matched_topology(topology), matched_by_length(topology)
 
 
 def _spec(topology: Topology, key: str) -> dict | None:

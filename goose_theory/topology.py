@@ -32,6 +32,7 @@ SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
 SOURCE_NAMES = ("root", "spine", "transition")
 _SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
+MAX_RANK = 32767  # the traces store rank as int16; an adjacency list is never that long
 
 
 class TopologyError(InputError):
@@ -175,8 +176,8 @@ def _validate(parent, source, rank, max_depth, max_spine) -> None:
                                 f"children, so cycles and dangling parents are rejected)")
         if s == ROOT:
             raise TopologyError(f"node {i}: only node 0 may be the root")
-        if r < 0:
-            raise TopologyError(f"node {i}: rank {r} is negative")
+        if not 0 <= r <= MAX_RANK:
+            raise TopologyError(f"node {i}: rank {r} is {'negative' if r < 0 else f'above {MAX_RANK}'}")
         depth[i] = depth[p] + 1
         if s == SPINE:
             if p != 0 and source[p] != SPINE:
@@ -212,7 +213,9 @@ def topology_from_dict(data: Any) -> Topology:
         if not isinstance(node, dict):
             raise TopologyError(f"node {i}: must be an object with parent, source and rank")
         default_parent = -1 if i == 0 else None
-        p, s, r = node.get("parent", default_parent), node.get("source"), node.get("rank", 0)
+        # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
+        p, s = node.get("parent", default_parent), node.get("source")
+        r = node.get("rank", None if s == "transition" else 0)
         if p is None and i == 0:
             p = -1
         for key, value in (("parent", p), ("rank", r)):
@@ -226,6 +229,9 @@ def topology_from_dict(data: Any) -> Topology:
                                max_spine=data.get("max_spine", 20), meta=meta)
     if "budget" in data and data["budget"] != topo.budget:
         raise TopologyError(f"'budget' is {data['budget']!r} but the file has {topo.budget} non-root nodes")
+    if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)
+        from .regimefile import check_regimes
+        check_regimes(topo)
     return topo
 
 

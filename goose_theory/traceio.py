@@ -49,6 +49,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -176,8 +177,42 @@ def _validate(name: str, schema: pa.Schema, num_rows: int) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise TraceFileError(f"{name}: missing required column(s) {', '.join(missing)}")
+    for column, expected in {**REQUIRED_COLUMNS, **EXTRA_COLUMNS}.items():
+        if column in schema.names and not _same_kind(schema.field(column).type, expected, column in EXTRA_COLUMNS):
+            raise TraceFileError(f"{name}: column {column} is {schema.field(column).type}, expected {expected} "
+                                 "(or another width of that kind)")
     if num_rows == 0:
         raise TraceFileError(f"{name}: the trace is empty (no rows)")
+
+
+def _same_kind(found: pa.DataType, expected: pa.DataType, may_be_null: bool) -> bool:
+    """bool, integer, float or string, at any width (strings stored as text "true" counted every
+    row as accepted); an extra column a recorder left empty may be of null type."""
+    if may_be_null and pa.types.is_null(found):
+        return True
+    for kind in (pa.types.is_boolean, pa.types.is_integer, pa.types.is_floating):
+        if kind(expected):
+            return kind(found)
+    return pa.types.is_string(found) or pa.types.is_large_string(found) or (
+        pa.types.is_dictionary(found) and pa.types.is_string(found.value_type))
+
+
+def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonroot: np.ndarray, rank: np.ndarray,
+                      accepted: np.ndarray, match: np.ndarray, reached: np.ndarray | None) -> None:
+    """What the schema cannot say about a batch of whole cycles (``gparent``: each row's parent row,
+    a root its own): depths follow the parents, ranks are not negative, the root is accepted, and a
+    node is accepted only if it matched under an accepted parent (``reached``, where recorded, is the
+    parent's ``accepted``). A file that breaks them would fit to numbers that mean nothing."""
+    if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
+        raise TraceFileError(f"{file}: column depth disagrees with the parent links")
+    if np.any(rank < 0):
+        raise TraceFileError(f"{file}: column rank has negative values")
+    if not np.all(accepted[~nonroot]):
+        raise TraceFileError(f"{file}: a cycle's root row is not accepted (the root always is)")
+    if np.any(nonroot & accepted & ~(match & accepted[gparent])):
+        raise TraceFileError(f"{file}: column accepted marks a node that did not match, or whose parent was not accepted")
+    if reached is not None and np.any(reached != (accepted[gparent] | ~nonroot)):
+        raise TraceFileError(f"{file}: column reached disagrees with the parent rows' accepted")
 
 
 def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:

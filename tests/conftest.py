@@ -1,9 +1,10 @@
 """Shared test helpers: random valid topologies for property tests, a trace copy with edited
 metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
-the tree builders; gpu tests need a CUDA device."""
+the tree builders; gpu tests need a CUDA device; `no_model` fails a test that loads a model."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from goose_theory.topology import TRANSITION, Topology
 
@@ -82,3 +83,13 @@ def pytest_collection_modifyitems(config, items):
         return
     config.hook.pytest_deselected(items=gpu)
     items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+
+
+@pytest.fixture()
+def no_model(monkeypatch):
+    """Any model load fails the test: bad input must be refused before it."""
+    import goose_runtime.model as model_mod
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("bad input must be refused before the model loads")
+    monkeypatch.setattr(model_mod, "load_model", refuse)

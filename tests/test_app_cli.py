@@ -24,10 +24,13 @@ def launches(monkeypatch):
     """Record each would-be launch instead of starting streamlit; the fake exits with code 0."""
     calls: list[dict] = []
 
-    def fake_call(cmd, **kwargs):
-        calls.append({"cmd": cmd, **kwargs})
-        return 0
-    monkeypatch.setattr(app_cli.subprocess, "call", fake_call)
+    class FakePopen:
+        def __init__(self, cmd, **kwargs):
+            calls.append({"cmd": cmd, **kwargs})
+
+        def wait(self):
+            return 0
+    monkeypatch.setattr(app_cli.subprocess, "Popen", FakePopen)
     return calls
 
 
@@ -64,13 +67,63 @@ def test_goose_app_runs_streamlit_on_the_app_script_from_the_repo_root(launches,
 
 
 def test_streamlits_exit_code_is_passed_on_and_ctrl_c_is_a_clean_stop(monkeypatch):
-    monkeypatch.setattr(app_cli.subprocess, "call", lambda cmd, **kw: 3)
-    assert main(["app"]) == 3
+    class Exits3:
+        def __init__(self, cmd, **kw):
+            self.waits = 0
 
-    def interrupted(cmd, **kw):
-        raise KeyboardInterrupt
-    monkeypatch.setattr(app_cli.subprocess, "call", interrupted)
-    assert main(["app"]) == 0
+        def wait(self):
+            return 3
+    monkeypatch.setattr(app_cli.subprocess, "Popen", Exits3)
+    assert main(["app", "--port", "8597"]) == 3
+
+    class Interrupted(Exits3):
+        def wait(self):
+            self.waits += 1
+            if self.waits == 1:
+                raise KeyboardInterrupt
+            return -2
+    monkeypatch.setattr(app_cli.subprocess, "Popen", Interrupted)
+    assert main(["app", "--port", "8597"]) == 0
+
+
+def test_sigterm_stops_the_server_too(tmp_path):
+    """goose app killed with SIGTERM used to leave streamlit serving, orphaned."""
+    import signal
+    import subprocess
+    import time
+    child_pid = tmp_path / "pid"
+    server = tmp_path / "server.py"  # stands in for streamlit: says who it is, then serves a minute
+    server.write_text(f"import os, time\nopen({str(child_pid)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    goose = tmp_path / "goose_app.py"  # goose app's wait, around that server
+    goose.write_text(f"import sys\nfrom goose_runtime import app_cli\n"
+                     f"sys.exit(app_cli.run_server([sys.executable, {str(server)!r}]))\n")
+    proc = subprocess.Popen([sys.executable, str(goose)])
+    deadline = time.time() + 60
+    while time.time() < deadline and not (child_pid.exists() and child_pid.read_text()):
+        time.sleep(0.05)
+    pid = int(child_pid.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # the server's end, reported as a shell would
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+@pytest.mark.parametrize("address, message", [("", "--address is empty"), ("999.1.1.1", "--address '999.1.1.1'")])
+def test_an_address_it_cannot_listen_on_exits_2(launches, capsys, address, message):
+    assert main(["app", "--address", address]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and launches == []
+
+
+def test_a_port_in_use_exits_2_before_streamlit_starts(launches, capsys):
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["app", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err and launches == []
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "-1"])

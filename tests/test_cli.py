@@ -103,7 +103,14 @@ def test_compare_lists_rules(capsys):
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--model", "magic"], "unknown acceptance model 'magic'"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--p-t-chain", "2"], "p_t_chain: 2.0 is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),
-    (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", "0"], "--cycles must be >= 1"),
+    (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", "0"], "--cycles must be in 1..1e+11, got 0"),
+    (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--cycles", str(10**20)], "--cycles must be in 1..1e+11"),
+    (["simulate", "--p-t", "0.1", "--bursty", ""], "is not four comma-separated probabilities"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "inf"], "--lbar: 'inf' must be a finite"),
+    (["optimize", "--budget", "1000000000", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "at most 10000"),
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", ""], "--out: '' is empty"),
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "DIR"], "is a directory"),
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "/dev/null"], "not a regular file"),
     (["simulate", "--p-t", "0.1"], "--p-s is required (or --bursty"),
     (["simulate", "--p-s", "0.6", "--p-t", "0.1", "--bursty", "0.8,0.2,0.05,0.05"], "drop --p-s"),
     (["simulate", "--p-t", "0.1", "--bursty", "0.8,1.2,0.05,0.05"], "p_s_novel: 1.2 is not a probability"),
@@ -113,7 +120,7 @@ def test_compare_lists_rules(capsys):
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--rule", "magic", "--out", "OUT"], "magic"),
 ])
 def test_bad_input_one_line_exit_2(capsys, topo_file, tmp_path, argv, message):
-    argv = [a.replace("OUT", str(tmp_path / "never.json")) for a in argv]
+    argv = [a.replace("OUT", str(tmp_path / "never.json")).replace("DIR", str(tmp_path)) for a in argv]
     if argv[0] in ("yield", "simulate"):
         argv += ["--topology", topo_file]
     assert main(argv) == 2

@@ -199,10 +199,19 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
-    (["--prompt", "x", "--branch-power", "0"], "--branch-power must be > 0"),
+    (["--prompt", "x", "--branch-power", "0"], "--branch-power must be in (0, 16]"),
+    (["--prompt", "x", "--branch-power", "1e308"], "--branch-power must be in (0, 16], got 1e+308"),
+    (["--prompt", "x", "--method", "goose@5000"], "budget must be at most 1024, got 5000"),
+    (["--prompt", "x", "--method", "goose@-1"], "the budget after '@' must be a positive integer"),
+    (["--prompt", "x", "--method", "ar@5"], "ar drafts nothing, so it takes no budget"),
+    (["--prompt", "x", "--compare", "ar,,pld"], "--compare: empty entry in 'ar,,pld'"),
+    (["--prompt", "x", "--compare", ""], "--compare is empty"),
+    (["--prompt", "x", "--threads", "100000"], "--threads must be at most 1024"),
+    (["--prompt", "x", "--latency", "l.json"], "--latency applies to the auto method only"),
+    (["--prompt", "x", "--method", "goose", "--topology", "t.json"], "--topology is the file of --method topology"),
     (["--prompt", "x", "--method", "ar+prior"], "method 'ar' drafts no adjacency candidates"),
     (["--prompt", "x", "--min-score", "-0.5"], "--min-score must be in [0, 1), got -0.5"),
-    (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be > 0 and finite, got inf"),
+    (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be in (0, 16], got inf"),
     (["--prompt", "x", "--refresh-latency"], "--refresh-latency applies to the auto method only"),
     (["--prompt", "x", "--method", "auto", "--refresh-latency", "--latency", "l.json"],
      "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE"),
@@ -213,6 +222,17 @@ def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):
     trace = tmp_path / "t.parquet"
     _fails(capsys, ["decode", *argv, "--trace-out", str(trace)], message)
     assert not trace.exists()
+
+
+def test_output_paths_refused_before_any_work(capsys, tmp_path, no_model):
+    """A trace path that could not be written is one line before the model loads, not a traceback
+    after the whole run; /dev/null would have been replaced by a plain file by the atomic rename."""
+    (tmp_path / "file").write_text("x")
+    for path, message in ((tmp_path, "is a directory"), (tmp_path / "file" / "t.parquet", "is not a directory"),
+                          ("", "'' is empty"), ("/dev/null", "not a regular file")):
+        _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--trace-out", str(path)], message)
+    _fails(capsys, ["profile-latency", "--out", str(tmp_path)], "--out: ")
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
 
 
 def test_bad_topology_and_missing_model(capsys, tmp_path):

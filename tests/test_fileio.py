@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from goose_theory.errors import InputError
-from goose_theory.fileio import atomic_output, read_json, write_text_atomic
+from goose_theory.errors import InputError, OutputPathError
+from goose_theory.fileio import atomic_output, output_dir_problem, output_file_problem, read_json, write_text_atomic
 
 
 def test_success_renames_with_shared_mode(tmp_path):
@@ -39,3 +39,26 @@ def test_read_json_errors_name_the_file(tmp_path):
     good = tmp_path / "good.json"
     good.write_text('{"a": [1, 2]}')
     assert read_json(good, InputError) == {"a": [1, 2]}
+
+
+def test_json_input_that_is_not_a_regular_file(tmp_path):
+    class Bad(ValueError):
+        pass
+
+    with pytest.raises(Bad, match="is a directory, not a JSON file"):
+        read_json(tmp_path, Bad)
+    with pytest.raises(Bad, match="/dev/zero: is not a regular file"):  # would be read forever
+        read_json("/dev/zero", Bad)
+
+
+def test_output_paths_checked_before_writing(tmp_path):
+    (tmp_path / "file").write_text("x")
+    assert output_file_problem(tmp_path / "new.json") is None and output_dir_problem(tmp_path / "a" / "b") is None
+    assert output_file_problem(tmp_path) == "is a directory"
+    assert output_file_problem("/dev/null") == "exists and is not a regular file"
+    assert "is not a directory" in output_file_problem(tmp_path / "file" / "x.json")
+    assert "is not a directory" in output_dir_problem(tmp_path / "file" / "sub")
+    with pytest.raises(OutputPathError, match="is a directory"):
+        with atomic_output(tmp_path, ".json"):
+            pass
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]

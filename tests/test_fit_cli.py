@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -126,6 +127,8 @@ def test_a_directory_means_its_own_files_not_its_subfolders(good, tmp_path):
     assert expand_paths([str(top / "**" / "*.parquet")]) == [str(top / "a.parquet"), str(sub / "b.parquet")]
     with pytest.raises(UsageError, match="holds no"):
         expand_paths([str(sub.parent.parent)])
+    # one file under two spellings is one file (it was counted twice, its intervals too narrow)
+    assert expand_paths([str(top / "a.parquet"), str(sub / ".." / "a.parquet")]) == [str(top / "a.parquet")]
 
 
 @pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
@@ -243,3 +246,22 @@ def test_regime_exports_turns_a_fit_error_into_one_usage_line(good, tmp_path, mo
     monkeypatch.setattr(goose_theory.regime, "regime_topologies", boom)
     with pytest.raises(UsageError, match=r"^--regimes: all: first line$"):
         regime_exports([str(good)], bench=None, budget=4, context="--regimes: all")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.set_column(t.schema.get_field_index("accepted"), "accepted",
+                            pa.array(["true" if v else "false" for v in t.column("accepted").to_pylist()])),
+     "column accepted is string, expected bool"),
+    (lambda t: t.set_column(t.schema.get_field_index("rank"), "rank",
+                            pa.array([-5] * t.num_rows, pa.int16())), "column rank has negative values"),
+    (lambda t: t.set_column(t.schema.get_field_index("accepted"), "accepted",
+                            pa.array([True] * t.num_rows)), "column accepted marks a node that did not match"),
+])
+def test_values_the_schema_cannot_check_are_refused(good, tmp_path, capsys, edit, message):
+    """Such files used to fit with exit 0: 'true' strings made every node accepted (tau 23 for 2.6)."""
+    table = pq.read_table(good)
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(edit(table).replace_schema_metadata(table.schema.metadata), bad)
+    assert main([str(bad), "--bootstrap", "5"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

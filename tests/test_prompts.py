@@ -207,3 +207,16 @@ def test_built_in_sets_are_read_once_and_handed_out_as_fresh_lists():
     first.clear()  # a caller's list is its own
     again = load_prompts("mtbench")
     assert len(again) == 80 and again is not first and again[0] is load_prompts("mtbench")[0]
+
+
+def test_text_that_is_not_utf8_is_one_line(tmp_path):
+    raw = tmp_path / "latin1.jsonl"
+    raw.write_bytes(b'{"prompt": "ok"}\n{"prompt": "caf\xe9"}\n')
+    with pytest.raises(PromptError, match=r"latin1.jsonl: not valid UTF-8 \(it holds the byte 0xe9\)"):
+        load_prompts(str(raw))
+    lone = tmp_path / "surrogate.jsonl"
+    lone.write_text('{"prompt": "ok"}\n{"prompt": "\\ud800 x"}\n', encoding="utf-8")
+    with pytest.raises(PromptError, match=r"surrogate.jsonl:2: not valid Unicode text"):
+        load_prompts(str(lone))
+    with pytest.raises(PromptError, match="is a directory"):
+        load_prompts(str(tmp_path))

@@ -2,6 +2,8 @@
 writer puts the pair beside the single tree."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from goose_theory.regimefile import matched_topology, save_regime_topologies, unmatched_topology
@@ -33,3 +35,20 @@ def test_a_regimes_entry_of_the_wrong_type_is_one_topology_error(regimes):
     topo = BASE.with_meta(regimes=regimes)
     with pytest.raises(TopologyError, match="regimes"):
         matched_topology(topo), confident_topology(topo), unmatched_topology(topo)
+
+
+@pytest.mark.parametrize("regimes, message", [
+    ({"unmatched": {}}, "regimes.unmatched is empty"),
+    ({"matched_by_length": []}, "regimes.matched_by_length is empty"),
+    ({"unmatchd": {"nodes": [{"source": "root"}]}}, "unknown entry 'unmatchd'"),
+    ({"unmatched": {"nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}},
+     "parent 5 is not an earlier node"),
+])
+def test_every_reader_checks_a_regime_files_trees(tmp_path, regimes, message):
+    """A malformed entry was read as absent (the file's own tree drafted instead) and yield never
+    looked at them; load_topology now checks them, so every command refuses the file alike."""
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({**Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).to_dict(),
+                                "regimes": regimes}))
+    with pytest.raises(TopologyError, match=message):
+        load_topology(path)

@@ -43,15 +43,6 @@ def _fails(capsys, argv, message):
     assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
 
 
-@pytest.fixture()
-def no_model(monkeypatch):
-    import goose_runtime.model as model_mod
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("bad input must be refused before the model loads")
-    monkeypatch.setattr(model_mod, "load_model", refuse)
-
-
 def test_loop_refresh_latency_refuses_an_explicit_latency_file(capsys, tmp_path, no_model):
     _fails(capsys, ["loop", "--refresh-latency", "--latency", str(tmp_path / "l.json"), "--out-dir", str(tmp_path)],
            "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE")
