@@ -36,13 +36,14 @@ def register(subparsers) -> None:
     decode.add_argument("--method", default="goose",
                         help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget; "
                         "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table")
-    decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts "
-                        "(e.g. ar,pld,tr,goose@16)")
+    decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts; "
+                        "ar always runs, the speedup's reference (default: ar; e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
     source.add_argument("--bench", help="humaneval, mtbench, stdlib, stdlib-wide, humaneval-shuffled, "
                         "mtbench-shuffled or a .jsonl file")
     source.add_argument("--prompt", help="one prompt text")
-    decode.add_argument("--limit", type=int, help="first N prompts of --bench")
+    decode.add_argument("--limit", type=int, help="first N prompts of --bench (default: the whole set, e.g. 164 "
+                        "HumanEval problems: minutes per method on a CPU)")
     decode.add_argument("--budget", type=int, help="tree node budget of the tree methods")
     decode.add_argument("--topology", help="topology JSON (goose optimize) for --method topology")
     decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
@@ -55,16 +56,16 @@ def register(subparsers) -> None:
 
     prof = subparsers.add_parser("profile-latency", help="verification latency against tree size on this device")
     prof.add_argument("--sizes", default="1,2,4,8,16,32,64,128", help="comma-separated forward sizes (tokens)")
-    prof.add_argument("--repeats", type=int, default=5)
+    prof.add_argument("--repeats", type=int, default=5, help="timed forwards per size; the median is kept (default 5)")
     prof.add_argument("--out", required=True, help="latency JSON to write (goose-latency/1)")
     _model_options(prof)
     prof.add_argument("--json", action="store_true")
     prof.set_defaults(handler=profile_handler)
 
     rec = subparsers.add_parser("record-traces", help="record the committed traces in traces/ (default model, fp32)")
-    rec.add_argument("--out-dir", default="traces")
-    rec.add_argument("--limit", type=int, default=6, help="prompts per set")
-    rec.add_argument("--max-new-tokens", type=int, default=128)
+    rec.add_argument("--out-dir", default="traces", help="default traces/")
+    rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
+    rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "
                      "on a machine shared with other jobs)")
     rec.set_defaults(handler=record_handler)
@@ -80,7 +81,7 @@ def _model_options(parser) -> None:
 
 def _decode_options(parser) -> None:
     _model_options(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     adj = parser.add_mutually_exclusive_group()
     adj.add_argument("--reset-adjacency", dest="reset_adjacency", action="store_true", default=True,
                      help="clear the adjacency table before each prompt (default)")

@@ -155,8 +155,12 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load model {name!r}: {first}") from None
+        # transformers' messages run over several lines (a list of tokenizer files tried...): the
+        # whole text, on one line, and a hint where the folder holds no model at all
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
+            text = f"{path} holds no config.json, so it is not a model folder ({text[:200]})"
+        raise ModelLoadError(f"cannot load model {name!r}: {text[:400]}") from None
     model.to(torch_device).eval()
     # fp32 on a CPU: every Linear through oneDNN with prepacked weights -- 1.8-2.1x faster forwards
     # of 2..64 tokens than MKL's small-batch path (docs/bench-cpu-speed.md); a no-op elsewhere

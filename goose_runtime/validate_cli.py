@@ -35,8 +35,8 @@ def display_row(row, versus: str = "goose@B") -> dict[str, str]:
     """One printed line of the validation table: the numbers a reader compares, intervals inline
     (every field, unrounded, is in the JSON report); ``versus`` names what topologies are compared
     with (goose+prior@B under ``--prior``)."""
-    vs = "" if row.vs_goose_pct != row.vs_goose_pct else (
-        f"{_pct(row.vs_goose_pct)} [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
+    vs = _pct(row.vs_goose_pct) + ("" if row.vs_goose_low != row.vs_goose_low else  # one prompt: no interval
+                                   f" [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
     return {"set": row.benchmark, "method": row.method, "B": str(row.budget),
             "predicted": _num(row.predicted_tau, ".3f"), "realised": _num(row.realised_tau, ".3f"),
@@ -52,11 +52,12 @@ def register(sub) -> None:
     p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
     p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, "
                    "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl)")
-    p.add_argument("--limit", type=int, default=3, help="held-out prompts per set")
+    p.add_argument("--limit", type=int, default=3, help="held-out prompts per set (default 3)")
     p.add_argument("--holdout", action="store_true", default=True,
                    help="skip the prompts of the traces the topology was fitted on (default)")
     p.add_argument("--no-holdout", dest="holdout", action="store_false")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=128,
+                   help="tokens per prompt (default 128, as the shipped traces; use the fit traces' own)")
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--trace-dir", help="record the validation run's traces here, validation-<set>.parquet per set")
     p.add_argument("--json", action="store_true")
@@ -70,12 +71,12 @@ def register(sub) -> None:
                    help="built-in sets or JSONL paths; a JSONL set is matched to its traces by its file stem")
     # 5: two held-out prompts missed the prediction by 10-42% from prompt variation alone; five took
     # 3 min on the quiet 2-core CPU and landed within 3% on every set (README, "The main job")
-    p.add_argument("--limit", type=int, default=5, help="held-out prompts per set")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="as the shipped traces (the adjacency table "
-                   "fills as a prompt goes on, so shorter runs see lower transition acceptance)")
+    p.add_argument("--limit", type=int, default=5, help="held-out prompts per set (default 5)")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="default 128, as the shipped traces (the adjacency "
+                   "table fills as a prompt goes on, so shorter runs see lower transition acceptance)")
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
     add_refresh_option(p)
-    p.add_argument("--out-dir", default="runs/loop")
+    p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
     p.add_argument("--json", action="store_true")
     _prior_option(p)
     _model_options(p)
@@ -164,10 +165,29 @@ def validate_handler(args: argparse.Namespace) -> int:
     distinct_methods([parse_labeled(f"topology:{path}") for path in args.topology])
     if args.trace_dir:
         os.makedirs(args.trace_dir, exist_ok=True)
+    from goose_theory.topology import load_topology
+    fitted = [f for path in args.topology for f in (load_topology(path).meta.get("provenance") or {}).get("traces") or []]
+    _note_token_cap(fitted, args.max_new_tokens)
     bundle = load_quietly(args)
     rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
+
+
+def _note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
+    """Say so when the fit traces were decoded with another --max-new-tokens: the cap cuts each
+    prompt's last cycle, and a fit of short runs predicts long ones badly (and the other way)."""
+    from goose_theory.traceio import open_trace, trace_metadata
+
+    caps = set()
+    for path in dict.fromkeys(trace_files):
+        if os.path.exists(path):
+            with open_trace(path) as pf:
+                caps.add(((trace_metadata(pf).get("config") or {}).get("decode") or {}).get("max_new_tokens"))
+    caps.discard(None)
+    if caps and caps != {max_new_tokens}:
+        _progress(f"note: the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
+                  f"this run with {max_new_tokens}: predictions assume the traces' length")
 
 
 def _trace_files(spec: str) -> list[str]:
@@ -180,20 +200,18 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _regime_topologies(files: list[str], bench: str, path: str, budget: int, *, bundle=None, config=None,
+def _regime_topologies(exported: tuple, bench: str, path: str, budget: int, *, bundle=None, config=None,
                        prompt_set: str | None = None, prior: bool = False) -> list[str]:
-    """Replace the fit's topology at ``path`` by the two-regime optimum at the same (cost-aware)
-    ``budget``, and write the regime file beside it (matched/unmatched trees, plus a tree for
-    confident matches where the traces label them); with ``bundle``, also the regime file whose
-    matched tree the trace replay picks (``*-regimes-replay.json``), where that is not the regime
-    file's own (``prompt_set``: the set as given, a JSONL path, where ``bench`` is its label).
-    Returns the paths written."""
+    """Replace the fit's topology at ``path`` by the two-regime export at the same (cost-aware)
+    ``budget`` (``exported``: :func:`goose_runtime.fit_cli.regime_exports`' tuple), and write the
+    regime file beside it (matched/unmatched trees, plus a tree for confident matches where the
+    traces label them); with ``bundle``, also the regime file whose matched tree the trace replay
+    picks (``*-regimes-replay.json``), where that is not the regime file's own (``prompt_set``: the
+    set as given, a JSONL path, where ``bench`` is its label). Returns the paths written."""
     from goose_theory.regimefile import save_over_fit
     from goose_theory.regimefill import budget_gap_note, prior_mismatch_note
 
-    from .fit_cli import regime_exports
-
-    single, pair, fit, methods = regime_exports(files, bench=bench, budget=budget, context=f"two-regime fit ({bench})")
+    single, pair, fit, methods = exported
     pair_path = save_over_fit(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
@@ -234,9 +252,11 @@ def loop_handler(args: argparse.Namespace) -> int:
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
+    from .fit_cli import regime_exports
     from .fit_report import note_regime_exports, regime_export, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
+    _note_token_cap(files, args.max_new_tokens)
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     held = [g.key.get("benchmark") for g in fit.groups]
     missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
@@ -249,16 +269,17 @@ def loop_handler(args: argparse.Namespace) -> int:
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
     analysis = analyze(fit, latency=profile)
+    by_label = {set_name(b): b for b in benches}
+    # every set's regime fit before any file is written: a set it cannot fit leaves no half report
+    exports = [(by_label[g.fit.key.get("benchmark")], g, regime_exports(
+        files, bench=g.fit.key.get("benchmark"), budget=g.recommendation.best.topology.budget,
+        context=f"two-regime fit ({g.label})")) for g in analysis.groups
+        if g.fit.key.get("benchmark") in by_label and g.recommendation is not None]
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
-    plan = []
-    by_label = {set_name(b): b for b in benches}
-    for g in analysis.groups:
-        bench = by_label.get(g.fit.key.get("benchmark"))
-        if bench is not None and g.label in written:
-            plan.append((bench, _regime_topologies(files, set_name(bench), written[g.label],
-                                                   g.recommendation.best.topology.budget, bundle=bundle, config=config,
-                                                   prompt_set=bench, prior=args.prior)))
+    plan = [(bench, _regime_topologies(exported, set_name(bench), written[g.label], g.recommendation.best.topology.budget,
+                                       bundle=bundle, config=config, prompt_set=bench, prior=args.prior))
+            for bench, g, exported in exports]
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     note_regime_exports(analysis, args.out_dir, written, [regime_export(set_name(b), p[0], p[1]) for b, p in plan])

@@ -30,6 +30,7 @@ def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
                  "--latency", _latency_file(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("error: two-regime fit") and "recorded with --min-score" in err[-1]
+    assert not (tmp_path / "out").exists()  # every set is fitted before the report is written
 
 
 def test_loop_without_traces(capsys, tmp_path, no_model):
@@ -235,6 +236,18 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     assert display_row(topo, "goose+prior@B")["vs goose+prior@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]"  # --prior's baseline
     assert row["psi"] == ""
     assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
+    one = ValidationRow("stdlib", "topology:t", 16, 3.83, 4.48, 3.902, nan, nan, -1.846, 110.8, 2.95, True, 1, 160,
+                        0.66, nan, 2.1, 64.4, -11.8, nan, nan)  # one prompt: no interval anywhere
+    assert display_row(one)["vs goose@B [95% CI]"] == "-11.8%" and display_row(one)["measured [95% CI]"] == "3.902"
+
+
+def test_validate_says_when_the_fit_traces_ran_another_length(capsys):
+    from goose_runtime.validate_cli import _note_token_cap
+    _note_token_cap(["traces/stdlib-b8.parquet"], 128)
+    assert capsys.readouterr().err == ""
+    _note_token_cap(["traces/stdlib-b8.parquet", "traces/stdlib-b8.parquet"], 32)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "decoded with --max-new-tokens 128, this run with 32" in err
 
 
 def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_model):
@@ -248,6 +261,12 @@ def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_mo
     _fails(capsys, ["validate", "--topology", str(tmp_path / "absent.json")], "absent.json")  # a missing file too
 
 
+def _exported(budget: int) -> tuple:
+    """The loop's regime fit of the shipped stdlib traces at ``budget`` (made before any file is written)."""
+    from goose_runtime.fit_cli import regime_exports
+    return regime_exports(["traces/stdlib-b8.parquet"], bench="stdlib", budget=budget, context="test")
+
+
 def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, monkeypatch):
     # a JSONL set is labelled by its stem in traces, but only its path loads its prompts
     import goose_runtime.replayfit as replayfit
@@ -259,7 +278,7 @@ def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, m
     monkeypatch.setattr(replayfit, "pick_by_replay", lambda bundle, pair, bench, **kw: seen.append(bench))
     path = tmp_path / "topology-stdlib.json"
     save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
-    paths = _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), 8, bundle=object(), config=None,
+    paths = _regime_topologies(_exported(8), "stdlib", str(path), 8, bundle=object(), config=None,
                                prompt_set="sets/stdlib.jsonl")
     assert seen == ["sets/stdlib.jsonl"] and len(paths) == 2
 
@@ -273,7 +292,7 @@ def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
     for budget, noted in ((15, True), (10, False)):
         path = tmp_path / f"topology-stdlib-{budget}.json"
         save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=budget).topology, path)
-        paths = _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), budget)
+        paths = _regime_topologies(_exported(budget), "stdlib", str(path), budget)
         assert load_topology(paths[1]).meta["provenance"]["regime_budgets"] == [8, 8]  # goose@8, iso:2@8
         err = capsys.readouterr().err
         assert ("note: fitted on traces at budget 8, exported at 15" in err) is noted
@@ -288,6 +307,6 @@ def test_the_loop_notes_traces_recorded_without_the_prior_when_it_validates_with
     for prior in (True, False):
         path = tmp_path / f"topology-stdlib-{prior}.json"
         save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
-        _regime_topologies(["traces/stdlib-b8.parquet"], "stdlib", str(path), 8, prior=prior)
+        _regime_topologies(_exported(8), "stdlib", str(path), 8, prior=prior)
         err = capsys.readouterr().err
         assert ("note: fitted on traces recorded without the prior (goose@8, iso:2@8), validated with it" in err) is prior
