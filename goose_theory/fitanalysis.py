@@ -26,6 +26,11 @@ from .fitpredict import BoundCheck, GoodnessOfFit, bound_check, calibration, goo
 from .recommend import Recommendation, recommend
 
 
+# why recommended.acceptance.p_s reads 0.1 where the fitted p_s is 0.9
+ACCEPTANCE_NOTE = ("p_s(d) is the fitted p_s times a(d), the share of cycles whose matcher offered a d-th spine "
+                   "token (checks.spine_availability): a fixed tree's spine node can only match then")
+
+
 @dataclass(frozen=True)
 class GroupAnalysis:
     """Everything fit-acceptance reports for one group."""
@@ -53,8 +58,14 @@ class GroupAnalysis:
                                "p_t_by_rank": _records(self.fit.transition_by_rank),
                                "p_t_by_depth": _records(self.fit.transition_by_depth)}})
         if self.recommendation is not None:
-            out["recommended"] = self.recommendation.to_dict()
+            out["recommended"] = self.recommended_json()
         return out
+
+    def recommended_json(self) -> dict[str, Any]:
+        """The recommendation's JSON, with a note on what its acceptance is."""
+        assert self.recommendation is not None
+        return {**self.recommendation.to_dict(),
+                "acceptance_note": ACCEPTANCE_NOTE if self.checks.availability else "the selected model as fitted"}
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -78,7 +89,7 @@ class Analysis:
         files = files or {}
         o = self.overall
         rec = o.recommendation
-        recommended = None if rec is None else {**rec.to_dict(), "file": files.get(o.label)}
+        recommended = None if rec is None else {**o.recommended_json(), "file": files.get(o.label)}
         return {"p_s": o.fit.p_s.to_dict(), "p_t": o.fit.p_t.to_dict(), "ratio": o.fit.ratio.to_dict(),
                 "observed_tau": o.fit.observed_tau.to_dict(), "predicted_tau": o.gof.predicted,
                 "cycles": o.fit.cycles, "prompts": o.fit.prompts, "group_by": list(self.fit.counts.group_by),

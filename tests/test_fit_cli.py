@@ -96,6 +96,8 @@ def test_json_keys_bound_flag_and_exported_topology(good, tmp_path, capsys):
     assert {"lower_bound", "observed_tau", "ci95", "violated"} <= set(bounds["goose"])
     rec = result["recommended"]
     assert rec["rule"] == "optimal" and rec["budget"] == TREE.budget and rec["comparison"]
+    scaled = bool(groups["goose"]["checks"]["spine_availability"])  # then p_s(d) is p_s times a(d): say so
+    assert rec["acceptance_note"].startswith("p_s(d) is the fitted p_s times a(d)" if scaled else "the selected model")
     topo = load_topology(groups["goose"]["file"])
     assert topo.budget == TREE.budget and topo.meta["rule"] == "optimal"
     assert topo.meta["provenance"]["traces"] == [os.path.abspath(good)]
