@@ -37,14 +37,19 @@ def check_listen(address: str, port: int) -> None:
     if not address.strip():
         raise UsageError("--address is empty (it would listen on every interface; say 0.0.0.0 to mean that)")
     try:
-        family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+        found = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise UsageError(f"--address {address!r}: {exc.strerror}") from None
-    with socket.socket(family, kind, proto) as probe:
+    problem = None
+    for family, kind, proto, _, where in found:  # as the server does: the first address that binds
         try:
-            probe.bind(where)
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tornado: TIME_WAIT is no obstacle
+                probe.bind(where)
+                return
         except OSError as exc:
-            raise UsageError(f"cannot listen on {address}:{port}: {exc.strerror}") from None
+            problem = problem or exc.strerror
+    raise UsageError(f"cannot listen on {address}:{port}: {problem}")
 
 
 def run_server(cmd: list[str]) -> int:
@@ -55,8 +60,14 @@ def run_server(cmd: list[str]) -> int:
     try:
         code = proc.wait()
         return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell reports it
-    except KeyboardInterrupt:  # the terminal's Ctrl-C reached streamlit too: let it finish
-        proc.wait()
+    except KeyboardInterrupt:  # a terminal's Ctrl-C reached streamlit too; `kill -INT goose` did not
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -128,7 +128,8 @@ def _check_decode_flags(args, specs) -> None:
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
-    if args.topology and not any(m.split("@")[0].removesuffix("+prior") == "topology" for m in _method_list(args)):
+    bare = [m.lower().split("@")[0].removesuffix("+prior").strip() == "topology" for m in _method_list(args)]
+    if args.topology and not any(bare):  # as parse_method reads names: any case, spaces, +prior
         raise UsageError("--topology is the file of --method topology (or of 'topology' in --compare), and no "
                          "bare 'topology' method is in this run (topology:FILE names its own file)")
     if args.refresh_latency and not any(s.kind == "auto" for s in specs):
@@ -241,12 +242,16 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 
 def profile_handler(args: argparse.Namespace) -> int:
     check_counts(args)
+    items = split_list(args.sizes, "--sizes")
     try:
-        sizes = sorted({int(s) for s in split_list(args.sizes, "--sizes")})
+        sizes = sorted({int(s) for s in items})
     except ValueError:
         raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
     if sizes[0] < 1 or sizes[-1] > MAX_PROFILE_SIZE:
         raise UsageError(f"--sizes must be integers in 1..{MAX_PROFILE_SIZE}, got {args.sizes!r}")
+    if sizes[0] != 1:
+        print("[goose] note: without size 1 (a plain decode step) the profile serves goose optimize, not "
+              "decode --method auto", file=sys.stderr)
     from goose_theory.latency import save_latency
     from .profile import profile_latency
 

@@ -19,6 +19,7 @@ import sys
 
 from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, make_parser, print_json,
                                    run_command, split_list)
+from goose_theory.cli import MAX_BUDGET
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
@@ -79,8 +80,8 @@ def expand_paths(paths: list[str]) -> list[str]:
 def _check_options(args) -> tuple[str, ...]:
     group_by = check_group_by(split_list(args.group_by, "--group-by") if args.group_by else [])
     check_output_dir(args.out, "--out")
-    if args.budget is not None and args.budget < 0:
-        raise UsageError(f"--budget: {args.budget} is negative")
+    if args.budget is not None and not 0 <= args.budget <= MAX_BUDGET:
+        raise UsageError(f"--budget: {args.budget} is not in 0..{MAX_BUDGET}")
     if args.bootstrap < 1:
         raise UsageError(f"--bootstrap: {args.bootstrap} must be >= 1")
     if args.seed < 0:

@@ -227,7 +227,7 @@ def note_regime_exports(analysis: Analysis, out_dir: str | os.PathLike, files: d
     holds. Returns the group -> file map of the files that still hold the recommended tree."""
     out_dir = os.fspath(out_dir)
     kept = {k: v for k, v in files.items() if k not in {e["group"] for e in exports}}
-    chart_files = [p for p in (os.path.join(out_dir, f"{n}.html") for n in _BUILDERS) if os.path.exists(p)]
+    chart_files = [os.path.join(out_dir, f"{n}.html") for n, frame in chart_frames(analysis).items() if not frame.empty]
     section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
                "The recommendation above assumes the matcher offers a spine in every cycle. These exports fit "
                "the cycles with and without a match apart; theirs are the predictions to hold against measured tau.", "",

@@ -206,18 +206,20 @@ def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
 
 
 def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
-                       holdout: bool = True, on_result=None, trace_out: str | None = None,
-                       prior: bool = False) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
+                       holdout: bool = True, on_result=None, trace_out: str | None = None, prior: bool = False,
+                       prompts: list | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically);
     with ``prior``, goose and every topology draft with the model's successor prior (``+prior``),
-    and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces)."""
+    and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces);
+    ``prompts``: the held-out prompts when the caller chose them already (:func:`holdout_prompts`)."""
     from .methods import PRIOR_SUFFIX
     from .replayfit import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
-    prompts = holdout_prompts(benchmark, [t for _, t in topologies], limit=limit, holdout=holdout)
+    if prompts is None:
+        prompts = holdout_prompts(benchmark, [t for _, t in topologies], limit=limit, holdout=holdout)
     specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
     suffix = PRIOR_SUFFIX if prior else ""
     goose = "goose" + suffix

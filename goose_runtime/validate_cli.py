@@ -15,7 +15,7 @@ import sys
 import time
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
-from goose_theory.topology import write_json_atomic
+from goose_theory.topology import Topology, write_json_atomic
 
 from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
 from .prompts import load_prompts, set_name
@@ -112,14 +112,13 @@ def _progress(message: str) -> None:
     print(f"[goose] {message}", file=sys.stderr, flush=True)
 
 
-def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> list:
+def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prompts: dict[str, list]) -> list:
     from .validate import validate_benchmark
 
     rows = []
     if args.prior:  # shipped for the default model; any other builds it once (minutes on a CPU): say so first
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=_progress)
-    _check_prompts(bundle, plan, args, config)
     for bench, files in plan:
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
@@ -127,24 +126,27 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config) -> 
         trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
                                            holdout=getattr(args, "holdout", True), trace_out=trace,
-                                           prior=args.prior)
+                                           prior=args.prior, prompts=prompts[bench])
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows
 
 
-def _check_prompts(bundle, plan: list[tuple[str, list[str]]], args, config) -> None:
-    """Every set's held-out prompts encode and fit the model's context before the first set runs,
-    so a bad later set cannot stop the command after an earlier set's trace file was replaced."""
+def _held_out(bundle, plan: list[tuple[str, list]], args, config) -> dict[str, list]:
+    """Every set's held-out prompts (``plan``: each set with its topologies, files or loaded), each
+    encoded and checked against the model's context before the first set runs or a file is
+    written, so a bad later set cannot stop the command after earlier outputs were replaced."""
     from goose_theory.topology import load_topology
 
     from .runner import encode_all
     from .validate import holdout_prompts
 
-    for bench, files in plan:
-        prompts = holdout_prompts(bench, [load_topology(f) for f in files], limit=args.limit,
-                                  holdout=getattr(args, "holdout", True))
-        encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens)
+    out = {}
+    for bench, topologies in plan:
+        loaded = [load_topology(t) if isinstance(t, (str, os.PathLike)) else t for t in topologies]
+        out[bench] = holdout_prompts(bench, loaded, limit=args.limit, holdout=getattr(args, "holdout", True))
+        encode_all(bundle, out[bench], max_new_tokens=config.max_new_tokens)
+    return out
 
 
 def _emit(args, rows, extra: dict) -> None:
@@ -169,7 +171,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     fitted = [f for path in args.topology for f in (load_topology(path).meta.get("provenance") or {}).get("traces") or []]
     _note_token_cap(fitted, args.max_new_tokens)
     bundle = load_quietly(args)
-    rows = _run_validation(args, bundle, [(b, list(args.topology)) for b in benches], config)
+    plan = [(b, list(args.topology)) for b in benches]
+    rows = _run_validation(args, bundle, plan, config, _held_out(bundle, plan, args, config))
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
 
@@ -177,13 +180,15 @@ def validate_handler(args: argparse.Namespace) -> int:
 def _note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
     """Say so when the fit traces were decoded with another --max-new-tokens: the cap cuts each
     prompt's last cycle, and a fit of short runs predicts long ones badly (and the other way)."""
-    from goose_theory.traceio import open_trace, trace_metadata
+    from goose_theory.traceio import TraceFileError, open_trace, trace_metadata
 
     caps = set()
     for path in dict.fromkeys(trace_files):
-        if os.path.exists(path):
+        try:
             with open_trace(path) as pf:
                 caps.add(((trace_metadata(pf).get("config") or {}).get("decode") or {}).get("max_new_tokens"))
+        except TraceFileError:
+            continue  # only a note: a missing or bad trace is reported where it matters
     caps.discard(None)
     if caps and caps != {max_new_tokens}:
         _progress(f"note: the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
@@ -268,6 +273,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
+    traced = Topology.from_nodes([(-1, "root", 0)]).with_meta(provenance={"traces": [os.path.abspath(f) for f in files]})
+    prompts = _held_out(bundle, [(b, [traced]) for b in benches], args, config)  # as the exports' provenance will
     analysis = analyze(fit, latency=profile)
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
@@ -284,7 +291,7 @@ def loop_handler(args: argparse.Namespace) -> int:
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     note_regime_exports(analysis, args.out_dir, written, [regime_export(set_name(b), p[0], p[1]) for b, p in plan])
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
-    rows = _run_validation(args, bundle, plan, config)
+    rows = _run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")
     _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
                        "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})

@@ -105,7 +105,8 @@ def cmd_yield(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(f"E[tau] = {out['exact']:.6f}   Var = {out['variance']:.6f}   ({acceptance.model} model, budget {topology.budget})")
-        how = {"topology": "the smallest expected continuation below a first-level branch node of this tree",
+        how = {"topology": "the smallest expected continuation below a first-level branch node of this tree"
+               if bound.widths[:bound.spine_length].sum() else "no branch node leaves the spine before its end, so 0",
                "zero": "the plain bound"}.get(bound.lbar_rule, "given")
         print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}: {how}); gap {out['gap']:.6f}")
         print(format_table([{"tau": k, "P(tau)": p} for k, p in enumerate(out["pmf"]) if k > 0]))

@@ -76,7 +76,9 @@ def make_parser(prog: str, description: str) -> argparse.ArgumentParser:
 def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Call ``handler(args)``; map bad input to a one-line message and exit code 2."""
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a pipe's buffered output goes out here, where a closed pipe is caught
+        return code
     except BAD_INPUT_ERRORS as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
@@ -103,8 +104,9 @@ def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
     try:
         if os.path.isdir(path):
             raise error(f"{path}: is a directory, not a JSON file")
-        if os.path.exists(path) and not os.path.isfile(path):
-            raise error(f"{path}: is not a regular file")
+        mode = os.stat(path).st_mode if os.path.exists(path) else 0
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise error(f"{path}: is a device, not a JSON file")  # a pipe (/dev/stdin, <(...)) is fine
         with open(path, encoding="utf-8") as fh:
             text = fh.read(MAX_JSON_BYTES + 1)
         if len(text) > MAX_JSON_BYTES:

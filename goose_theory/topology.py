@@ -218,6 +218,8 @@ def topology_from_dict(data: Any) -> Topology:
         r = node.get("rank", None if s == "transition" else 0)
         if p is None and i == 0:
             p = -1
+        if r is None:
+            raise TopologyError(f"node {i}: a transition node needs its rank (which adjacency candidate it takes)")
         for key, value in (("parent", p), ("rank", r)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")

@@ -3,6 +3,7 @@ anything (``subprocess.call`` is replaced by a recorder)."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 
 from goose_runtime import app_cli
 from goose_runtime.cli import build_parser, main
+
+
+_REAL_CHECK = app_cli.check_listen
 
 
 def _flags(cmd: list[str]) -> dict[str, str]:
@@ -31,6 +35,7 @@ def launches(monkeypatch):
         def wait(self):
             return 0
     monkeypatch.setattr(app_cli.subprocess, "Popen", FakePopen)
+    monkeypatch.setattr(app_cli, "check_listen", lambda address, port: None)  # no real port: the tests below own that
     return calls
 
 
@@ -74,16 +79,26 @@ def test_streamlits_exit_code_is_passed_on_and_ctrl_c_is_a_clean_stop(monkeypatc
         def wait(self):
             return 3
     monkeypatch.setattr(app_cli.subprocess, "Popen", Exits3)
+    monkeypatch.setattr(app_cli, "check_listen", lambda address, port: None)
     assert main(["app", "--port", "8597"]) == 3
 
     class Interrupted(Exits3):
-        def wait(self):
+        signalled: list = []
+
+        def wait(self, timeout=None):
             self.waits += 1
             if self.waits == 1:
                 raise KeyboardInterrupt
             return -2
+
+        def poll(self):
+            return None
+
+        def send_signal(self, signum):
+            self.signalled.append(signum)
     monkeypatch.setattr(app_cli.subprocess, "Popen", Interrupted)
     assert main(["app", "--port", "8597"]) == 0
+    assert Interrupted.signalled == [signal.SIGINT]  # a SIGINT sent to goose alone is passed on, not left hanging
 
 
 def test_sigterm_stops_the_server_too(tmp_path):
@@ -109,21 +124,29 @@ def test_sigterm_stops_the_server_too(tmp_path):
 
 
 @pytest.mark.parametrize("address, message", [("", "--address is empty"), ("999.1.1.1", "--address '999.1.1.1'")])
-def test_an_address_it_cannot_listen_on_exits_2(launches, capsys, address, message):
+def test_an_address_it_cannot_listen_on_exits_2(launches, capsys, monkeypatch, address, message):
+    import socket
+
+    def no_such_name(*args, **kwargs):  # what a resolver answers, without asking one
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    monkeypatch.setattr(app_cli.socket, "getaddrinfo", no_such_name)
+    monkeypatch.setattr(app_cli, "check_listen", _REAL_CHECK)
     assert main(["app", "--address", address]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and launches == []
 
 
-def test_a_port_in_use_exits_2_before_streamlit_starts(launches, capsys):
+def test_a_port_in_use_exits_2_before_streamlit_starts(launches, capsys, monkeypatch):
     import socket
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
+        monkeypatch.setattr(app_cli, "check_listen", _REAL_CHECK)  # the fixture's stub, undone
         assert main(["app", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in err and launches == []
+    _REAL_CHECK("127.0.0.1", port)  # free again once closed: the probe itself holds nothing
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "-1"])

@@ -146,8 +146,9 @@ def test_console_script_exit_code(topo_file):
 def test_closed_pipe_stops_quietly(topo_file):
     """``goose ... | head`` closes the pipe early: no traceback, exit 141 as a shell reports SIGPIPE."""
     exe = os.path.join(os.path.dirname(sys.executable), "goose")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a user's shell: stdout block-buffered
     proc = subprocess.Popen([exe, "compare", "--budget", "20", "--p-s", "0.5", "--p-t", "0.05"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     proc.stdout.close()  # before the child has written a byte (it is still importing)
     with proc.stderr:
         err = proc.stderr.read().decode()

@@ -47,8 +47,13 @@ def test_json_input_that_is_not_a_regular_file(tmp_path):
 
     with pytest.raises(Bad, match="is a directory, not a JSON file"):
         read_json(tmp_path, Bad)
-    with pytest.raises(Bad, match="/dev/zero: is not a regular file"):  # would be read forever
+    with pytest.raises(Bad, match="/dev/zero: is a device, not a JSON file"):  # would be read forever
         read_json("/dev/zero", Bad)
+    read_end, write_end = os.pipe()  # a pipe is a fine source (cat tree.json | goose yield --topology /dev/stdin)
+    os.write(write_end, b'{"a": 1}')
+    os.close(write_end)
+    assert read_json(f"/dev/fd/{read_end}", Bad) == {"a": 1}
+    os.close(read_end)
 
 
 def test_output_paths_checked_before_writing(tmp_path):
