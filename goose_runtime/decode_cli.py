@@ -24,6 +24,7 @@ from goose_theory.cli_util import UsageError, format_table, print_json, split_li
 
 from .cli_checks import check_counts, check_refresh, make_config  # noqa: F401  (validate_cli and the benches import them here)
 
+FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
 MAX_PROFILE_SIZE = 4096  # tokens in one forward; the model's context is 8192 and trees stay far below
 
 DEFAULT_COMPARE = "ar"
@@ -185,6 +186,10 @@ def decode_handler(args: argparse.Namespace) -> int:
         print_json(_json_report(args, bundle, results, summaries, primary, trace_rows))
     else:
         print(format_table(_table(summaries)))
+        tokens = sum(len(r.token_ids) for r in results["ar"])
+        if tokens < FEW_TOKENS:  # a second of load elsewhere moves a speedup this short by tens of percent
+            print(f"note: {tokens} tokens per method: too few for a steady speedup "
+                  f"(the benches use 5 prompts of 128 tokens)")
         if args.prompt is not None:
             print(f"\n[{primary}] {results[primary][0].text}")
         if trace_rows is not None:
