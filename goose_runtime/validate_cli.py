@@ -274,7 +274,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
     traced = Topology.from_nodes([(-1, "root", 0)]).with_meta(provenance={"traces": [os.path.abspath(f) for f in files]})
-    prompts = _held_out(bundle, [(b, [traced]) for b in benches], args, config)  # as the exports' provenance will
+    prompts = _held_out(bundle, [(b, [traced]) for b in benches], args, config)  # not in the traces the exports cite
     analysis = analyze(fit, latency=profile)
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
