@@ -32,12 +32,12 @@ from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.regime import regime_topologies, save_regime_topologies
 from goose_theory.topology import load_topology, write_json_atomic
-from goose_runtime.decode_cli import check_counts, make_config
+from goose_runtime.cli_checks import check_counts, make_config
 from goose_runtime.fit_report import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import BENCHMARKS
-from goose_runtime.validate import validate_benchmark
+from goose_runtime.validate import holdout_prompts, provenance_traces, validate_benchmark
 from goose_runtime.validate_cli import _trace_files
 
 
@@ -98,7 +98,8 @@ def main(argv=None) -> int:
         chosen, provenance = fitted.budget, fitted.meta.get("provenance") or {}
         budgets = sorted(extra | {chosen})
         paths = [export_at(files, bench, b, provenance, out_dir) for b in budgets]
-        rows, _ = validate_benchmark(bundle, bench, paths, limit=args.limit, config=config, prior=args.prior)
+        prompts = holdout_prompts(bench, provenance_traces(fitted), limit=args.limit)  # every export cites these traces
+        rows, _ = validate_benchmark(bundle, bench, paths, prompts, config=config, prior=args.prior)
         report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}
         print_set(bench, chosen, rows)
     report["wall_s"] = round(time.time() - t0)

@@ -29,7 +29,7 @@ import torch
 import goose_runtime.adjacency as adjacency
 import goose_runtime.decoder as decoder
 import goose_runtime.readout as readout
-from goose_runtime.decode_cli import check_counts
+from goose_runtime.cli_checks import check_counts
 from goose_runtime.runner import parse_labeled
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts

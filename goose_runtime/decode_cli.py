@@ -22,7 +22,7 @@ import sys
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list
 
-from .cli_checks import check_counts, check_refresh, make_config  # noqa: F401  (validate_cli and the benches import them here)
+from .cli_checks import check_counts, check_refresh, make_config
 
 FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
 MAX_PROFILE_SIZE = 4096  # tokens in one forward; the model's context is 8192 and trees stay far below
@@ -129,7 +129,7 @@ def _check_decode_flags(args, specs) -> None:
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
-    bare = [m.lower().split("@")[0].removesuffix("+prior").strip() == "topology" for m in _method_list(args)]
+    bare = (m.lower().split("@")[0].removesuffix("+prior").strip() == "topology" for m in _method_list(args))
     if args.topology and not any(bare):  # as parse_method reads names: any case, spaces, +prior
         raise UsageError("--topology is the file of --method topology (or of 'topology' in --compare), and no "
                          "bare 'topology' method is in this run (topology:FILE names its own file)")

@@ -50,7 +50,7 @@ SCORES = ("logit", "prob")
 
 class ConfigError(InputError):
     """A :class:`DecodeConfig` field out of range (a ``ValueError``): ``field`` and ``problem``, so a
-    CLI can name its flag instead (``decode_cli.make_config``: ``--min-score must be in [0, 1), ...``)."""
+    CLI can name its flag instead (``cli_checks.make_config``: ``--min-score must be in [0, 1), ...``)."""
 
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field} {problem}")

@@ -136,7 +136,8 @@ def _handler(args) -> int:
         return EXIT_BAD_INPUT
     analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
-    pairs = _regime_pairs(analysis, list(counts.files)) if args.regimes else {}
+    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
+                                 note_slow=True) if args.regimes else {}
     written = write_report(analysis, args.out) if args.out else {}
     exports = _save_regimes(pairs, written)
     # a group's file now holds its regime export, not the recommended tree: name it only there
@@ -169,18 +170,23 @@ def regime_exports(files: list[str], *, bench: str | None, budget: int, context:
         raise UsageError(f"{context}: {str(exc).splitlines()[0]}") from None
 
 
-def _regime_pairs(analysis, files: list[str]) -> dict[str, tuple]:
-    """The two-regime (single, pair) topologies of each group at its recommended budget."""
-    pairs = {}
+def group_regime_exports(analysis, files: list[str], *, context: str, labels: set[str] | None = None,
+                         note_slow: bool = False) -> dict[str, tuple]:
+    """:func:`regime_exports` of each group that has a recommendation (of ``labels`` only, if given)
+    at its recommended budget: group label -> (single, pair, fit, methods). ``context`` names the
+    group in an error (``{}`` is its label); ``note_slow`` says when a budget will take minutes.
+    ``fit-acceptance --regimes`` and ``goose loop`` both export through it."""
+    out = {}
     for g in analysis.groups:
+        if g.recommendation is None or (labels is not None and g.label not in labels):
+            continue
         budget = g.recommendation.best.topology.budget
-        if budget >= SLOW_REGIME_BUDGET:  # measured: 8.5 min at 80 for three sets, 6 s at 8
+        if note_slow and budget >= SLOW_REGIME_BUDGET:  # measured: 8.5 min at 80 for three sets, 6 s at 8
             print(f"--regimes: optimising {g.label}'s trees at budget {budget} takes minutes "
                   "(--budget or --latency picks a smaller one)", file=sys.stderr, flush=True)
-        single, pair, _, _ = regime_exports(files, bench=g.fit.key.get("benchmark"), context=f"--regimes: {g.label}",
-                                            budget=budget)
-        pairs[g.label] = (single, pair)
-    return pairs
+        out[g.label] = regime_exports(files, bench=g.fit.key.get("benchmark"), budget=budget,
+                                      context=context.format(g.label))
+    return out
 
 
 def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> list[dict]:
@@ -188,8 +194,8 @@ def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> list[dict
     provenance) and write the regime file beside it; returns what each group's two files hold."""
     from goose_theory.regimefile import save_over_fit
 
-    return [regime_export(label, written[label], save_over_fit(single, pair, written[label]))
-            for label, (single, pair) in pairs.items()]
+    return [regime_export(label, single, pair, written[label], save_over_fit(single, pair, written[label]))
+            for label, (single, pair, _, _) in pairs.items()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,11 +204,9 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, st
     return files
 
 
-def regime_export(group: str, single_path: str, pair_path: str) -> dict[str, Any]:
-    """What a group's two regime exports hold (``fit-acceptance --regimes``, ``goose loop``)."""
-    from goose_theory.topology import load_topology
-
-    single, pair = load_topology(single_path), load_topology(pair_path)
+def regime_export(group: str, single, pair, single_path: str, pair_path: str) -> dict[str, Any]:
+    """What a group's two regime exports hold (``fit-acceptance --regimes``, ``goose loop``): the
+    trees as exported, and the files they were saved to."""
     return {"group": group, "budget": single.budget,
             **{key: {"file": path, "rule": t.meta.get("rule"), "predicted_tau": t.meta.get("predicted_tau")}
                for key, path, t in (("single", single_path, single), ("regime_file", pair_path, pair))}}

@@ -39,7 +39,6 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
 from goose_theory.traceio import open_trace
@@ -87,25 +86,28 @@ class ValidationRow:
         return asdict(self)
 
 
-def fitted_prompt_ids(topology: Topology, benchmark: str) -> set[str]:
-    """Prompt ids of ``benchmark`` in the traces named by the topology's provenance."""
-    files = (topology.meta.get("provenance") or {}).get("traces") or []
+def provenance_traces(topology: Topology) -> list[str]:
+    """The trace files a topology's provenance names: those it was fitted on."""
+    return list((topology.meta.get("provenance") or {}).get("traces") or [])
+
+
+def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
+    """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once)."""
     ids: set[str] = set()
-    for path in files:
+    for path in dict.fromkeys(traces):
         if not os.path.exists(path):
             print(f"[goose] warning: fitted trace {path} is missing; its prompts cannot be held out",
                   file=sys.stderr)
             continue
-        table = open_trace(path).read(columns=["benchmark", "prompt_id"])  # validated: one-line errors
-        bench = table.column("benchmark").to_pylist()
-        ids.update(p for b, p in zip(bench, table.column("prompt_id").to_pylist()) if b == benchmark)
+        rows = open_trace(path).read(columns=["benchmark", "prompt_id"]).to_pydict()  # validated: one-line errors
+        ids.update(p for b, p in zip(rows["benchmark"], rows["prompt_id"]) if b == benchmark)
     return ids
 
 
-def holdout_prompts(benchmark: str, topologies: Sequence[Topology], *, limit: int, holdout: bool = True) -> list[Prompt]:
-    """The first ``limit`` prompts of the set (fixed order); with ``holdout``, none that the traces
-    named by the topologies' provenance hold (under the traces' label, a JSONL file's stem)."""
-    exclude = set().union(*(fitted_prompt_ids(t, set_name(benchmark)) for t in topologies)) if holdout else set()
+def holdout_prompts(benchmark: str, fitted_traces: Sequence[str], *, limit: int, holdout: bool = True) -> list[Prompt]:
+    """The first ``limit`` prompts of the set (fixed order); with ``holdout``, none that the fit
+    traces hold (under the traces' label, a JSONL file's stem)."""
+    exclude = fitted_prompt_ids(fitted_traces, set_name(benchmark)) if holdout else set()
     return [p for p in load_prompts(benchmark) if p.id not in exclude][:limit]
 
 
@@ -205,21 +207,19 @@ def regime_split(runs: Sequence[PromptResult]) -> tuple[float, float, float]:
     return (sum(m) / total if total else nan, sum(m) / len(m) if m else nan, sum(u) / len(u) if u else nan)
 
 
-def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], *, limit: int, config,
-                       holdout: bool = True, on_result=None, trace_out: str | None = None, prior: bool = False,
-                       prompts: list | None = None) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
-    """Run ar, goose (topology budget and 60) and each topology on held-out prompts of one set;
+def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], prompts: list[Prompt], *, config,
+                       holdout: bool = True, on_result=None, trace_out: str | None = None,
+                       prior: bool = False) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
+    """Run ar, goose (topology budget and 60) and each topology on the held-out ``prompts`` of one
+    set (:func:`holdout_prompts`; ``holdout`` says they are held out, so the noise band applies);
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically);
     with ``prior``, goose and every topology draft with the model's successor prior (``+prior``),
-    and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces);
-    ``prompts``: the held-out prompts when the caller chose them already (:func:`holdout_prompts`)."""
+    and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces)."""
     from .methods import PRIOR_SUFFIX
     from .replayfit import replay_prediction
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
-    if prompts is None:
-        prompts = holdout_prompts(benchmark, [t for _, t in topologies], limit=limit, holdout=holdout)
     specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
     suffix = PRIOR_SUFFIX if prior else ""
     goose = "goose" + suffix

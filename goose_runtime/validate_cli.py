@@ -15,9 +15,10 @@ import sys
 import time
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
-from goose_theory.topology import Topology, write_json_atomic
+from goose_theory.topology import write_json_atomic
 
-from .decode_cli import _model_options, add_refresh_option, check_counts, check_refresh, load_quietly, make_config
+from .cli_checks import check_counts, check_refresh, make_config
+from .decode_cli import _model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
 
 
@@ -124,27 +125,23 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, pro
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
         trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
-        bench_rows, _ = validate_benchmark(bundle, bench, files, limit=args.limit, config=config,
-                                           holdout=getattr(args, "holdout", True), trace_out=trace,
-                                           prior=args.prior, prompts=prompts[bench])
+        bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
+                                           holdout=getattr(args, "holdout", True), trace_out=trace, prior=args.prior)
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows
 
 
-def _held_out(bundle, plan: list[tuple[str, list]], args, config) -> dict[str, list]:
-    """Every set's held-out prompts (``plan``: each set with its topologies, files or loaded), each
-    encoded and checked against the model's context before the first set runs or a file is
-    written, so a bad later set cannot stop the command after earlier outputs were replaced."""
-    from goose_theory.topology import load_topology
-
+def _held_out(bundle, benches: list[str], fitted_traces: list[str], args, config) -> dict[str, list]:
+    """Every set's held-out prompts (none that ``fitted_traces`` hold), each encoded and checked
+    against the model's context before the first set runs or a file is written, so a bad later
+    set cannot stop the command after earlier outputs were replaced."""
     from .runner import encode_all
     from .validate import holdout_prompts
 
     out = {}
-    for bench, topologies in plan:
-        loaded = [load_topology(t) if isinstance(t, (str, os.PathLike)) else t for t in topologies]
-        out[bench] = holdout_prompts(bench, loaded, limit=args.limit, holdout=getattr(args, "holdout", True))
+    for bench in benches:
+        out[bench] = holdout_prompts(bench, fitted_traces, limit=args.limit, holdout=getattr(args, "holdout", True))
         encode_all(bundle, out[bench], max_new_tokens=config.max_new_tokens)
     return out
 
@@ -168,11 +165,13 @@ def validate_handler(args: argparse.Namespace) -> int:
     if args.trace_dir:
         os.makedirs(args.trace_dir, exist_ok=True)
     from goose_theory.topology import load_topology
-    fitted = [f for path in args.topology for f in (load_topology(path).meta.get("provenance") or {}).get("traces") or []]
+
+    from .validate import provenance_traces
+    fitted = [f for path in args.topology for f in provenance_traces(load_topology(path))]
     _note_token_cap(fitted, args.max_new_tokens)
     bundle = load_quietly(args)
     plan = [(b, list(args.topology)) for b in benches]
-    rows = _run_validation(args, bundle, plan, config, _held_out(bundle, plan, args, config))
+    rows = _run_validation(args, bundle, plan, config, _held_out(bundle, benches, fitted, args, config))
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
 
@@ -257,7 +256,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
-    from .fit_cli import regime_exports
+    from .fit_cli import group_regime_exports
     from .fit_report import note_regime_exports, regime_export, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
@@ -273,23 +272,23 @@ def loop_handler(args: argparse.Namespace) -> int:
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
-    traced = Topology.from_nodes([(-1, "root", 0)]).with_meta(provenance={"traces": [os.path.abspath(f) for f in files]})
-    prompts = _held_out(bundle, [(b, [traced]) for b in benches], args, config)  # not in the traces the exports cite
+    # held out: prompts the fit traces (which the exports will cite) do not hold
+    prompts = _held_out(bundle, benches, [os.path.abspath(f) for f in files], args, config)
     analysis = analyze(fit, latency=profile)
-    by_label = {set_name(b): b for b in benches}
+    by_label, recs = {set_name(b): b for b in benches}, {g.label: g.recommendation for g in analysis.groups}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
-    exports = [(by_label[g.fit.key.get("benchmark")], g, regime_exports(
-        files, bench=g.fit.key.get("benchmark"), budget=g.recommendation.best.topology.budget,
-        context=f"two-regime fit ({g.label})")) for g in analysis.groups
-        if g.fit.key.get("benchmark") in by_label and g.recommendation is not None]
+    fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label))
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
-    plan = [(bench, _regime_topologies(exported, set_name(bench), written[g.label], g.recommendation.best.topology.budget,
-                                       bundle=bundle, config=config, prompt_set=bench, prior=args.prior))
-            for bench, g, exported in exports]
+    plan, exports = [], []
+    for label, exported in fits.items():
+        paths = _regime_topologies(exported, label, written[label], recs[label].best.topology.budget, bundle=bundle,
+                                   config=config, prompt_set=by_label[label], prior=args.prior)
+        plan.append((by_label[label], paths))
+        exports.append(regime_export(label, exported[0], exported[1], paths[0], paths[1]))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
-    note_regime_exports(analysis, args.out_dir, written, [regime_export(set_name(b), p[0], p[1]) for b, p in plan])
+    note_regime_exports(analysis, args.out_dir, written, exports)
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = _run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")

@@ -77,12 +77,6 @@ def test_auto_method_with_a_latency_file(capsys, tiny, tmp_path):
     assert "none.json: no such file" in capsys.readouterr().err
 
 
-def test_make_config_names_the_flag_of_a_bad_field():
-    assert decode_cli.make_config(max_new_tokens=3, min_score=0.5).min_score == 0.5
-    with pytest.raises(decode_cli.UsageError, match=r"^--max-new-tokens must be at least 1, got 0$"):
-        decode_cli.make_config(max_new_tokens=0)
-
-
 def test_refresh_latency_re_measures_the_cached_profile(capsys, tiny, tmp_path, monkeypatch):
     from goose_runtime import profile as profile_mod
     from goose_theory.latency import LatencyProfile, load_latency, save_latency

@@ -122,9 +122,8 @@ def test_validate_benchmark_wires_baselines_and_noise(monkeypatch, tmp_path):
         return {label: [_run(p, [_cycle(t, 0) for t in taus.get(label, [2, 2])]) for p in ("p1", "p2", "p3")]
                 for label in labels}
     monkeypatch.setattr(runner, "run_methods", fake_run_methods)
-    monkeypatch.setattr(validate, "holdout_prompts", lambda benchmark, topologies, limit, holdout: ["p1", "p2", "p3"])
     for holdout in (True, False):
-        rows, _ = validate.validate_benchmark(None, "stdlib", paths, limit=3, config=None, holdout=holdout)
+        rows, _ = validate.validate_benchmark(None, "stdlib", paths, ["p1", "p2", "p3"], config=None, holdout=holdout)
         by = {r.method.split(":")[-1].split("/")[-1]: r for r in rows}
         assert set(by) == {"ar", "goose@4", "goose", "a", "b", "c"}
         for name, baseline in (("a", 4 / 3), ("b", 4 / 3), ("c", 4 / 6)):
@@ -154,8 +153,7 @@ def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_i
         return {runner.method_label(s): [_run(p, [_cycle(t, 0) for t in taus.get(runner.method_label(s), [2, 2])])
                                          for p in ("p1", "p2")] for s in specs}
     monkeypatch.setattr(runner, "run_methods", fake_run_methods)
-    monkeypatch.setattr(validate, "holdout_prompts", lambda benchmark, topologies, limit, holdout=True: ["p1", "p2"])
-    rows, _ = validate.validate_benchmark(None, "stdlib", [path], limit=2, config=None, prior=True)
+    rows, _ = validate.validate_benchmark(None, "stdlib", [path], ["p1", "p2"], config=None, prior=True)
     assert {s.name: s.prior for s in seen} == {"ar": False, "goose+prior": True, "topology:a+prior": True,
                                                "goose": False}  # the paper's goose@60 as published, too
     by = {r.method: r for r in rows}
