@@ -36,13 +36,14 @@ import pyarrow.parquet as pq
 
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
 from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
-from .traceio import TraceFileError, TraceInfo, check_node_values, check_trace
+from .traceio import TraceFileError, TraceInfo, check_cycle_tau, check_node_values, check_trace, per_cycle_values
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
 LEGACY_PROMPT_ID = "prompt"  # benchmark and id of `decode --prompt` traces before ids named the text: per run
 _NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
+_PER_CYCLE = {"spine_avail": 0, "tau": 1}  # extra columns the regime fit reads: the lowest valid value
 BATCH_ROWS = 1 << 20
 
 
@@ -97,7 +98,7 @@ class _Accumulator:
         self.shape_parts: list[pd.DataFrame] = []
 
     def columns(self, names: Sequence[str]) -> list[str]:
-        return [*self.string_cols, *_NUMERIC, *(c for c in ("reached", "spine_avail") if c in names)]
+        return [*self.string_cols, *_NUMERIC, *(c for c in ("reached", *_PER_CYCLE) if c in names)]
 
     def to_arrays(self, batch: pa.RecordBatch, file: str) -> dict[str, np.ndarray]:
         out = {}
@@ -105,8 +106,8 @@ class _Accumulator:
             col = batch.column(name)
             if name == "reached" and col.null_count:
                 continue  # an extra column the recorder did not fill: derive it instead
-            if name == "spine_avail":  # per cycle; null = not recorded
-                out[name] = col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+            if name in _PER_CYCLE:  # null = not recorded
+                out[name] = per_cycle_values(file, col, name, lowest=_PER_CYCLE[name])
                 continue
             if name in self.codes:
                 out[name] = self.codes[name].encode(col, name, file)
@@ -158,6 +159,8 @@ class _Accumulator:
             ok = av >= 0
             self.grids["av"].add(n_c, cyc_cluster[ok] * CAP + np.clip(av[ok], 0, CAP - 1))
         tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
+        if "tau" in a:
+            check_cycle_tau(file, a["tau"], roots, tau)
         self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
 
     def _source_codes(self, codes: np.ndarray, file: str) -> np.ndarray:
@@ -251,14 +254,11 @@ def count_files(paths: Iterable[str | os.PathLike | TraceInfo], *, group_by: Seq
         saved = copy.deepcopy(acc) if on_bad is not None else None
         try:
             _count_file(acc, item if isinstance(item, TraceInfo) else check_trace(name), batch_rows)
-        except (pa.ArrowException, OSError) as exc:
-            err = TraceFileError(f"{name}: unreadable data ({str(exc).splitlines()[0]})")
+        except (pa.ArrowException, OSError, TraceFileError) as exc:
+            err = exc if isinstance(exc, TraceFileError) else \
+                TraceFileError(f"{name}: unreadable data ({str(exc).splitlines()[0]})")
             if on_bad is None:
                 raise err from None
-            on_bad(err); acc = saved; continue
-        except TraceFileError as err:
-            if on_bad is None:
-                raise
             on_bad(err); acc = saved; continue
         names.append(name)
     return acc.finish(names)

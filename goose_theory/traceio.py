@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import InputError
@@ -213,6 +214,26 @@ def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonr
         raise TraceFileError(f"{file}: column accepted marks a node that did not match, or whose parent was not accepted")
     if reached is not None and np.any(reached != (accepted[gparent] | ~nonroot)):
         raise TraceFileError(f"{file}: column reached disagrees with the parent rows' accepted")
+
+
+def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.ndarray:
+    """A per-cycle extra column (``spine_avail``, ``tau``) as int64, null (not recorded) as -1;
+    recorded values below ``lowest`` are refused: the regime fit reads them as the match length and
+    the cycle's tokens."""
+    low = pc.min(col).as_py()  # nulls skipped; None when nothing is recorded
+    if low is not None and low < lowest:
+        raise TraceFileError(f"{file}: column {name} has values below {lowest} (found {low})")
+    return col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def check_cycle_tau(file: str, tau: np.ndarray, roots: np.ndarray, accepted_rows: np.ndarray) -> None:
+    """A recorded ``tau`` (-1: not recorded) is the same on every row of its cycle and at most the
+    cycle's accepted rows (fewer only where EOS or the token cap cut the accepted path)."""
+    first = tau[roots]
+    if np.any(tau != np.repeat(first, np.diff(np.append(roots, tau.shape[0])))):
+        raise TraceFileError(f"{file}: column tau differs between the rows of one cycle")
+    if np.any((first > accepted_rows) & (first != -1)):
+        raise TraceFileError(f"{file}: column tau exceeds the accepted rows of its cycle")
 
 
 def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:

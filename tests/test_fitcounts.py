@@ -47,6 +47,34 @@ def test_rows_out_of_order_are_rejected():
         count_tables([shuffled])
 
 
+def _with_column(table: pa.Table, name: str, values) -> pa.Table:
+    i = table.schema.get_field_index(name)
+    return table.set_column(i, table.schema.field(i), pa.array(values, type=table.schema.field(i).type))
+
+
+def test_per_cycle_columns_the_regime_fit_reads_are_checked():
+    """tau and spine_avail feed the regime fit (psi, the match length), so a value no recorder
+    writes is refused, naming the column; nulls (not recorded) pass."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    ref = count_tables([table])
+    tau = table["tau"].to_numpy()
+    with pytest.raises(TraceFileError, match="column tau has values below 1"):
+        count_tables([_with_column(table, "tau", -tau)])
+    with pytest.raises(TraceFileError, match="column tau exceeds the accepted rows"):
+        count_tables([_with_column(table, "tau", tau + 1)])
+    uneven = tau.copy()
+    uneven[1] += 1  # rows 0 and 1 are the first cycle's root and its first child
+    with pytest.raises(TraceFileError, match="tau differs between the rows of one cycle"):
+        count_tables([_with_column(table, "tau", uneven)])
+    avail = table["spine_avail"].to_numpy()
+    with pytest.raises(TraceFileError, match="column spine_avail has values below 0"):
+        count_tables([_with_column(table, "spine_avail", avail - 100)])
+    unrecorded = count_tables([_with_column(table, "tau", [None] * table.num_rows)])
+    assert unrecorded.shape_table.equals(ref.shape_table)
+    fewer = count_tables([_with_column(table, "tau", np.maximum(tau - 1, 1))])  # EOS / token cap cut the path
+    assert fewer.shape_table.equals(ref.shape_table)
+
+
 def _footer_reads(monkeypatch) -> list[str]:
     """Records every ParquetFile opened without a parsed footer (one that reads the footer)."""
     reads: list[str] = []
