@@ -32,7 +32,7 @@ from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.regime import regime_topologies, save_regime_topologies
 from goose_theory.topology import load_topology, write_json_atomic
-from goose_runtime.cli_checks import check_counts, make_config
+from goose_runtime.cli_checks import check_run_args, make_config
 from goose_runtime.fit_report import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
@@ -49,7 +49,7 @@ def export_at(files: list[str], bench: str, budget: int, provenance: dict, out_d
 
 def _check(args) -> tuple:
     """(DecodeConfig, trace files, budgets) of the command line; a UsageError names a bad flag."""
-    check_counts(args)  # --limit, --max-new-tokens, --threads
+    check_run_args(args)  # --limit, --max-new-tokens, --threads
     try:
         budgets = {int(b) for b in args.budgets.split(",")}
     except ValueError:

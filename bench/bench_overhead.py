@@ -29,7 +29,7 @@ import torch
 import goose_runtime.adjacency as adjacency
 import goose_runtime.decoder as decoder
 import goose_runtime.readout as readout
-from goose_runtime.cli_checks import check_counts
+from goose_runtime.cli_checks import check_run_args
 from goose_runtime.runner import parse_labeled
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         methods = args.methods.split(",")
         kinds = [parse_labeled(m).kind for m in methods]
         load_prompts(args.bench, limit=1)   # PromptError (a ValueError) names an unknown set
-        check_counts(args, extra=("prompts", "parallel_rows"))  # a UsageError, a ValueError too
+        check_run_args(args, extra=("prompts", "parallel_rows"))  # a UsageError, a ValueError too
         if args.refresh_latency and "auto" not in kinds:
             raise ValueError("--refresh-latency re-measures auto's profile, and no auto method is in this run")
     except ValueError as err:  # MethodError is one too

@@ -10,7 +10,7 @@ from goose_theory.cli_util import UsageError, check_output_dir, check_output_fil
 MAX_THREADS = 1024  # more only allocates thread pools (100000 ran out of memory)
 
 
-def check_counts(args, extra: tuple[str, ...] = ()) -> None:
+def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
     :data:`MAX_THREADS`), and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,

@@ -22,7 +22,7 @@ import sys
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list
 
-from .cli_checks import check_counts, check_refresh, make_config
+from .cli_checks import check_refresh, check_run_args, make_config
 
 FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
 MAX_PROFILE_SIZE = 4096  # tokens in one forward; the model's context is 8192 and trees stay far below
@@ -147,7 +147,7 @@ def _check_decode_flags(args, specs) -> None:
 
 
 def decode_handler(args: argparse.Namespace) -> int:
-    check_counts(args)
+    check_run_args(args)
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
@@ -246,7 +246,7 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 
 
 def profile_handler(args: argparse.Namespace) -> int:
-    check_counts(args)
+    check_run_args(args)
     items = split_list(args.sizes, "--sizes")
     try:
         sizes = sorted({int(s) for s in items})
@@ -277,7 +277,7 @@ def profile_handler(args: argparse.Namespace) -> int:
 
 
 def record_handler(args: argparse.Namespace) -> int:
-    check_counts(args)
+    check_run_args(args)
     from .runner import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,

@@ -17,7 +17,7 @@ import time
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .cli_checks import check_counts, check_refresh, make_config
+from .cli_checks import check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
 
@@ -93,7 +93,7 @@ def _prior_option(p) -> None:
 
 def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
-    check_counts(args)  # --limit, --max-new-tokens, --threads: at least 1
+    check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     benches = split_list(args.bench, "--bench")
     check_refresh(args)
