@@ -34,6 +34,7 @@ from goose_theory.yields import exact_yield
 
 MC_CYCLES = 200_000  # ~5 ms for a B=60 tree once numba is warm: fits the 300 ms answer budget
 ALLOCATIONS = ("optimal", "linear", "harmonic")
+REGIME_NAMES = {"matched_by_length": "matched (one per match length)"}  # a regime file's trees, in words
 
 
 def acceptance(p_s: float, p_t: float, model: str, p_t_spine: float | None = None,
@@ -55,6 +56,31 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TopologyError(f"not a JSON file ({exc})") from None
     return topology_from_dict(obj).to_dict()
+
+
+def uploaded_note(topology: dict[str, Any]) -> str | None:
+    """What an uploaded file predicts for itself, beside the page's what-if (which scores the file's
+    own tree under the sidebar's acceptance): a regime file's harmonic mix of its per-regime trees,
+    or an export's prediction under the acceptance fitted from its traces. None for a bare tree.
+
+    Example:
+        >>> uploaded_note({"predicted_tau": 2.5, "acceptance": {"p_s": 0.9}, "rule": "optimal"})[:40]
+        'Exported with predicted tau 2.500 (rule '
+    """
+    pred = topology.get("regime_prediction") or {}
+    if topology.get("regimes") and "tau" in pred:
+        return (f"A regime file (rule {topology.get('rule', '?')}): the runtime (topology:FILE) drafts its "
+                f"{' / '.join(REGIME_NAMES.get(k, k) for k in topology['regimes'])} trees by what the context "
+                "matcher offers each cycle. "
+                f"Under the acceptance fitted from its traces it predicts tau {pred['tau']:.3f}: matched cycles "
+                f"{pred.get('tau_matched', float('nan')):.2f} on a share psi = {pred.get('psi', float('nan')):.2f} of "
+                f"the tokens, unmatched cycles {pred.get('tau_unmatched', float('nan')):.2f}, mixed harmonically. "
+                "The figures below score only the file's own tree, under the sidebar's acceptance.")
+    if topology.get("predicted_tau") is not None and topology.get("acceptance"):
+        return (f"Exported with predicted tau {float(topology['predicted_tau']):.3f} (rule "
+                f"{topology.get('rule', '?')}) under the acceptance fitted from its traces; the figures below "
+                "use the sidebar's acceptance.")
+    return None
 
 
 def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int = 6,

@@ -17,6 +17,7 @@ from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.topology import Topology, topology_from_dict
 from goose_theory.yields import exact_yield
 
+REGIME_EXPORT = "bench/results/shuffled_2026-11-30/mtbench_fit15_prior/topology-mtbench-shuffled-regimes.json"
 APP = str(Path(__file__).resolve().parent.parent / "app" / "explorer.py")
 TIMEOUT = 120  # the first run imports numba kernels; later runs take well under a second
 
@@ -166,6 +167,17 @@ def test_uploaded_topology_and_exclusive_violation(at):
     assert at.get("vega_lite_chart")  # the rest of the page still draws
     at.radio(key="model").set_value("independent").run()  # no such condition there
     assert not errors(at)
+
+
+def test_uploaded_regime_file_shows_its_own_prediction(at):
+    data = (Path(APP).parent.parent / REGIME_EXPORT).read_bytes()
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("regimes.json", data, "application/json"))
+    at.slider(key="p_s").set_value(0.7).run()
+    assert not at.exception and not errors(at)
+    tau = json.loads(data)["regime_prediction"]["tau"]
+    assert any(i.value.startswith("A regime file") and f"predicts tau {tau:.3f}" in i.value for i in at.info)
+    assert "exact E[tau]" in metrics(at)  # the file's own tree is still scored
 
 
 def test_bad_topology_upload_is_a_message(at):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -284,3 +285,21 @@ def test_fit_summary_has_p_t_by_parent(tmp_path):
         assert row[f"p_t_{source}"] == ref.parent(source).p_t.estimate
         assert row[f"p_t_{source}_n"] == ref.parent(source).p_t.n > 0
     assert row["p_t_spine"] < row["p_t_root"] < row["p_t_transition"]  # 0.05 < 0.2 < 0.6, 1600 cycles
+
+
+REGIME_EXPORT = "bench/results/shuffled_2026-11-30/mtbench_fit15_prior/topology-mtbench-shuffled-regimes.json"
+
+
+def test_uploaded_note_states_the_files_own_prediction():
+    """A regime file exported by the loop: the note gives its harmonic-mix prediction (not the
+    single tree's what-if figure); a bare tree gets no note."""
+    path = Path(__file__).resolve().parent.parent / REGIME_EXPORT
+    regimes = compute.parse_topology_json(path.read_bytes())
+    note = compute.uploaded_note(regimes)
+    assert note.startswith("A regime file (rule regime-triple)")
+    assert f"predicts tau {regimes['regime_prediction']['tau']:.3f}" in note
+    assert f"psi = {regimes['regime_prediction']['psi']:.2f}" in note and "one per match length" in note
+    single = compute.parse_topology_json(path.with_name("topology-mtbench-shuffled.json").read_bytes())
+    assert compute.uploaded_note(single).startswith(f"Exported with predicted tau {single['predicted_tau']:.3f}")
+    bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    assert compute.uploaded_note(compute.parse_topology_json(json.dumps(bare.to_dict()).encode())) is None

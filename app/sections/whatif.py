@@ -2,10 +2,12 @@
 curves, the branch widths, the tree itself, the pmf of tau and the gain heatmap."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import streamlit as st
 
+from app import compute
 from app.sections import common
 from app.sections.common import INPUT_ERRORS, Params, chart, show_error
 
@@ -70,6 +72,8 @@ def render(p: Params) -> dict[str, Any] | None:
                                     seed=p.seed, topology_json=p.topology_json, **p.by_parent, **p.shape)
     except INPUT_ERRORS as exc:
         show_error("this tree cannot be evaluated", exc)
+    if p.topology_json is not None and (note := compute.uploaded_note(json.loads(p.topology_json))):
+        st.info(note)
     if result is not None:
         _metrics(result)
         left, right = st.columns([3, 2])
