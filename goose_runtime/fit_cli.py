@@ -25,7 +25,7 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
-from .fit_report import export_line, note_regime_exports, regime_export, summary_text, write_report
+from .fit_report import check_outputs, export_line, note_regime_exports, regime_export, summary_text, write_report
 
 
 SLOW_REGIME_BUDGET = 32  # from here up --regimes says that it will take a while
@@ -135,6 +135,8 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
+    if args.out:  # a blocked output file is refused now, not after the regime fit's minutes
+        check_outputs(analysis, args.out, siblings=("-regimes",) if args.regimes else ())
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
     pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
                                  note_slow=True) if args.regimes else {}

@@ -12,7 +12,8 @@ from typing import Any
 import pandas as pd
 
 from goose_theory.cli_util import format_table, to_jsonable
-from goose_theory.fileio import write_text_atomic
+from goose_theory.errors import OutputPathError
+from goose_theory.fileio import output_file_problem, write_text_atomic
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.topology import save_topology
 
@@ -176,9 +177,25 @@ def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
             "budget_source": g.recommendation.budget_source if g.recommendation else None})  # NaN -> null
 
 
+def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: tuple[str, ...] = (),
+                  also: tuple[str, ...] = ()) -> None:
+    """Refuse, before anything is written, a file :func:`write_report` would write that cannot be
+    (a folder or a device where a file goes): else the report would stop half written. Also checks
+    each topology file's ``siblings`` (suffixes such as ``-regimes``, the regime files written beside
+    it) and the ``also`` files of ``out_dir``. Raises :class:`OutputPathError` naming the file."""
+    out_dir = os.fspath(out_dir)
+    stems = [g.file_stem for g in (*analysis.groups, analysis.overall) if g.recommendation is not None]
+    names = [f"{stem}{suffix}.json" for stem in stems for suffix in ("", *siblings)]
+    names += [f"{name}.html" for name, frame in chart_frames(analysis).items() if not frame.empty]
+    for path in [os.path.join(out_dir, n) for n in (*names, "report.md", *also)]:
+        problem = output_file_problem(path)
+        if problem:
+            raise OutputPathError(f"output file {path} {problem}")
+
+
 def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, str]:
     """Write topology-<group>.json, the HTML charts and report.md into ``out_dir``; returns the
-    topology file of each group label."""
+    topology file of each group label. Callers check the paths first (:func:`check_outputs`)."""
     out_dir = os.fspath(out_dir)
     files: dict[str, str] = {}
     for g in analysis.groups:

@@ -237,8 +237,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
     from .replayfit import pick_by_replay
 
     start = time.perf_counter()
-    out = pick_by_replay(bundle, load_topology(pair_path), bench, config=config, name="replay-pick")
-    if out is None:
+    if (out := pick_by_replay(bundle, load_topology(pair_path), bench, config=config, name="replay-pick")) is None:
         return None
     best, rows = out
     _progress(f"{bench}: replay of {len(rows)} matched trees in {time.perf_counter() - start:.0f} s: "
@@ -257,7 +256,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
-    from .fit_report import note_regime_exports, regime_export, write_report
+    from .fit_report import check_outputs, note_regime_exports, regime_export, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     _note_token_cap(files, args.max_new_tokens)
@@ -278,6 +277,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     by_label, recs = {set_name(b): b for b in benches}, {g.label: g.recommendation for g in analysis.groups}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
     fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label))
+    check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"),
+                  also=("validation.json", *(f"validation-{label}.parquet" for label in by_label)))
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan, exports = [], []

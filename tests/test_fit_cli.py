@@ -189,6 +189,19 @@ def test_regimes_bad_options_exit_2(good, capsys, args, needle):
     assert needle in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("blocked", ["report.md", "p_s_by_depth.html", "topology-all-regimes.json"])
+def test_a_blocked_output_file_exits_2_before_anything_is_written(tmp_path, capsys, blocked):
+    """A folder where one of the report's files goes is refused up front: no topology file is left
+    behind by a report that stopped half way."""
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "mtbench-b8.parquet")
+    out = tmp_path / "fit"
+    (out / blocked).mkdir(parents=True)
+    assert main([traces, "--budget", "4", "--out", str(out), "--regimes", "--bootstrap", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and blocked in err and "is a directory" in err
+    assert os.listdir(out) == [blocked]
+
+
 def test_regimes_on_traces_it_cannot_fit_exits_2_and_writes_nothing(good, tmp_path, capsys):
     # traces recorded before spine_avail existed fit as usual, but not into regimes
     old = _rewrite(good, tmp_path / "old.parquet", drop="spine_avail")

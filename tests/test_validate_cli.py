@@ -181,6 +181,19 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
             assert 1 <= row["replayed_tau"] <= 16 and isinstance(row["replayed_error_pct"], float)
 
 
+@pytest.mark.slow  # the check follows the model load and the regime fit (the profile needs the model)
+def test_loop_refuses_a_blocked_output_file_before_writing(capsys, tmp_path):
+    """A folder where the validation trace goes: refused before the report and topologies are
+    written, not after the minutes of validation that would end in a failed write."""
+    out = tmp_path / "run"
+    (out / "validation-stdlib.parquet").mkdir(parents=True)
+    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", "--limit", "1",
+                 "--latency", _latency_file(tmp_path), "--out-dir", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("error: output file") and "validation-stdlib.parquet is a directory" in err[-1]
+    assert [p.name for p in out.iterdir()] == ["validation-stdlib.parquet"]
+
+
 def test_loop_refuses_a_bad_latency_file_before_the_model_loads(capsys, tmp_path, no_model):
     bad = tmp_path / "lat.json"
     bad.write_text('{"schema": "goose-latency/1", "sizes": [1, 2], "seconds": [0.02]}')
