@@ -58,28 +58,43 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
     return topology_from_dict(obj).to_dict()
 
 
+def _regimes_sentence(pred: dict[str, Any]) -> str | None:
+    """The per-regime parts of a regime file's prediction in words; None if they are not numbers.
+    ``psi`` is the share of tokens from matched cycles, confident ones (``psi_confident``) included."""
+    keys = ("tau", "psi", "tau_matched", "tau_unmatched", *(("psi_confident", "tau_confident")
+                                                           if "tau_confident" in pred else ()))
+    if not all(isinstance(pred.get(k), (int, float)) and not isinstance(pred.get(k), bool) for k in keys):
+        return None
+    parts = []
+    if "tau_confident" in pred:
+        parts.append(f"confident matches {pred['tau_confident']:.2f} on a share {pred['psi_confident']:.2f} of the tokens")
+    other = pred["psi"] - pred.get("psi_confident", 0.0)
+    parts += [f"other matched cycles {pred['tau_matched']:.2f} on {other:.2f}",
+              f"unmatched cycles {pred['tau_unmatched']:.2f} on {1 - pred['psi']:.2f}"]
+    return f"it predicts tau {pred['tau']:.3f}: " + ", ".join(parts) + ", mixed harmonically"
+
+
 def uploaded_note(topology: dict[str, Any]) -> str | None:
     """What an uploaded file predicts for itself, beside the page's what-if (which scores the file's
     own tree under the sidebar's acceptance): a regime file's harmonic mix of its per-regime trees,
-    or an export's prediction under the acceptance fitted from its traces. None for a bare tree.
+    or an export's prediction under the acceptance fitted from its traces. None for a bare tree (or
+    a file whose prediction fields are not numbers).
 
     Example:
         >>> uploaded_note({"predicted_tau": 2.5, "acceptance": {"p_s": 0.9}, "rule": "optimal"})[:40]
         'Exported with predicted tau 2.500 (rule '
     """
-    pred = topology.get("regime_prediction") or {}
-    if topology.get("regimes") and "tau" in pred:
-        return (f"A regime file (rule {topology.get('rule', '?')}): the runtime (topology:FILE) drafts its "
-                f"{' / '.join(REGIME_NAMES.get(k, k) for k in topology['regimes'])} trees by what the context "
-                "matcher offers each cycle. "
-                f"Under the acceptance fitted from its traces it predicts tau {pred['tau']:.3f}: matched cycles "
-                f"{pred.get('tau_matched', float('nan')):.2f} on a share psi = {pred.get('psi', float('nan')):.2f} of "
-                f"the tokens, unmatched cycles {pred.get('tau_unmatched', float('nan')):.2f}, mixed harmonically. "
-                "The figures below score only the file's own tree, under the sidebar's acceptance.")
-    if topology.get("predicted_tau") is not None and topology.get("acceptance"):
-        return (f"Exported with predicted tau {float(topology['predicted_tau']):.3f} (rule "
-                f"{topology.get('rule', '?')}) under the acceptance fitted from its traces; the figures below "
-                "use the sidebar's acceptance.")
+    pred = topology.get("regime_prediction")
+    sentence = _regimes_sentence(pred) if isinstance(pred, dict) else None
+    if topology.get("regimes") and sentence:
+        names = " / ".join(REGIME_NAMES.get(k, k) for k in topology["regimes"])
+        return (f"A regime file (rule {topology.get('rule', '?')}): the runtime (topology:FILE) drafts its {names} "
+                f"trees by what the context matcher offers each cycle. Under the acceptance fitted from its traces "
+                f"{sentence}. The figures below score only the file's own tree, under the sidebar's acceptance.")
+    tau = topology.get("predicted_tau")
+    if isinstance(tau, (int, float)) and not isinstance(tau, bool) and topology.get("acceptance"):
+        return (f"Exported with predicted tau {tau:.3f} (rule {topology.get('rule', '?')}) under the acceptance "
+                "fitted from its traces; the figures below use the sidebar's acceptance.")
     return None
 
 

@@ -220,6 +220,8 @@ def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.
     """A per-cycle extra column (``spine_avail``, ``tau``) as int64, null (not recorded) as -1;
     recorded values below ``lowest`` are refused: the regime fit reads them as the match length and
     the cycle's tokens."""
+    if pa.types.is_null(col.type):  # a column the recorder left empty: nothing recorded
+        return np.full(len(col), -1, np.int64)
     low = pc.min(col).as_py()  # nulls skipped; None when nothing is recorded
     if low is not None and low < lowest:
         raise TraceFileError(f"{file}: column {name} has values below {lowest} (found {low})")

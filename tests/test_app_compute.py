@@ -298,7 +298,17 @@ def test_uploaded_note_states_the_files_own_prediction():
     note = compute.uploaded_note(regimes)
     assert note.startswith("A regime file (rule regime-triple)")
     assert f"predicts tau {regimes['regime_prediction']['tau']:.3f}" in note
-    assert f"psi = {regimes['regime_prediction']['psi']:.2f}" in note and "one per match length" in note
+    pred = regimes["regime_prediction"]
+    assert f"confident matches {pred['tau_confident']:.2f} on a share {pred['psi_confident']:.2f}" in note
+    assert f"other matched cycles {pred['tau_matched']:.2f} on {pred['psi'] - pred['psi_confident']:.2f}" in note
+    assert f"unmatched cycles {pred['tau_unmatched']:.2f} on {1 - pred['psi']:.2f}" in note
+    assert "one per match length" in note
+    # the shares and taus it names mix (harmonically) to the tau it names
+    shares = (pred["psi_confident"], pred["psi"] - pred["psi_confident"], 1 - pred["psi"])
+    taus = (pred["tau_confident"], pred["tau_matched"], pred["tau_unmatched"])
+    assert 1 / sum(w / t for w, t in zip(shares, taus)) == pytest.approx(pred["tau"], rel=1e-6)
+    # hand-edited prediction fields that are not numbers give no note, not a traceback
+    assert compute.uploaded_note({**regimes, "regime_prediction": {**pred, "tau": None}, "predicted_tau": "abc"}) is None
     single = compute.parse_topology_json(path.with_name("topology-mtbench-shuffled.json").read_bytes())
     assert compute.uploaded_note(single).startswith(f"Exported with predicted tau {single['predicted_tau']:.3f}")
     bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])

@@ -71,6 +71,10 @@ def test_per_cycle_columns_the_regime_fit_reads_are_checked():
         count_tables([_with_column(table, "spine_avail", avail - 100)])
     unrecorded = count_tables([_with_column(table, "tau", [None] * table.num_rows)])
     assert unrecorded.shape_table.equals(ref.shape_table)
+    for name in ("tau", "spine_avail"):  # a column of Arrow's null type (a recorder that left it empty)
+        i = table.schema.get_field_index(name)
+        empty = table.set_column(i, pa.field(name, pa.null()), pa.nulls(table.num_rows))
+        assert count_tables([empty]).shape_table.equals(ref.shape_table)
     fewer = count_tables([_with_column(table, "tau", np.maximum(tau - 1, 1))])  # EOS / token cap cut the path
     assert fewer.shape_table.equals(ref.shape_table)
 
