@@ -15,6 +15,7 @@ ten times the largest difference (where a flip would no longer be far-fetched).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import numpy as np
 import torch
@@ -61,8 +62,9 @@ def emitted_rows(bundle, method: str, ids: list[int], max_new_tokens: int, laten
     return tokens, np.stack(rec.rows[: len(tokens)]) if tokens else np.zeros((0, 1), np.float32)
 
 
-def compare(ar_rows: np.ndarray, rows: np.ndarray) -> dict[str, float]:
-    """Largest |difference| per position against ar's rows, and ar's top-2 margins there."""
+def compare(ar_rows: np.ndarray, rows: np.ndarray) -> dict[str, Any]:
+    """Per position: the largest |difference| from ar's row (``diffs``) and ar's top-2 margin
+    (``margins``), with their extremes."""
     n = min(len(ar_rows), len(rows))
     diff = np.abs(ar_rows[:n] - rows[:n]).max(axis=1)
     top2 = np.sort(ar_rows[:n], axis=1)[:, -2:]
@@ -92,7 +94,8 @@ def main(argv=None) -> int:
                 tokens, rows = emitted_rows(bundle, method, ids, args.max_new_tokens, latency)
                 if tokens != ar_tokens:
                     print(f"{bench} {prompt.id} {method}: tokens differ from ar")
-                per_method[method].append(compare(ar_rows, rows))
+                per_method[method].append({**compare(ar_rows, rows), "differs": tokens != ar_tokens,
+                                           "max_abs_logit": float(np.abs(ar_rows).max())})
     summary = {}
     for method, parts in per_method.items():
         diffs = np.concatenate([p["diffs"] for p in parts])
@@ -101,7 +104,9 @@ def main(argv=None) -> int:
         summary[method] = {"positions": int(diffs.size), "max_diff": float(diffs.max()),
                            "median_diff": float(np.median(diffs)), "min_margin": float(margins.min()),
                            "margins_below_10x_max_diff": close,
-                           "margins_below_1e-3": int(np.sum(margins < 1e-3))}
+                           "margins_below_1e-3": int(np.sum(margins < 1e-3)),
+                           "prompts": len(parts), "prompts_not_equal_to_ar": sum(p["differs"] for p in parts),
+                           "max_abs_logit": max(p["max_abs_logit"] for p in parts)}
         s = summary[method]
         print(f"{method:10s} {s['positions']:5d} positions: |logit diff| max {s['max_diff']:.2e} "
               f"(median {s['median_diff']:.2e}); ar's top-2 margin min {s['min_margin']:.2e}, "
