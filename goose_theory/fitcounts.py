@@ -160,7 +160,7 @@ class _Accumulator:
             self.grids["av"].add(n_c, cyc_cluster[ok] * CAP + np.clip(av[ok], 0, CAP - 1))
         tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
         if "tau" in a:
-            check_cycle_tau(file, a["tau"], roots, tau)
+            check_cycle_tau(file, a["tau"], start, roots, tau)
         self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
 
     def _source_codes(self, codes: np.ndarray, file: str) -> np.ndarray:

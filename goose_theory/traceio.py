@@ -228,13 +228,14 @@ def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.
     return col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def check_cycle_tau(file: str, tau: np.ndarray, roots: np.ndarray, accepted_rows: np.ndarray) -> None:
-    """A recorded ``tau`` (-1: not recorded) is the same on every row of its cycle and at most the
-    cycle's accepted rows (fewer only where EOS or the token cap cut the accepted path)."""
-    first = tau[roots]
-    if np.any(tau != np.repeat(first, np.diff(np.append(roots, tau.shape[0])))):
+def check_cycle_tau(file: str, tau: np.ndarray, start: np.ndarray, roots: np.ndarray,
+                    accepted_rows: np.ndarray) -> None:
+    """A recorded ``tau`` (-1: not recorded) is the same on every row of its cycle (``start``: each
+    row's root row) and at most the cycle's accepted rows (fewer only where EOS or the token cap cut
+    the accepted path)."""
+    if np.any(tau != tau[start]):
         raise TraceFileError(f"{file}: column tau differs between the rows of one cycle")
-    if np.any((first > accepted_rows) & (first != -1)):
+    if np.any((tau[roots] > accepted_rows) & (tau[roots] != -1)):
         raise TraceFileError(f"{file}: column tau exceeds the accepted rows of its cycle")
 
 
