@@ -58,12 +58,17 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
     return topology_from_dict(obj).to_dict()
 
 
+def _number(value: Any) -> bool:
+    """A JSON number (not a bool, not null, not a string); a hand-edited file may hold anything."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _regimes_sentence(pred: dict[str, Any]) -> str | None:
     """The per-regime parts of a regime file's prediction in words; None if they are not numbers.
     ``psi`` is the share of tokens from matched cycles, confident ones (``psi_confident``) included."""
     keys = ("tau", "psi", "tau_matched", "tau_unmatched", *(("psi_confident", "tau_confident")
                                                            if "tau_confident" in pred else ()))
-    if not all(isinstance(pred.get(k), (int, float)) and not isinstance(pred.get(k), bool) for k in keys):
+    if not all(_number(pred.get(k)) for k in keys):
         return None
     parts = []
     if "tau_confident" in pred:
@@ -92,7 +97,7 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
                 f"trees by what the context matcher offers each cycle. Under the acceptance fitted from its traces "
                 f"{sentence}. The figures below score only the file's own tree, under the sidebar's acceptance.")
     tau = topology.get("predicted_tau")
-    if isinstance(tau, (int, float)) and not isinstance(tau, bool) and topology.get("acceptance"):
+    if _number(tau) and topology.get("acceptance"):
         return (f"Exported with predicted tau {tau:.3f} (rule {topology.get('rule', '?')}) under the acceptance "
                 "fitted from its traces; the figures below use the sidebar's acceptance.")
     return None
