@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         lat = profile.seconds
         specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")), tuple(args.baselines.split(",")))
         rows: list[dict] = []
-        report["runs"][dtype] = {"device": str(bundle.device), "rows": rows,
+        report["runs"][dtype] = {"device": str(bundle.device), "linears": bundle.linears, "rows": rows,
                                  "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
         for bench in args.sets.split(","):
             rows.extend(run_set(bundle, bench, specs, args, profile))

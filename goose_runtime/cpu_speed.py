@@ -10,7 +10,11 @@ does not depend on how many rows share the call (MKL's does, in the last bit). N
 measurement script: ``docs/bench-cpu-speed.md``, ``bench/bench_cpu_speed.py``.
 
 :func:`tune_for_cpu` switches every ``nn.Linear`` of a loaded CPU fp32 model to that path in
-place. The dense parameters stay as they are (tied embeddings, ``state_dict`` and ``.to()`` keep
+place. Which path is faster depends on the CPU: on the AMD EPYC hosts of this project's VM oneDNN
+wins at every row count, on its Intel Xeon hosts (AVX-512 with AMX) MKL is faster at 1-2 rows (the
+decode step: 30 against 38 ms) and oneDNN from 4. :func:`set_stock_rows` sends inputs of at most
+``k`` rows back to ``F.linear``; :mod:`goose_runtime.linear_plan` measures ``k`` per device. The
+dense parameters stay as they are (tied embeddings, ``state_dict`` and ``.to()`` keep
 working); the packed copies cost one more copy of the linear weights in memory. Call it last,
 after the model is on its device and in its dtype: it does nothing on CUDA or in other dtypes,
 and it is idempotent. ``GOOSE_CPU_TUNE=0`` in the environment turns it off (for A/B runs).
@@ -50,6 +54,7 @@ class OneDnnLinear(nn.Linear):
 
     _packed: torch.Tensor | None = None
     _packed_version: int = -1
+    _stock_rows: int = 0  # inputs of at most this many rows take F.linear (MKL): set_stock_rows
 
     def _pack(self) -> torch.Tensor:
         # re-pack when the dense weight was changed in place (load_state_dict, copy_), so the two
@@ -62,6 +67,8 @@ class OneDnnLinear(nn.Linear):
         return self._packed
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102 - same contract as nn.Linear
+        if x.numel() <= self._stock_rows * self.in_features:  # few rows: MKL is faster on some CPUs
+            return F.linear(x, self.weight, self.bias)  # (first: the decode step pays no other check)
         usable = (x.device.type == "cpu" and x.dtype == torch.float32 and self.weight.device.type == "cpu"
                   and self.weight.dtype == torch.float32)
         if not usable or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
@@ -103,6 +110,26 @@ def tune_for_cpu(model: nn.Module) -> dict[str, Any]:
             "linears": switched, "packed_mb": round(nbytes / 2**20, 1)}
 
 
+def set_stock_rows(model: nn.Module, rows: int) -> int:
+    """Send inputs of at most ``rows`` rows of every tuned linear of ``model`` to ``F.linear``
+    (0: oneDNN for every input). Returns how many linears it set.
+
+    Example:
+        >>> from goose_runtime.model import tiny_random_bundle
+        >>> model = tiny_random_bundle(seed=0).model
+        >>> tune_for_cpu(model)["linears"], set_stock_rows(model, 2)
+        (15, 15)
+    """
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise ValueError(f"stock rows must be an integer >= 0, got {rows!r}")
+    count = 0
+    for module in model.modules():
+        if isinstance(module, OneDnnLinear):
+            module._stock_rows = rows
+            count += 1
+    return count
+
+
 def untune(model: nn.Module) -> int:
     """Undo :func:`tune_for_cpu` (plain ``nn.Linear`` again, packed copies freed); returns how many."""
     count = 0
@@ -110,6 +137,7 @@ def untune(model: nn.Module) -> int:
         if isinstance(module, OneDnnLinear):
             module.__dict__.pop("_packed", None)
             module.__dict__.pop("_packed_version", None)
+            module.__dict__.pop("_stock_rows", None)
             module.__class__ = nn.Linear
             count += 1
     return count

@@ -215,6 +215,7 @@ def _table(summaries) -> list[dict]:
 
 def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
+            "linears": bundle.linears,
             "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
             "min_score": args.min_score, "branch_power": args.branch_power}
     if args.prompt is not None:

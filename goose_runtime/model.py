@@ -27,6 +27,7 @@ from goose_theory.errors import InputError
 
 from .attention import use_packed_attention
 from .cpu_speed import tune_for_cpu
+from .linear_plan import plan_linears
 
 DEFAULT_NAME = "default"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -50,6 +51,7 @@ class ModelBundle:
     name: str
     eos_token_ids: tuple[int, ...]
     is_chat: bool  # the tokenizer has a chat template
+    linears: dict | None = None  # the CPU's MKL/oneDNN crossover (linear_plan.plan_linears); None: not planned
 
     def synchronize(self) -> None:
         """Wait for queued device work (CUDA is asynchronous); a no-op on CPU."""
@@ -165,10 +167,15 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     # fp32 on a CPU: every Linear through oneDNN with prepacked weights -- 1.8-2.1x faster forwards
     # of 2..64 tokens than MKL's small-batch path (docs/bench-cpu-speed.md); a no-op elsewhere
     tune_for_cpu(model)
+    try:  # ... except where MKL is faster for the fewest rows (some Intel hosts): measured once, cached
+        linears = plan_linears(model, cache_dir=str(_cache_root()), model_name=label)
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
     # tree forwards attend on the KV heads directly instead of copying the cache 3x per layer
     use_packed_attention(model)
     is_chat = bool(getattr(tokenizer, "chat_template", None))
-    return ModelBundle(model, tokenizer, torch_device, torch_dtype, label, _eos_ids(model, tokenizer), is_chat)
+    return ModelBundle(model, tokenizer, torch_device, torch_dtype, label, _eos_ids(model, tokenizer), is_chat,
+                       linears)
 
 
 class ByteTokenizer:

@@ -114,10 +114,21 @@ def draft_overhead(bundle, *, prompt_ids: list[int], max_new_tokens: int = 64,
     return float(max(intercept, 0.0)), float(max(slope, 0.0))
 
 
+def with_crossover(sizes, bundle) -> tuple[int, ...]:
+    """``sizes`` plus k and k + 1 where the bundle's linears switch from MKL to oneDNN after k rows
+    (``bundle.linears``): the cost steps there, and a profile interpolates linearly between sizes."""
+    k = (getattr(bundle, "linears", None) or {}).get("stock_rows", 0)
+    sizes = set(int(s) for s in sizes)
+    if k and min(sizes) <= k < max(sizes):
+        sizes |= {k, k + 1}
+    return tuple(sorted(sizes))
+
+
 def profile_latency(bundle, *, sizes=DEFAULT_SIZES, repeats: int = 5, prefix_len: int = PREFIX_LEN,
                     draft_tokens: int = 64, seed: int = 0) -> LatencyProfile:
-    """Verification latency per tree size plus the goose draft overhead, as a LatencyProfile."""
-    sizes = tuple(sorted(set(int(s) for s in sizes)))
+    """Verification latency per tree size plus the goose draft overhead, as a LatencyProfile.
+    The sizes get the linears' crossover added (:func:`with_crossover`)."""
+    sizes = with_crossover(sizes, bundle)
     seconds = verify_latency(bundle, sizes=sizes, repeats=repeats, prefix_len=prefix_len, seed=seed)
     from .prompts import encode_prompt, load_prompts
 
@@ -139,9 +150,9 @@ def _cpu_name() -> str:
 
 
 DEVICE_PROFILE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
-# bumped whenever the forward's cost changes (revision 2: packed tree attention), so no cached
-# profile of an older forward is used
-PROFILE_REVISION = 2
+# bumped whenever the forward's cost changes (revision 2: packed tree attention; 3: MKL for the
+# fewest rows where it is faster, linear_plan), so no cached profile of an older forward is used
+PROFILE_REVISION = 3
 
 
 def cached_profile_path(bundle, *, dtype: str) -> str:
@@ -150,9 +161,12 @@ def cached_profile_path(bundle, *, dtype: str) -> str:
 
     from .model import _cache_root
 
+    from .linear_plan import cpu_digest
+
     name = os.path.basename(str(bundle.name))
-    # on a CPU the thread count changes the shape of the curve (more threads: wider trees are cheaper)
-    where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t"
+    # on a CPU the thread count changes the shape of the curve (more threads: wider trees are
+    # cheaper), and so does the host: a VM may wake up on another CPU (the digest)
+    where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t-{cpu_digest()}"
     return os.path.join(_cache_root(), f"latency-{name}-{where}-{dtype}-r{PROFILE_REVISION}.json")
 
 

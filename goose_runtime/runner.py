@@ -204,7 +204,7 @@ def write_results_trace(path: str, bundle, specs, results: dict[str, list[Prompt
                         run_id_prefix: str, benchmark: str, prompt_ids: list[str] | None = None, **extra) -> int:
     """Write one run (every method on every prompt) as a trace file, atomically; the stored config
     is :func:`run_config`'s with the benchmark, the prompt ids (default: one per result), the torch
-    thread count and ``extra``. Returns the row count."""
+    thread count, the CPU's linear plan (``bundle.linears``: CPU name, MKL/oneDNN crossover) and ``extra``. Returns the row count."""
     import torch
 
     from .tracing import write_run_trace
@@ -214,7 +214,7 @@ def write_results_trace(path: str, bundle, specs, results: dict[str, list[Prompt
     return write_run_trace(path, flat, run_id=new_run_id(run_id_prefix), model=bundle.name, device=str(bundle.device),
                            dtype=str(bundle.dtype).removeprefix("torch."),
                            config=run_config(specs, config, benchmark=benchmark, prompt_ids=ids,
-                                             threads=torch.get_num_threads(), **extra))
+                                             threads=torch.get_num_threads(), linears=bundle.linears, **extra))
 
 
 def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],

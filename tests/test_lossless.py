@@ -109,3 +109,41 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
         assert largest >= 30  # the flat profile really made auto verify large trees
     if spec.uses_matcher:
         assert spine_hits["repeat"] >= 10  # context matching fired and its tokens were accepted
+
+
+@pytest.fixture(scope="module")
+def other_plan(bundle, prompts):
+    """The linear plan this host did not choose, and ar's tokens under it: MKL up to 3 rows where
+    the host measured oneDNN everywhere, oneDNN everywhere where it measured a crossover
+    (linear_plan), so both plans are proven lossless on every host."""
+    from goose_runtime.cpu_speed import set_stock_rows
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.methods import parse_method
+
+    if not bundle.linears or bundle.linears["source"] == "untuned":
+        pytest.skip("no tuned linears on this device")
+    rows = 0 if bundle.linears["stock_rows"] else 3
+    set_stock_rows(bundle.model, rows)
+    try:
+        ar = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=NEW_TOKENS))
+        return rows, {name: ar.decode(ids).token_ids for name, ids in prompts.items()}
+    finally:
+        set_stock_rows(bundle.model, bundle.linears["stock_rows"])
+
+
+@pytest.mark.parametrize("method", ["pld", "goose", "tr", "auto"])
+def test_the_other_linear_plan_is_lossless_too(bundle, prompts, other_plan, method):
+    from goose_runtime.cpu_speed import set_stock_rows
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.methods import parse_method
+    from goose_theory.latency import LatencyProfile
+
+    rows, reference = other_plan
+    set_stock_rows(bundle.model, rows)
+    try:
+        dec = Decoder(bundle, parse_method(method), DecodeConfig(max_new_tokens=NEW_TOKENS,
+                                                                 latency=LatencyProfile(**CPU_PROFILE)))
+        for name, ids in prompts.items():
+            assert dec.decode(ids).token_ids == reference[name], f"{method} diverged from ar on {name}"
+    finally:
+        set_stock_rows(bundle.model, bundle.linears["stock_rows"])

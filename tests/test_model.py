@@ -57,3 +57,13 @@ def test_default_model_loads_fast_from_cache():
     assert type(bundle.model).__name__ == "LlamaForCausalLM"
     ids = bundle.tokenizer.encode("def add(a, b):")
     assert bundle.tokenizer.decode(ids) == "def add(a, b):"
+
+
+@pytest.mark.slow
+def test_default_model_records_its_linear_plan_and_refuses_a_bad_pin(monkeypatch):
+    bundle = load_model("default", device="cpu")
+    assert bundle.linears["source"] in ("measured", "cached", "env") and bundle.linears["stock_rows"] >= 0
+    monkeypatch.setenv("GOOSE_STOCK_ROWS", "many")
+    with pytest.raises(ModelLoadError, match="GOOSE_STOCK_ROWS must be an integer >= 0, got 'many'") as info:
+        load_model("default", device="cpu")
+    assert "\n" not in str(info.value)

@@ -70,12 +70,13 @@ def test_device_profile_reuses_the_cached_file_and_says_its_age(monkeypatch, tmp
     import time
     from types import SimpleNamespace
 
+    from goose_runtime.linear_plan import cpu_digest
     from goose_runtime.profile import PROFILE_REVISION, device_profile
     from goose_theory.latency import LatencyProfile, save_latency
 
     monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
     stub = SimpleNamespace(name="m", device=torch.device("cpu"))
-    path = tmp_path / f"latency-m-cpu{torch.get_num_threads()}t-float32-r{PROFILE_REVISION}.json"
+    path = tmp_path / f"latency-m-cpu{torch.get_num_threads()}t-{cpu_digest()}-float32-r{PROFILE_REVISION}.json"
     save_latency(LatencyProfile(sizes=(1, 9), seconds=(0.02, 0.03)), path)
     two_hours_ago = time.time() - 7200
     os.utime(path, (two_hours_ago, two_hours_ago))
@@ -119,3 +120,18 @@ def test_device_profile_refresh_never_overwrites_an_explicit_file(tmp_path, bund
     with pytest.raises(LatencyError, match="never overwrites the given file"):
         device_profile(bundle, dtype="float32", path=str(given), refresh=True)
     assert given.read_text() == before
+
+
+def test_with_crossover_adds_the_sizes_where_the_linears_switch_kernels():
+    from types import SimpleNamespace
+
+    from goose_runtime.profile import with_crossover
+
+    def at(k):
+        return SimpleNamespace(linears={"stock_rows": k})
+
+    assert with_crossover((1, 2, 4, 8), at(3)) == (1, 2, 3, 4, 8)
+    assert with_crossover((1, 2, 4, 8), at(0)) == (1, 2, 4, 8)
+    assert with_crossover((1, 8), at(8)) == (1, 8)  # the step lies outside the measured range
+    assert with_crossover((4, 2, 1), SimpleNamespace(linears=None)) == (1, 2, 4)
+    assert with_crossover((1, 16), SimpleNamespace()) == (1, 16)  # a bundle without a plan
