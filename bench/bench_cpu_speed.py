@@ -54,12 +54,19 @@ def _lm_head_ms(head, hidden: int, q: int, reps: int) -> float:
     return 1e3 * statistics.median(times)
 
 
+def load_stock():
+    """The default model with plain ``nn.Linear`` (MKL): load_model tunes it (oneDNN, with the
+    host's linear plan), and every candidate here starts from the stock path; ``tune_for_cpu`` on
+    the untuned model then gives oneDNN at every row count."""
+    bundle = load_model()
+    untune(bundle.model)
+    return bundle
+
+
 def timing(sizes, rounds: int, repeats: int, threads_list=(1, 2)) -> dict:
     """Median ms per candidate/threads/q for the full verification forward and the lm_head alone."""
-    bundle = load_model()
-    second = load_model()
+    bundle, second, third = load_stock(), load_stock(), load_stock()
     second.model = torch.utils.mkldnn.to_mkldnn(second.model)
-    third = load_model()
     _tview(third.model)
     setups = {"mkl": (bundle, False), "onednn": (bundle, True), "tview": (third, False), "to_mkldnn": (second, False)}
     fwd: dict = {}
@@ -87,7 +94,7 @@ def accuracy(sizes) -> dict:
     """max |logits| differences: onednn vs mkl on the same q-token forward, and mkl's own batch spread."""
     from goose_runtime.profile import _prefix_ids
 
-    bundle = load_model()
+    bundle = load_stock()
     model = bundle.model
     gen = torch.Generator().manual_seed(0)
     prefix = torch.tensor([_prefix_ids(bundle, 64)])
@@ -110,7 +117,8 @@ def accuracy(sizes) -> dict:
 def env_knobs(sizes, repeats: int) -> list[dict]:
     """The stock MKL path under each environment setting (MKL reads them at load: one process each)."""
     code = ("import json,sys,torch;from goose_runtime.model import load_model;"
-            "from goose_runtime.profile import verify_latency;torch.set_num_threads(1);b=load_model();"
+            "from goose_runtime.profile import verify_latency;from goose_runtime.cpu_speed import untune;"
+            "torch.set_num_threads(1);b=load_model();untune(b.model);"
             f"s=verify_latency(b,sizes={tuple(sizes)},repeats={repeats});"
             "print(json.dumps([round(1e3*x,2) for x in s]))")
     rows = []
@@ -126,7 +134,7 @@ def compile_child() -> None:
     """torch.compile (inductor, default dynamic handling) of the stock model: prints, per call, the
     wall seconds of the first forward at that q (compile included) and the median of the next ones."""
     torch.set_num_threads(1)
-    bundle = load_model()
+    bundle = load_stock()
     bundle.model.forward = torch.compile(bundle.model.forward)
     start = time.perf_counter()
     verify_latency(bundle, sizes=(8,), repeats=1)

@@ -118,13 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         specs = specs_for(dtype, budgets, set(args.bf16_methods.split(",")), tuple(args.baselines.split(",")))
         rows: list[dict] = []
         report["runs"][dtype] = {"device": str(bundle.device), "linears": bundle.linears, "rows": rows,
-                                 "latency_ms": {n: 1e3 * t for n, t in zip(LATENCY_SIZES, lat)}}
+                                 "latency_ms": {n: 1e3 * t for n, t in zip(profile.sizes, lat)}}
         for bench in args.sets.split(","):
             rows.extend(run_set(bundle, bench, specs, args, profile))
             write_json_atomic(args.out, to_jsonable(report))  # after every set: a run cut short keeps what it measured
         print(f"\n## {bundle.name}, {dtype}, {bundle.device}\n")
         print("forward of n tokens / decode step: " +
-              ", ".join(f"n={n}: {t / lat[0]:.2f}x" for n, t in zip(LATENCY_SIZES, lat)) +
+              ", ".join(f"n={n}: {t / lat[0]:.2f}x" for n, t in zip(profile.sizes, lat)) +
               f" (decode step {1e3 * lat[0]:.1f} ms)\n")
         print("```\n" + format_table(rows) + "\n```")
     report["wall_s"] = time.perf_counter() - start
