@@ -1,8 +1,10 @@
 """Side by side: what a q-token verification forward of the real model costs on this CPU, per candidate.
 
 Candidates (interleaved round by round, so background load hits them alike; medians reported):
-- ``mkl`` (stock ``F.linear`` -> MKL sgemm) and ``onednn`` (:func:`goose_runtime.cpu_speed.tune_for_cpu`),
-  each at 1 and 2 torch threads; ``tview`` (weights stored transposed, so MKL gets an NN gemm);
+- ``mkl`` (stock ``F.linear`` -> MKL sgemm), ``onednn`` (:func:`goose_runtime.cpu_speed.tune_for_cpu`
+  at every row count) and ``plan(k=...)`` (what ``load_model`` runs: MKL up to the host's measured
+  crossover k, oneDNN above, :mod:`goose_runtime.linear_plan`), each at 1 and 2 torch threads;
+  ``tview`` (weights stored transposed, so MKL gets an NN gemm);
   ``to_mkldnn`` (``torch.utils.mkldnn.to_mkldnn`` on a second copy of the model);
 - the lm_head (49152 x 576, tied) alone, same candidates;
 - MKL environment knobs (``--env``): the stock path in a subprocess per setting;
@@ -27,7 +29,7 @@ import time
 import torch
 import torch.utils.mkldnn
 
-from goose_runtime.cpu_speed import tune_for_cpu, untune
+from goose_runtime.cpu_speed import set_stock_rows, tune_for_cpu, untune
 from goose_runtime.model import load_model
 from goose_runtime.profile import verify_latency
 
@@ -68,15 +70,19 @@ def timing(sizes, rounds: int, repeats: int, threads_list=(1, 2)) -> dict:
     bundle, second, third = load_stock(), load_stock(), load_stock()
     second.model = torch.utils.mkldnn.to_mkldnn(second.model)
     _tview(third.model)
-    setups = {"mkl": (bundle, False), "onednn": (bundle, True), "tview": (third, False), "to_mkldnn": (second, False)}
+    plan = (bundle.linears or {}).get("stock_rows", 0)  # the crossover load_model measured (or cached)
+    setups = {"mkl": (bundle, None), "onednn": (bundle, 0), f"plan(k={plan})": (bundle, plan),
+              "tview": (third, None), "to_mkldnn": (second, None)}
     fwd: dict = {}
     head: dict = {}
     for _ in range(rounds):
         for threads in threads_list:
             torch.set_num_threads(threads)
-            for name, (b, tuned) in setups.items():
-                if tuned:
+            for name, (b, stock_rows) in setups.items():
+                tuned = stock_rows is not None
+                if tuned:  # oneDNN above stock_rows rows, MKL up to it (0: oneDNN everywhere)
                     tune_for_cpu(b.model)
+                    set_stock_rows(b.model, stock_rows)
                 key = f"{name}/t{threads}"
                 secs = verify_latency(b, sizes=sizes, repeats=repeats)
                 fwd.setdefault(key, []).append([1e3 * s for s in secs])
