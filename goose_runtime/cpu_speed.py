@@ -10,9 +10,9 @@ does not depend on how many rows share the call (MKL's does, in the last bit). N
 measurement script: ``docs/bench-cpu-speed.md``, ``bench/bench_cpu_speed.py``.
 
 :func:`tune_for_cpu` switches every ``nn.Linear`` of a loaded CPU fp32 model to that path in
-place. Which path is faster depends on the CPU: on the AMD EPYC hosts of this project's VM oneDNN
-wins at every row count, on its Intel Xeon hosts (AVX-512 with AMX) MKL is faster at 1-2 rows (the
-decode step: 30 against 38 ms) and oneDNN from 4. :func:`set_stock_rows` sends inputs of at most
+place. Which path is faster depends on the CPU: on the AMD EPYC host of this project's VM oneDNN
+won at every row count measured, on its Intel Xeon host (AVX-512 with AMX) MKL is faster at 1-3
+rows (the decode step: 33 against 41 ms) and oneDNN from 4. :func:`set_stock_rows` sends inputs of at most
 ``k`` rows back to ``F.linear``; :mod:`goose_runtime.linear_plan` measures ``k`` per device. The
 dense parameters stay as they are (tied embeddings, ``state_dict`` and ``.to()`` keep
 working); the packed copies cost one more copy of the linear weights in memory. Call it last,

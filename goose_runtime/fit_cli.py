@@ -138,8 +138,8 @@ def _handler(args) -> int:
     if args.out:  # a blocked output file is refused now, not after the regime fit's minutes
         check_outputs(analysis, args.out, siblings=("-regimes",) if args.regimes else ())
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
-    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
-                                 note_slow=True) if args.regimes else {}
+    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}", note_slow=True,
+                                 log=lambda line: print(line, file=sys.stderr, flush=True)) if args.regimes else {}
     written = write_report(analysis, args.out) if args.out else {}
     exports = _save_regimes(pairs, written)
     # a group's file now holds its regime export, not the recommended tree: name it only there
@@ -173,22 +173,42 @@ def regime_exports(files: list[str], *, bench: str | None, budget: int, context:
 
 
 def group_regime_exports(analysis, files: list[str], *, context: str, labels: set[str] | None = None,
-                         note_slow: bool = False) -> dict[str, tuple]:
-    """:func:`regime_exports` of each group that has a recommendation (of ``labels`` only, if given)
-    at its recommended budget: group label -> (single, pair, fit, methods). ``context`` names the
-    group in an error (``{}`` is its label); ``note_slow`` says when a budget will take minutes.
-    ``fit-acceptance --regimes`` and ``goose loop`` both export through it."""
+                         note_slow: bool = False, log=None) -> dict[str, tuple]:
+    """:func:`regime_exports` of each group that has a recommendation (of ``labels`` only, if given):
+    group label -> (single, pair, fit, methods). Without a latency profile at the recommended
+    budget; with one (a cost table) at the budget where the regime file's own predicted tau per
+    cycle second peaks (:mod:`goose_theory.regimebudget`; ``log`` gets one line per group).
+    ``context`` names the group in an error (``{}`` is its label); ``note_slow`` says when a budget
+    will take minutes. ``fit-acceptance --regimes`` and ``goose loop`` both export through it."""
     out = {}
     for g in analysis.groups:
         if g.recommendation is None or (labels is not None and g.label not in labels):
             continue
-        budget = g.recommendation.best.topology.budget
+        budget, bench = g.recommendation.best.topology.budget, g.fit.key.get("benchmark")
         if note_slow and budget >= SLOW_REGIME_BUDGET:  # measured: 8.5 min at 80 for three sets, 6 s at 8
             print(f"--regimes: optimising {g.label}'s trees at budget {budget} takes minutes "
                   "(--budget or --latency picks a smaller one)", file=sys.stderr, flush=True)
-        out[g.label] = regime_exports(files, bench=g.fit.key.get("benchmark"), budget=budget,
-                                      context=context.format(g.label))
+        if not g.recommendation.cost_table:
+            out[g.label] = regime_exports(files, bench=bench, budget=budget, context=context.format(g.label))
+            continue
+        out[g.label] = _cost_aware_regime_export(files, bench, g.recommendation.cost_table, budget,
+                                                 context=context.format(g.label), log=log, label=g.label)
     return out
+
+
+def _cost_aware_regime_export(files, bench, cost_table, budget: int, *, context: str, log, label: str) -> tuple:
+    from goose_theory.regimebudget import choose_regime_budget
+
+    try:
+        exported, table = choose_regime_budget(files, benchmark=bench, cost_table=cost_table, chosen=budget)
+    except ValueError as exc:
+        raise UsageError(f"{context}: {str(exc).splitlines()[0]}") from None
+    if log:
+        best = max(table, key=lambda r: r["tokens_per_s"])
+        log(f"{label}: regime file's predicted tokens/s by budget: "
+            + ", ".join(f"{r['budget']}: {r['tokens_per_s']:.1f}" for r in table)
+            + f"; exported at {best['budget']} (the single-regime fit chose {budget})")
+    return exported
 
 
 def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> list[dict]:

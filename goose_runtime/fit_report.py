@@ -245,7 +245,10 @@ def note_regime_exports(analysis: Analysis, out_dir: str | os.PathLike, files: d
     chart_files = [os.path.join(out_dir, f"{n}.html") for n, frame in chart_frames(analysis).items() if not frame.empty]
     section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
                "The recommendation above assumes the matcher offers a spine in every cycle. These exports fit "
-               "the cycles with and without a match apart; theirs are the predictions to hold against measured tau.", "",
+               "the cycles with and without a match apart; theirs are the predictions to hold against measured tau."
+               + (" With a latency profile each file's budget is where its own predicted tau per cycle second "
+                  "peaks (`goose_theory/regimebudget.py`), which may differ from the budget above."
+                  if any(g.recommendation and g.recommendation.cost_table for g in analysis.groups) else ""), "",
                *[f"- {export_line(e)}" for e in exports], ""]
     write_text_atomic(os.path.join(out_dir, "report.md"),
                       render_markdown(analysis, kept, chart_files) + "\n" + "\n".join(section))

@@ -1,8 +1,8 @@
 """Which linear kernel to use at which row count on this CPU: measured once per device, then cached.
 
 :func:`goose_runtime.cpu_speed.tune_for_cpu` routes every ``nn.Linear`` through oneDNN with a
-prepacked weight. That is 1.8-2.1x faster than MKL's sgemm for 2-64 rows on the AMD EPYC hosts this
-project was measured on, but on some Intel Xeon hosts of the same VM MKL is faster for 1-2 rows,
+prepacked weight. That is 1.8-2.1x faster than MKL's sgemm for 2-64 rows on the AMD EPYC host this
+project was first measured on, but on an Intel Xeon host of the same VM MKL is faster for 1-3 rows,
 and one row is the decode step that every speedup is measured against (``docs/bench-cpu-speed.md``).
 So the crossover is measured rather than assumed:
 
@@ -11,8 +11,8 @@ So the crossover is measured rather than assumed:
   hits both alike; medians), and :func:`stock_rows_from_times` turns the times into ``k``: the
   largest row count up to which MKL is faster at every count (0: oneDNN everywhere).
 - :func:`plan_linears` applies ``k`` to the model: from ``GOOSE_STOCK_ROWS`` when set (A/B runs,
-  or to pin it), else from a cache file in the goose cache folder keyed by the CPU's name, the
-  torch thread count and the torch version, else measured (about 2 s) and cached.
+  or to pin it), else from a cache file in the goose cache folder keyed by the CPU's identity, the
+  torch thread count and the torch version (:func:`cpu_digest`), else measured (about 2 s) and cached.
 
 Both kernels compute in fp32 and differ only in summation order (logits agree to ~5e-5), the same
 kind of difference as a tree forward against a one-token forward, so losslessness (every method

@@ -274,16 +274,16 @@ def loop_handler(args: argparse.Namespace) -> int:
     # held out: prompts the fit traces (which the exports will cite) do not hold
     prompts = _held_out(bundle, benches, [os.path.abspath(f) for f in files], args, config)
     analysis = analyze(fit, latency=profile)
-    by_label, recs = {set_name(b): b for b in benches}, {g.label: g.recommendation for g in analysis.groups}
+    by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
-    fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label))
+    fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress)
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"),
                   also=("validation.json", *(f"validation-{label}.parquet" for label in by_label)))
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan, exports = [], []
     for label, exported in fits.items():
-        paths = _regime_topologies(exported, label, written[label], recs[label].best.topology.budget, bundle=bundle,
+        paths = _regime_topologies(exported, label, written[label], exported[0].budget, bundle=bundle,
                                    config=config, prompt_set=by_label[label], prior=args.prior)
         plan.append((by_label[label], paths))
         exports.append(regime_export(label, exported[0], exported[1], paths[0], paths[1]))

@@ -182,6 +182,25 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     assert load_topology(pair).meta["predicted_tau"] > 1.0
 
 
+def test_regimes_with_latency_export_where_the_regime_files_rate_peaks(tmp_path, capsys):
+    from goose_theory.latency import LatencyProfile, save_latency
+    from goose_theory.topology import load_topology
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "prior", "mtbench-b8.parquet")
+    prof = tmp_path / "lat.json"  # a step up after 3 rows, as on the Xeon host: budget 2 costs one step
+    save_latency(LatencyProfile(sizes=(1, 3, 4, 11), seconds=(0.033, 0.034, 0.045, 0.052)), prof)
+    out = tmp_path / "fit"
+    assert main([traces, "--group-by", "benchmark", "--latency", str(prof), "--out", str(out), "--regimes",
+                 "--bootstrap", "50", "--json"]) == 0
+    captured = capsys.readouterr()
+    [line] = [x for x in captured.err.splitlines() if x.startswith("mtbench: regime file's predicted tokens/s")]
+    rates = {int(b): float(r) for b, r in (item.split(": ") for item in line.split("by budget: ")[1].split("; ")[0].split(", "))}
+    assert sorted(rates) == list(range(1, 11))  # every budget the profile covers, 10 at most
+    best = max(rates, key=rates.get)
+    [export] = json.loads(captured.out)["regime_exports"]
+    assert export["budget"] == best == load_topology(out / "topology-mtbench-regimes.json").budget
+    assert f"exported at {best} (the single-regime fit chose" in line
+
+
 @pytest.mark.parametrize("args,needle", [(["--regimes"], "--regimes needs --out"),
                                          (["--regimes", "--group-by", "method", "--out", "o"], "--regimes needs")])
 def test_regimes_bad_options_exit_2(good, capsys, args, needle):
