@@ -1,7 +1,9 @@
 """Is the cost-aware budget the fastest? The main job's export at several budgets, side by side.
 
 ``goose loop`` fits the shipped traces, picks a budget per prompt set from this device's latency
-profile (the cost-aware choice: the budget whose predicted tau per predicted cycle time is best),
+profile (the cost-aware choice: the budget whose regime file predicts the most tau per predicted
+cycle time, ``goose_theory.regimebudget``; the single-regime fit's choice, the rule before 1 Dec
+noon, is exported and measured beside it),
 exports the optimised topologies at that budget and validates them on held-out prompts. This
 benchmark exports the same optimised topologies (``goose_theory.regime.regime_topologies``, the
 loop's own export) at every budget in ``--budgets`` *and* at the cost-aware one, and decodes them
@@ -31,6 +33,7 @@ from goose_theory.cli_util import UsageError, to_jsonable
 from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.regime import regime_topologies, save_regime_topologies
+from goose_theory.regimebudget import choose_regime_budget
 from goose_theory.topology import load_topology, write_json_atomic
 from goose_runtime.cli_checks import check_run_args, make_config
 from goose_runtime.fit_report import write_report
@@ -88,20 +91,27 @@ def main(argv=None) -> int:
                                            log=lambda m: print(f"[bench] {m}", file=sys.stderr))
     fit = fit_traces(files, group_by=("benchmark",), n_boot=100, seed=0)
     out_dir = tempfile.mkdtemp(prefix="goose-budgets-")
-    written = write_report(analyze(fit, latency=profile), out_dir)  # the cost-aware budget per set
+    analysis = analyze(fit, latency=profile)
+    written = write_report(analysis, out_dir)  # the single-regime cost-aware budget per set
+    tables = {g.label: g.recommendation.cost_table for g in analysis.groups if g.recommendation}
     report, t0 = {"latency": profile_path, "threads": args.threads, "prior": args.prior, "traces": files,
                   "sets": {}}, time.time()
     for bench, path in sorted(written.items()):  # one group per set: its label is the set's name
         if bench not in args.sets.split(","):
             continue
         fitted = load_topology(path)
-        chosen, provenance = fitted.budget, fitted.meta.get("provenance") or {}
-        budgets = sorted(extra | {chosen})
+        single_choice, provenance = fitted.budget, fitted.meta.get("provenance") or {}
+        # the loop's rule: the regime file's own predicted tau per cycle second (goose_theory.regimebudget)
+        (chosen_tree, *_), choice_table = choose_regime_budget(files, benchmark=bench, cost_table=tables[bench],
+                                                               chosen=single_choice)
+        chosen = chosen_tree.budget
+        budgets = sorted(extra | {chosen, single_choice})
         paths = [export_at(files, bench, b, provenance, out_dir) for b in budgets]
         prompts = holdout_prompts(bench, provenance_traces(fitted), limit=args.limit)  # every export cites these traces
         rows, _ = validate_benchmark(bundle, bench, paths, prompts, config=config, prior=args.prior)
-        report["sets"][bench] = {"chosen": chosen, "rows": [r.to_dict() for r in rows]}
-        print_set(bench, chosen, rows)
+        report["sets"][bench] = {"chosen": chosen, "single_regime_choice": single_choice,
+                                 "choice_table": choice_table, "rows": [r.to_dict() for r in rows]}
+        print_set(bench, chosen, rows, single_choice)
     report["wall_s"] = round(time.time() - t0)
     save_report(args.out, report)
     return 0
@@ -114,16 +124,18 @@ def save_report(path: str, report: dict) -> None:
     write_json_atomic(path, to_jsonable(report))
 
 
-def print_set(bench: str, chosen: int, rows) -> None:
-    print(f"\n{bench}: cost-aware budget {chosen}")
+def print_set(bench: str, chosen: int, rows, single_choice: int) -> None:
+    print(f"\n{bench}: cost-aware budget {chosen} (the single-regime fit's rule: {single_choice})")
     print(f"{'method':>28s} {'budget':>6s} {'tau':>6s} {'tok/s':>7s} {'speedup':>7s}")
     for r in sorted(rows, key=lambda r: (not r.method.startswith("topology"), r.budget, r.method)):
         print(f"{r.method[-28:]:>28s} {r.budget:6d} {r.measured_tau:6.3f} {r.tokens_per_s:7.2f} {r.speedup_vs_ar:7.3f}")
     exports = [r for r in rows if r.method.startswith("topology")]
     best = max(exports, key=lambda r: r.tokens_per_s)
     mine = next(r for r in exports if r.budget == chosen)
+    single = next(r for r in exports if r.budget == single_choice)
     print(f"cost-aware export: {mine.tokens_per_s:.2f} tok/s; fastest export: budget {best.budget}, "
-          f"{best.tokens_per_s:.2f} tok/s (cost-aware at {mine.tokens_per_s / best.tokens_per_s:.3f}x the fastest)")
+          f"{best.tokens_per_s:.2f} tok/s (cost-aware at {mine.tokens_per_s / best.tokens_per_s:.3f}x the fastest; "
+          f"the single-regime rule's budget at {single.tokens_per_s / best.tokens_per_s:.3f}x)")
 
 
 if __name__ == "__main__":
