@@ -9,6 +9,9 @@ cycle's wall time minus the forward), the number the traces and ``bench_runtime.
 timers add about a microsecond per wrapped call. One warm-up prompt per method is not counted.
 ``--parallel-rows N`` sets the number of rows from which the readout kernel runs on numba's thread
 pool (``readout.PARALLEL_ROWS``; 1: always, as before 30 Nov 05:30).
+``--auto-full-growth`` adds, for each ``auto`` method, a run that grows every tree to the budget
+before cutting it (``dyntree.EARLY_STOP = False``, as before 1 Dec): the same trees, the cost of
+growing them all.
 ``--torch-readout`` adds, for each method, a run that reads the top-k with torch ops alone
 (``verify.blocked_topk``) instead of the numba kernel (``goose_runtime/readout.py``), the two runs
 back to back.
@@ -28,6 +31,7 @@ import torch
 
 import goose_runtime.adjacency as adjacency
 import goose_runtime.decoder as decoder
+import goose_runtime.dyntree as dyntree
 import goose_runtime.readout as readout
 from goose_runtime.cli_checks import check_run_args
 from goose_runtime.runner import parse_labeled
@@ -84,6 +88,8 @@ def parse(argv) -> argparse.Namespace:
     ap.add_argument("--torch-readout", action="store_true", help="also time each method with the torch-only readout")
     ap.add_argument("--parallel-rows", type=int, default=readout.PARALLEL_ROWS,
                     help="rows from which the readout kernel uses numba's thread pool (1: always)")
+    ap.add_argument("--auto-full-growth", action="store_true",
+                    help="also time each auto method growing every tree to the budget (no early stop)")
     ap.add_argument("--refresh-latency", action="store_true", help="re-measure auto's cached latency profile first")
     return ap.parse_args(argv)
 
@@ -112,12 +118,15 @@ def main(argv=None) -> int:
     refresh_left = args.refresh_latency  # re-measured once: every auto row is cut on one profile
     with torch.inference_mode():
         for method, kind in zip(methods, kinds):
-            for name, torch_only in [(method, False)] + ([(method + " (torch)", True)] if args.torch_readout else []):
-                readout.USE_NUMBA = not torch_only
+            variants = [(method, False, True)] + ([(method + " (torch)", True, True)] if args.torch_readout else [])
+            if args.auto_full_growth and kind == "auto":
+                variants.append((method + " (full)", False, False))
+            for name, torch_only, early_stop in variants:
+                readout.USE_NUMBA, dyntree.EARLY_STOP = not torch_only, early_stop
                 refresh, refresh_left = refresh_left and kind == "auto", refresh_left and kind != "auto"
                 row = measure(bundle, method, prompts, totals, refresh=refresh)
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
-        readout.USE_NUMBA = True
+        readout.USE_NUMBA, dyntree.EARLY_STOP = True, True
     return 0
 
 

@@ -19,6 +19,11 @@ table's transitions) and decides every cycle, node by node:
    (the bonus token plus each node's chance to be accepted); the tree is cut at the n that
    maximises E[tau] / cycle_seconds(n) on the device's latency profile. n = 0 is a plain decoding
    step, so trees that cannot pay for themselves are not built.
+4. **Stopping early, exactly.** Gains come out of the heap in non-increasing order, so after n
+   nodes with best rate r* and last gain g, any larger tree m has rate at most
+   (r* cost[n] + (m - n) g) / cost[m]; growth stops once that cannot exceed r* for any m, i.e.
+   g <= r* min_m (cost[m] - cost[n]) / (m - n). The cut is the same as growing to the budget;
+   on a device where a node costs much (a CPU) it saves most of the growing.
 
 Any tree is verified losslessly by the greedy walk, so the estimates only decide speed.
 
@@ -50,6 +55,7 @@ SPINE_DEPTHS = 4                    # spine depth classes 1, 2, 3, >= 4
 N_SPINE = 2 * SPINE_DEPTHS          # x (high-confidence match or not)
 N_BINS = len(PROB_EDGES) + 1
 ROOT_ALONE, ROOT_WITH_SPINE, UNDER_SPINE, UNDER_TRANSITION = range(4)
+EARLY_STOP = True  # False: grow to the budget or the floor, as before 1 Dec (bench/bench_overhead.py --auto-full-growth)
 
 
 def _bin_centres() -> list[float]:
@@ -124,6 +130,7 @@ class DynamicPolicy:
         # to a plain step (only saves building time; _best_size picks the size among what was grown)
         span = self.max_budget - 1
         self.floor = 0.5 * (self.cost[-1] - self.cost[1]) / span / self.cost[0] if span > 0 else 0.0
+        self.min_slope = _min_slopes(self.cost)
 
     def build(self, match: Match, adj: AdjacencyTable | None, before_anchor: int,
               anchor: int) -> tuple[DraftTree, list[int]]:
@@ -179,6 +186,8 @@ def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, befor
             seq += 1
 
     push_children(0, 1.0)
+    cost, min_slope = policy.cost, policy.min_slope
+    best_rate, total = 1.0 / cost[0], 1.0
     while heap and len(gains) < policy.max_budget:
         neg, _, parent, src, rank, tok, score, spine_pos, key = heapq.heappop(heap)
         if -neg < policy.floor:
@@ -186,8 +195,24 @@ def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, befor
         node = tree.add(parent, src, rank, tok, score, spine_pos)
         keys.append(key)
         gains.append(-neg)
+        total -= neg
+        best_rate = max(best_rate, total / cost[len(gains)])
+        if EARLY_STOP and -neg <= best_rate * min_slope[len(gains)] * (1.0 - 1e-9):  # no larger tree beats it
+            break
         push_children(node, -neg)
     return tree, keys, gains
+
+
+def _min_slopes(cost: list[float]) -> list[float]:
+    """``[min over m > n of (cost[m] - cost[n]) / (m - n) for each n]``; infinity for the last n
+    (nothing larger to grow to). A negative slope (a noisy profile) never stops growth early.
+
+    Example:
+        >>> _min_slopes([1.0, 2.0, 2.5, 4.0])
+        [0.75, 0.5, 1.5, inf]
+    """
+    return [min(((cost[m] - c) / (m - n) for m in range(n + 1, len(cost))), default=float("inf"))
+            for n, c in enumerate(cost)]
 
 
 def _best_size(gains: list[float], cost: list[float]) -> int:

@@ -8,7 +8,7 @@ from goose_theory.topology import SPINE, TRANSITION
 from goose_runtime.adjacency import AdjacencyTable
 from goose_runtime.decoder import DecodeConfig, Decoder
 from goose_runtime.dyntree import (N_BINS, N_SPINE, ROOT_ALONE, ROOT_WITH_SPINE, UNDER_TRANSITION, Calibration,
-                                   DynamicPolicy, _best_size)
+                                   DynamicPolicy, _best_size, _grow)
 from goose_runtime.matcher import NO_MATCH, Match
 from goose_runtime.methods import parse_method
 from goose_runtime.model import tiny_random_bundle
@@ -99,3 +99,38 @@ def test_auto_is_lossless_on_the_tiny_model():
 def test_auto_needs_a_latency_profile():
     with pytest.raises(ValueError, match="needs a latency profile"):
         Decoder(tiny_random_bundle(), parse_method("auto"), DecodeConfig())
+
+
+def test_early_stop_keeps_the_cut_of_growing_to_the_budget():
+    """The exact stop (``_min_slopes``) must pick the same tree as growing every node the budget
+    allows, on random tables, matches and latency profiles; and it grows fewer nodes to get there."""
+    rng = np.random.default_rng(7)
+    grown_with, grown_without, sizes_cut = 0, 0, []
+    for trial in range(60):
+        rows = {}
+        for prev in range(1, 6):
+            for cur in range(1, 30):
+                toks = rng.choice(np.arange(1, 30), size=3, replace=False)
+                probs = np.sort(rng.uniform(0, 1, 3) ** 2)[::-1]
+                rows[prev, cur] = list(zip(toks.tolist(), probs.tolist()))
+        adj = table_with(rows)
+        step = 0.03 + 0.01 * rng.uniform()
+        sizes = (1, 2, 3, 4, 9, 17, 33, 64)
+        jump = rng.uniform(0.0, 0.5) * step          # a kernel switch between 3 and 4 rows
+        per_row = rng.uniform(0.01, 0.3)               # from a GPU-like flat cost to a steep CPU one
+        secs = tuple(step * (1 + per_row * (s - 1)) + (jump if s >= 4 else 0.0) for s in sizes)
+        profile = LatencyProfile(sizes=sizes, seconds=secs)
+        chain = tuple(rng.integers(1, 30, size=int(rng.integers(0, 8))).tolist())
+        match = Match(chain, 3, 2, int(rng.integers(1, 3))) if chain else NO_MATCH
+        cal = Calibration(spine_prior=float(rng.uniform(0.3, 0.95)))
+        stopping = DynamicPolicy(profile, max_budget=40, top_k=3, calibration=cal)
+        growing = DynamicPolicy(profile, max_budget=40, top_k=3, calibration=cal)
+        growing.min_slope = [float("-inf")] * len(growing.min_slope)   # never stop early
+        a, keys_a = stopping.build(match, adj, 1, 2)
+        b, keys_b = growing.build(match, adj, 1, 2)
+        assert (a.token, a.parent, a.source, keys_a) == (b.token, b.parent, b.source, keys_b), trial
+        sizes_cut.append(a.n_nodes)
+        grown_with += len(_grow(stopping, match, adj, 1, 2)[2])
+        grown_without += len(_grow(growing, match, adj, 1, 2)[2])
+    assert grown_with < 0.5 * grown_without
+    assert min(sizes_cut) <= 3 and max(sizes_cut) > 10    # small and large trees were both cut
