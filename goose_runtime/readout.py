@@ -62,10 +62,11 @@ def _insert(vals, idx, n, k, value, index):
 
 
 @jit
-def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows):
+def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows, probs):
     """Row r: ``best_blocks[r]`` = the k blocks with the largest maxima (descending), then
     ``vals[r], idx[r]`` = the top k of those blocks' columns (descending); ``nan_rows[r]`` = 1
-    when a block max is NaN (torch's amax propagates it), as the scan would never pick it."""
+    when a block max is NaN (torch's amax propagates it), as the scan would never pick it. When
+    ``probs`` has rows, ``probs[r]`` = the top k's softmax normalised over the scanned blocks."""
     n_blocks = block_max.shape[1]
     bv = np.empty(k, np.float32)
     bi = best_blocks[r]
@@ -86,18 +87,27 @@ def _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows):
         for j in range(start, start + block):
             if m < k or x[r, j] > tv[k - 1]:
                 m = _insert(tv, ti, m, k, x[r, j], j)
+    if probs.shape[0]:
+        # softmax over the k blocks' columns, shifted by the row max (tv[0]: the best block holds it)
+        top, total = np.float64(tv[0]), 0.0
+        for c in range(k):
+            start = order[c] * block
+            for j in range(start, start + block):
+                total += np.exp(np.float64(x[r, j]) - top)
+        for c in range(k):
+            probs[r, c] = np.exp(np.float64(tv[c]) - top) / total
 
 
 @jit
-def _topk_serial(x, block_max, k, block, vals, idx, best_blocks, nan_rows):
+def _topk_serial(x, block_max, k, block, vals, idx, best_blocks, nan_rows, probs):
     for r in range(block_max.shape[0]):
-        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows)
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows, probs)
 
 
 @parallel_jit
-def _topk_parallel(x, block_max, k, block, vals, idx, best_blocks, nan_rows):
+def _topk_parallel(x, block_max, k, block, vals, idx, best_blocks, nan_rows, probs):
     for r in numba.prange(block_max.shape[0]):
-        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows)
+        _topk_row(x, block_max, r, k, block, vals, idx, best_blocks, nan_rows, probs)
 
 
 class NaNLogitsError(InputError):
@@ -123,6 +133,21 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     """(values float32 (q, k), indices int64 (q, k), blocks int64 (q, k)): the top k of each row,
     best first, and the k blocks of :data:`BLOCK` columns with the largest maxima that they were
     taken from (best first). ``logits`` must satisfy :func:`fits`."""
+    vals, idx, blocks, _ = _readout(logits, k, with_probs=False)
+    return vals, idx, blocks
+
+
+def topk_probs(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices int64 (q, k), probabilities float32 (q, k)): the top k of each row and their
+    softmax normalised over the k blocks they were taken from (``k * BLOCK`` columns, summed in
+    float64 in the same kernel: no second pass of torch ops over the candidates). An upper bound
+    on the full-vocabulary softmax, exact when the other blocks are negligible. ``logits`` must
+    satisfy :func:`fits`."""
+    _, idx, _, probs = _readout(logits, k, with_probs=True)
+    return idx, probs
+
+
+def _readout(logits: torch.Tensor, k: int, *, with_probs: bool):
     logits = logits.detach()
     q, v = logits.shape
     block_max = logits.view(q, v // BLOCK, BLOCK).amax(-1).numpy()  # torch's SIMD reduction: one pass
@@ -130,7 +155,8 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
     idx = np.empty((q, k), np.int64)
     blocks = np.empty((q, k), np.int64)
     nan_rows = np.zeros(q, np.uint8)
-    args = (logits.numpy(), block_max, k, BLOCK, vals, idx, blocks, nan_rows)
+    probs = np.empty((q, k) if with_probs else (0, k), np.float32)
+    args = (logits.numpy(), block_max, k, BLOCK, vals, idx, blocks, nan_rows, probs)
     if q < PARALLEL_ROWS:
         _topk_serial(*args)
     else:
@@ -143,20 +169,11 @@ def topk_rows(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray, np.
             numba.set_num_threads(before)
     if nan_rows.any():
         raise NaNLogitsError(int(np.argmax(nan_rows)))
-    return vals, idx, blocks
+    return vals, idx, blocks, probs
 
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) the readout kernel now, not in a timed decoding cycle:
     a fresh clone compiles it in about 2 s."""
     topk_rows(torch.zeros(2, 4 * BLOCK), 1)
-    topk_rows(torch.zeros(PARALLEL_ROWS, 4 * BLOCK), 1)  # the thread-pool kernel too
-
-
-def block_candidates(logits: torch.Tensor, blocks: np.ndarray) -> torch.Tensor:
-    """(q, k * BLOCK): the columns of each row's ``blocks``, in that order (what ``"prob"`` scores
-    normalise over)."""
-    q, v = logits.shape
-    per_row = v // BLOCK
-    rows = torch.from_numpy(blocks + np.arange(q, dtype=np.int64)[:, None] * per_row)
-    return logits.view(q * per_row, BLOCK).index_select(0, rows.view(-1)).view(q, -1)
+    topk_rows(torch.zeros(PARALLEL_ROWS, 4 * BLOCK), 1)  # the thread-pool kernel too (one signature for both)

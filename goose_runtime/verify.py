@@ -111,21 +111,21 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
     """Top-k token ids per row (best first; column 0 is the argmax) and their scores: ``"logit"``,
     ``"prob"`` or ``None`` (no scores). One blocked top-k (:func:`blocked_topk`) and one copy to the
     CPU. ``"prob"`` is the softmax normalised over the k blocks of the vocabulary that hold the top
-    k (640 columns with blocks of 64, instead of a pass of ``exp`` over all 49152; every column for
-    a single row): exact when the rest of the vocabulary is negligible, an upper bound otherwise --
-    ``auto`` only bins it and calibrates the bins."""
+    k (640 columns with blocks of 64, instead of a pass of ``exp`` over all 49152; on the torch path
+    every column for a single row): exact when the rest of the vocabulary is negligible, an upper
+    bound otherwise -- ``auto`` only bins it and calibrates the bins. On the CPU in fp32 the numba
+    kernel sums it with the top-k (:func:`readout.topk_probs`): after a forward has streamed the
+    weights through the caches every small torch op is slow, and the torch ops of the softmax
+    cost 0.36 ms a cycle at 4 rows (1 Dec, ``docs/bench-cpu-speed.md``)."""
     if readout.fits(logits, k):  # fp32 on the CPU: block maxima, then one numba kernel
-        vals_np, idx_np, blocks = readout.topk_rows(logits, k)
-        if score is None or score == "logit":
-            return idx_np, (vals_np if score else None)
-        vals, idx = torch.from_numpy(vals_np), torch.from_numpy(idx_np)
-        # one row: the exact softmax over every column, as on the torch path
-        cand = logits if logits.shape[0] == 1 else readout.block_candidates(logits, blocks)
-    else:
-        vals, idx, cand = _blocked(logits, k)
-        nan = torch.isnan(vals[:, 0])  # topk ranks NaN above every number: a row with one has it first
-        if bool(nan.any()):
-            raise readout.NaNLogitsError(int(nan.nonzero()[0, 0]))
+        if score == "prob":
+            return readout.topk_probs(logits, k)
+        vals_np, idx_np, _ = readout.topk_rows(logits, k)
+        return idx_np, (vals_np if score else None)
+    vals, idx, cand = _blocked(logits, k)
+    nan = torch.isnan(vals[:, 0])  # topk ranks NaN above every number: a row with one has it first
+    if bool(nan.any()):
+        raise readout.NaNLogitsError(int(nan.nonzero()[0, 0]))
     if score is None:
         return idx.cpu().numpy(), None
     vals = vals.float()
