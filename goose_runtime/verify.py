@@ -116,7 +116,7 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
     bound otherwise -- ``auto`` only bins it and calibrates the bins. On the CPU in fp32 the numba
     kernel sums it with the top-k (:func:`readout.topk_probs`): after a forward has streamed the
     weights through the caches every small torch op is slow, and the torch ops of the softmax
-    cost 0.36 ms a cycle at 4 rows (1 Dec, ``docs/bench-cpu-speed.md``)."""
+    made a 4-row readout 0.66 ms against 0.39 now (1 Dec, ``docs/bench-runtime.md``, last section)."""
     if readout.fits(logits, k):  # fp32 on the CPU: block maxima, then one numba kernel
         if score == "prob":
             return readout.topk_probs(logits, k)
