@@ -30,20 +30,14 @@ import time
 import torch
 import torch.nn.functional as F
 
-from goose_runtime.linear_plan import cpu_name
+from goose_runtime.linear_plan import cpu_fields, cpu_name
 from goose_runtime.model import load_model
 from goose_theory.topology import write_json_atomic
 
 
 def cpu_model() -> str:
     """"family/model/stepping" from /proc/cpuinfo: VM hosts share a bare model name."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            block = fh.read().split("\n\n", 1)[0]
-    except OSError:
-        return "?"
-    pairs = (line.split(":", 1) for line in block.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in pairs}
+    fields = cpu_fields("cpu family", "model", "stepping")
     return "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping"))
 
 

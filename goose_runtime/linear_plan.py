@@ -103,17 +103,23 @@ def cpu_name() -> str:
         return "cpu"
 
 
-def _cpu_identity() -> str:
-    """The first CPU's /proc/cpuinfo fields that tell hosts apart (a VM's model name alone is often
-    as bare as "Intel(R) Xeon(R) Processor"): vendor, family, model, stepping, flags."""
-    fields = ("vendor_id", "cpu family", "model", "stepping", "flags")
+def cpu_fields(*names: str) -> dict[str, str]:
+    """The first CPU's /proc/cpuinfo fields among ``names``, in the file's order ({} where it
+    cannot be read)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             block = fh.read().split("\n\n", 1)[0]
     except OSError:
-        return cpu_name()
+        return {}
     pairs = (line.split(":", 1) for line in block.splitlines() if ":" in line)
-    return "|".join(f"{k.strip()}={v.strip()}" for k, v in pairs if k.strip() in fields) or cpu_name()
+    return {k.strip(): v.strip() for k, v in pairs if k.strip() in names}
+
+
+def _cpu_identity() -> str:
+    """The first CPU's /proc/cpuinfo fields that tell hosts apart (a VM's model name alone is often
+    as bare as "Intel(R) Xeon(R) Processor"): vendor, family, model, stepping, flags."""
+    fields = cpu_fields("vendor_id", "cpu family", "model", "stepping", "flags")
+    return "|".join(f"{k}={v}" for k, v in fields.items()) or cpu_name()
 
 
 def cpu_digest() -> str:
