@@ -48,16 +48,18 @@ def check_output_file(path: str | None, flag: str) -> None:
     """Refuse an output file path that could not be written, before any work (None: not asked for)."""
     from .fileio import output_file_problem
 
-    problem = None if path is None else output_file_problem(path)
-    if problem:
-        raise UsageError(f"{flag}: {path or repr('')} {problem}")
+    _refuse(path, flag, output_file_problem)
 
 
 def check_output_dir(path: str | None, flag: str) -> None:
     """Refuse an output folder that could not be made or written, before any work."""
     from .fileio import output_dir_problem
 
-    problem = None if path is None else output_dir_problem(path)
+    _refuse(path, flag, output_dir_problem)
+
+
+def _refuse(path: str | None, flag: str, problem_of: Callable[[str], str | None]) -> None:
+    problem = None if path is None else problem_of(path)
     if problem:
         raise UsageError(f"{flag}: {path or repr('')} {problem}")
 
