@@ -27,6 +27,7 @@ import pandas as pd
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
+from goose_theory.fileio import loads_json
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
 from goose_theory.topology import SOURCE_NAMES, Topology, TopologyError, topology_from_dict
@@ -52,7 +53,7 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
     if not data:
         raise TopologyError("the topology file is empty")
     try:
-        obj = json.loads(data.decode("utf-8"))
+        obj = loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TopologyError(f"not a JSON file ({exc})") from None
     return topology_from_dict(obj).to_dict()

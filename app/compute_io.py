@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from app.compute import acceptance
+from goose_theory.fileio import loads_json
 from goose_theory.fit import PARENT_SOURCES, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
@@ -133,7 +134,7 @@ def parse_latency(data: bytes, name: str = "latency.json") -> str:
     if not data:
         raise LatencyError(f"{name}: the file is empty (0 bytes)")
     try:
-        profile = latency_from_dict(json.loads(data.decode("utf-8")))
+        profile = latency_from_dict(loads_json(data.decode("utf-8")))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LatencyError(f"{name}: not a JSON file ({exc})") from None
     except LatencyError as exc:

@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import statistics
 import time
@@ -34,6 +33,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
+from goose_theory.fileio import loads_json
 from goose_theory.topology import write_json_atomic
 
 from .cpu_speed import OneDnnLinear, set_stock_rows
@@ -138,7 +138,7 @@ def _read_plan(path: str) -> int | None:
     """``stock_rows`` of a cached plan, or None when the file is missing or not a valid plan."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = loads_json(fh.read())
     except (OSError, ValueError):
         return None
     rows = data.get("stock_rows") if isinstance(data, dict) and data.get("schema") == SCHEMA else None

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from goose_theory.errors import InputError
+from goose_theory.fileio import loads_json
 
 BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffled", "mtbench-shuffled")
 SHUFFLED_OF = {"humaneval-shuffled": "humaneval", "mtbench-shuffled": "mtbench"}  # shuffled set -> its source
@@ -218,7 +219,7 @@ def check_text(text: str, where: str) -> None:
 def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt:
     where = f"{path}:{lineno}"
     try:
-        obj = json.loads(line)
+        obj = loads_json(line)
     except json.JSONDecodeError as exc:
         raise PromptError(f"{where}: not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):

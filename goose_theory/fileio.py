@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar
@@ -99,6 +100,30 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
             fh.write(text)
 
 
+def loads_json(text: str) -> Any:
+    """``json.loads`` whose every failure is a ``json.JSONDecodeError``: a hand-made file can also
+    nest too deeply for the parser (RecursionError) or hold an integer of thousands of digits
+    (Python's ValueError), which would otherwise escape as a traceback.
+
+    Example:
+        >>> loads_json('{"a": [1, 2]}')
+        {'a': [1, 2]}
+        >>> try:
+        ...     loads_json("[" * 100_000)
+        ... except json.JSONDecodeError as exc:
+        ...     print(exc.msg)
+        nested too deeply
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError:  # Python refuses to convert an integer literal this long
+        raise json.JSONDecodeError(f"an integer longer than {sys.get_int_max_str_digits()} digits", text, 0) from None
+
+
 def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
     """Parse a JSON file; a missing or malformed file raises ``error`` with one line naming it."""
     try:
@@ -111,7 +136,7 @@ def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
             text = fh.read(MAX_JSON_BYTES + 1)
         if len(text) > MAX_JSON_BYTES:
             raise error(f"{path}: larger than {MAX_JSON_BYTES >> 20} MB; not a file this toolkit wrote")
-        return json.loads(text)
+        return loads_json(text)
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import InputError
-from .fileio import atomic_output
+from .fileio import atomic_output, loads_json
 
 TRACE_VERSION = "1"
 VERSION_KEY = b"goose_trace_version"
@@ -184,6 +184,50 @@ def _validate(name: str, schema: pa.Schema, num_rows: int) -> None:
                                  "(or another width of that kind)")
     if num_rows == 0:
         raise TraceFileError(f"{name}: the trace is empty (no rows)")
+    problem = config_problem(meta.get(b"config"))
+    if problem:
+        raise TraceFileError(f"{name}: metadata config: {problem}")
+
+
+# what the fit's readers take from a method entry of the config: key -> (allowed JSON types, name)
+_METHOD_FIELDS = {"label": ((str,), "a string"), "name": ((str, type(None)), "a string"),
+                  "budget": ((int, type(None)), "an integer"), "min_score": ((int, float, type(None)), "a number"),
+                  "topology": ((dict, type(None)), "a topology object")}
+
+
+def config_problem(raw: bytes | None) -> str | None:
+    """Why a trace's ``config`` metadata cannot be read by the fit (one phrase), or None: the
+    recorder writes an object whose ``decode`` is an object and whose ``methods`` are objects
+    with a string ``label``; a file edited or made elsewhere may hold anything there.
+
+    Example:
+        >>> config_problem(b'{"methods": [{"label": "ar", "budget": 0}]}') is None
+        True
+        >>> config_problem(b'{"methods": [{"label": "ar", "budget": "8"}]}')
+        "methods[0].budget is not an integer: '8'"
+    """
+    if raw is None:
+        return None
+    try:
+        config = loads_json(raw.decode(errors="replace"))
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg})"
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        return f"not a JSON object but {type(config).__name__}"
+    if not isinstance(config.get("decode") or {}, dict) or not isinstance(config.get("methods") or [], list):
+        return "decode must be an object and methods a list"
+    if not isinstance((config.get("decode") or {}).get("max_new_tokens") or 0, int):
+        return "decode.max_new_tokens is not an integer"
+    for i, method in enumerate(config.get("methods") or []):
+        if not isinstance(method, dict):
+            return f"methods[{i}] is not an object"
+        for key, (types, what) in _METHOD_FIELDS.items():
+            value = method.get(key)
+            if not isinstance(value, types) or isinstance(value, bool):
+                return f"methods[{i}].{key} is not {what}: {value!r}"[:200]
+    return None
 
 
 def _same_kind(found: pa.DataType, expected: pa.DataType, may_be_null: bool) -> bool:
@@ -249,7 +293,7 @@ def _decode_metadata(schema: pa.Schema) -> dict[str, Any]:
     for key, value in (schema.metadata or {}).items():
         text = value.decode(errors="replace")
         try:
-            out[key.decode()] = json.loads(text)
+            out[key.decode()] = loads_json(text)
         except json.JSONDecodeError:
             out[key.decode()] = text
     return out

@@ -105,6 +105,7 @@ def test_topology_download_round_trip():
 @pytest.mark.parametrize("data, message", [
     (b"", "empty"),
     (b"{not json", "not a JSON file"),
+    (b"[" * 50_000, "not a JSON file \\(nested too deeply"),
     (b'{"schema": "goose-topology/9", "nodes": []}', "unknown schema"),
 ])
 def test_parse_topology_json_errors(data, message):
@@ -200,6 +201,7 @@ def test_cost_table_is_cost_aware():
 @pytest.mark.parametrize("data, message", [
     (b"", "p.json: the file is empty"),
     (b"\xff\xfe", "p.json: not a JSON file"),
+    (b'{"sizes": [' + b"1" * 5000 + b"]}", "p.json: not a JSON file \\(an integer longer"),
     (b"[1, 2]", "p.json: a latency profile must be a JSON object"),
     (json.dumps({**PROFILE, "seconds": [0.1]}).encode(), "p.json: sizes and seconds must be"),
     (json.dumps({**PROFILE, "schema": "other"}).encode(), "p.json: unknown schema"),

@@ -41,6 +41,16 @@ def test_read_json_errors_name_the_file(tmp_path):
     assert read_json(good, InputError) == {"a": [1, 2]}
 
 
+@pytest.mark.parametrize("text, problem", [("[" * 50_000, "nested too deeply"),
+                                           ('{"budget": ' + "9" * 5000 + "}", "an integer longer than")])
+def test_json_the_parser_refuses_is_malformed_json_not_a_traceback(tmp_path, text, problem):
+    # json.loads raises RecursionError / a bare ValueError for these, which no loader caught
+    path = tmp_path / "odd.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"odd\.json: malformed JSON \({problem}"):
+        read_json(path, InputError)
+
+
 def test_json_input_that_is_not_a_regular_file(tmp_path):
     class Bad(ValueError):
         pass

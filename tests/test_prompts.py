@@ -133,6 +133,8 @@ def test_jsonl_fields_ids_and_blank_lines(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("", "empty"),
     ('{"prompt": "a"}\nnot json\n', "mine.jsonl:2: not valid JSON"),
+    ('{"prompt": "a"}\n' + "[" * 50_000 + "\n", "mine.jsonl:2: not valid JSON \\(nested too deeply"),
+    ('{"prompt": "a", "id": ' + "7" * 5000 + "}\n", "mine.jsonl:1: not valid JSON \\(an integer longer"),
     ('[1, 2]\n', "mine.jsonl:1: expected a JSON object"),
     ('{"prompt": "  "}\n', "mine.jsonl:1: needs a non-empty string"),
     ('{"other": 1}\n', "mine.jsonl:1: needs a non-empty string"),

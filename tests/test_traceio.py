@@ -68,3 +68,36 @@ def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
             open_trace(path)
         assert str(checked.value) == str(opened.value)
         assert str(checked.value).startswith(f"{path}: ") and "\n" not in str(checked.value)
+
+
+@pytest.mark.parametrize("config, problem", [
+    (b"[1, 2]", "not a JSON object but list"),
+    (b'"goose@8"', "not a JSON object but str"),
+    (b"[" * 50_000, "not JSON (nested too deeply)"),
+    (b'{"methods": 5}', "decode must be an object and methods a list"),
+    (b'{"decode": {"max_new_tokens": "128"}}', "decode.max_new_tokens is not an integer"),
+    (b'{"methods": [7]}', "methods[0] is not an object"),
+    (b'{"methods": [{"name": "ar", "budget": 0}]}', "methods[0].label is not a string: None"),
+    (b'{"methods": [{"label": "goose@8", "budget": true}]}', "methods[0].budget is not an integer: True"),
+    (b'{"methods": [{"label": "t", "topology": "tree.json"}]}', "methods[0].topology is not a topology object"),
+])
+def test_a_config_the_fit_cannot_read_is_one_line_naming_the_file(good, tmp_path, config, problem):
+    # the fit's readers index config.methods[i].label / .budget / .topology: a hand-edited
+    # config used to escape as an AttributeError or TypeError traceback
+    table = pq.read_table(good)
+    path = tmp_path / "edited.parquet"
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"config": config}), path)
+    with pytest.raises(TraceFileError) as err:
+        check_trace(path)
+    assert str(err.value).startswith(f"{path}: metadata config: {problem}") and "\n" not in str(err.value)
+
+
+def test_a_recorded_config_and_none_at_all_pass(good, tmp_path):
+    table = pq.read_table(good)
+    recorded = (b'{"decode": {"max_new_tokens": 128}, "methods": [{"label": "goose@8", "name": "goose", '
+                b'"budget": 8, "topology": null}, {"label": "t", "name": "topology", "budget": 2, '
+                b'"topology": {"schema": "goose-topology/1"}, "min_score": 0.0}]}')
+    for name, config in (("recorded", recorded), ("null", b"null")):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"config": config}), path)
+        assert check_trace(path).num_rows == table.num_rows
