@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import InputError
 from .fileio import atomic_output, load_json_file
+from .topometa import meta_problem
 
 SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
@@ -234,6 +235,9 @@ def topology_from_dict(data: Any) -> Topology:
     if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)
         from .regimefile import check_regimes
         check_regimes(topo)
+    problem = meta_problem(meta)
+    if problem:
+        raise TopologyError(f"meta: {problem}")
     return topo
 
 

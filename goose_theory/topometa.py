@@ -1,0 +1,49 @@
+"""The shapes of the metadata the toolkit writes into a topology file, checked on load.
+
+``fit-acceptance --out`` and ``goose loop`` store what a file was fitted on and what it predicts
+(``predicted_tau``, ``acceptance``, ``provenance``, ``regime_fit``); ``goose validate`` reads them
+back to predict tau and to hold the fitted prompts out. A hand-edited file may hold anything
+there, so each of those keys, where present, must have the type the toolkit wrote: otherwise the
+file is refused on load with one line, rather than failing mid-run with an AttributeError.
+Only the shapes are checked: the values inside are validated where they are used (an
+``acceptance`` by :class:`goose_theory.acceptance.Acceptance`).
+
+Example:
+    >>> meta_problem({"predicted_tau": 2.5, "provenance": {"traces": ["a.parquet"]}}) is None
+    True
+    >>> meta_problem({"provenance": "fit.json"})
+    "provenance must be an object, got 'fit.json'"
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+_NUMBER, _OBJECT, _LIST = ((int, float), "a number"), ((dict,), "an object"), ((list,), "a list")
+# dotted key -> (allowed types besides null, what to call them)
+SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "predicted_tau": _NUMBER, "acceptance": _OBJECT, "provenance": _OBJECT, "regime_fit": _OBJECT,
+    "provenance.traces": _LIST, "provenance.fitted": _OBJECT, "provenance.fitted.selected": _OBJECT,
+    "provenance.group_key": _OBJECT, "provenance.regime_budgets": _LIST,
+    "regime_fit.unmatched": _OBJECT, "regime_fit.matched": _OBJECT, "regime_fit.confident": _OBJECT,
+    "regime_fit.spines": _LIST,
+}
+
+
+def meta_problem(meta: Mapping[str, Any]) -> str | None:
+    """Why a topology's ``meta`` cannot be read by the toolkit (one phrase), or None."""
+    for key, (types, what) in SHAPES.items():
+        value = _lookup(meta, key)
+        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
+            return f"{key} must be {what}, got {value!r}"[:200]
+    if not all(isinstance(t, str) for t in _lookup(meta, "provenance.traces") or []):
+        return "provenance.traces must be a list of file names"
+    return None
+
+
+def _lookup(meta: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted key; None where it or a parent is missing (a malformed parent is
+    reported at its own key)."""
+    value: Any = meta
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
