@@ -45,3 +45,14 @@ def make_config(**fields):
         return DecodeConfig(**fields)
     except ConfigError as err:
         raise UsageError(f"--{err.field.replace('_', '-')} {err.problem}") from None
+
+
+def check_model_args(args) -> None:
+    """``--device``, ``--dtype`` and a local ``--model`` path, before any long work (``goose loop``
+    fits its traces before it loads the model): a ModelLoadError, one line. The default model's
+    folder is left to the load, which may first have to convert it."""
+    from .model import DEFAULT_NAME, model_path, resolve_device, resolve_dtype
+
+    resolve_device(args.device), resolve_dtype(args.dtype)
+    if args.model != DEFAULT_NAME:
+        model_path(args.model)

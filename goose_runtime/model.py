@@ -136,22 +136,29 @@ def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(ids)
 
 
+def model_path(name: str) -> str:
+    """Where ``name`` ("default", a local folder or an HF id) is loaded from; a local path that is
+    not a folder is a one-line ModelLoadError (commands check it before any long work)."""
+    if name == DEFAULT_NAME:
+        return str(default_model_dir())
+    path = os.path.expanduser(name)
+    # an HF id is "org/name" (one slash, no leading ./ ~); anything else must be a folder here
+    is_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
+    if not os.path.isdir(path) and not is_hub_id:
+        raise ModelLoadError(f"model path {name!r} " + ("is a file, not a model folder (config.json and weights)"
+                                                        if os.path.exists(path) else "does not exist"))
+    return path
+
+
 def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "float32") -> ModelBundle:
     """Load ``name`` ("default", a local folder or a cached HF id) for greedy decoding, eval mode.
 
     Raises :class:`ModelLoadError` with one line on a bad name, device or dtype.
     """
-    torch_device, torch_dtype = resolve_device(device), resolve_dtype(dtype)
+    torch_device, torch_dtype, path = resolve_device(device), resolve_dtype(dtype), model_path(name)
+    label = "SmolLM2-135M-Instruct" if name == DEFAULT_NAME else name
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # its weight-loading bar would break one-line errors on stderr
-    if name == DEFAULT_NAME:
-        path, label = str(default_model_dir()), "SmolLM2-135M-Instruct"
-    else:
-        path, label = os.path.expanduser(name), name
-        # an HF id is "org/name" (one slash, no leading ./ ~); anything else must be a folder here
-        is_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
-        if not os.path.isdir(path) and not is_hub_id:
-            raise ModelLoadError(f"model path {name!r} does not exist")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)

@@ -186,8 +186,10 @@ def _humaneval() -> list[Prompt]:
 
 
 def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
-    if not path.is_file():
-        raise PromptError(f"{path}: {'is a directory, not a JSONL file' if path.is_dir() else 'no such file'}")
+    if not path.is_file():  # a pipe too: a prompt set is read more than once (checked, then decoded)
+        raise PromptError(f"{path}: " + ("is a directory, not a JSONL file" if path.is_dir() else
+                                        "is not a regular file (save the prompts to a .jsonl file)"
+                                        if path.exists() else "no such file"))
     prompts: list[Prompt] = []
     try:
         with open(path, encoding="utf-8") as fh:

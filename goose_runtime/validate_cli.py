@@ -14,10 +14,10 @@ import os
 import sys
 import time
 
-from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
+from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list, to_jsonable
 from goose_theory.topology import write_json_atomic
 
-from .cli_checks import check_refresh, check_run_args, make_config
+from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
 
@@ -106,6 +106,7 @@ def _check(args):
     if getattr(args, "latency", None):  # a bad profile file is one line before the model loads
         from goose_theory.latency import load_latency
         load_latency(args.latency)
+    check_model_args(args)  # before the loop's fit
     return benches, config
 
 
@@ -252,6 +253,8 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
+    for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):  # the report's
+        check_output_file(os.path.join(args.out_dir, name), "--out-dir")  # files are checked after the fit
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze

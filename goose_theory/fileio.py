@@ -69,6 +69,17 @@ def _blocked(folder: str) -> str | None:
         return f"{probe} is not a directory"
     if not os.access(probe, os.W_OK):
         return f"{probe} is not writable"
+    # os.access says yes to root everywhere, also under /proc and /sys, in a read-only mount or an
+    # immutable folder: only making something there tells (a temp entry, removed at once)
+    try:
+        if probe == folder:
+            fd, made = tempfile.mkstemp(dir=probe, prefix=".tmp-probe-")
+            os.close(fd)
+            os.unlink(made)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=probe, prefix=".tmp-probe-"))
+    except OSError as exc:
+        return f"nothing can be created in {probe} ({exc.strerror or exc})"
     return None
 
 
@@ -81,13 +92,19 @@ def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
     if problem:
         raise OutputPathError(f"{os.fspath(path) or repr('')}: {problem}")
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=suffix)
+    except OSError as exc:  # the folder changed since the check, or the disk is full
+        raise OutputPathError(f"{os.fspath(path)}: cannot be written ({exc.strerror or exc})") from None
     os.close(fd)
     try:
         yield tmp
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; written files are meant to be shared
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as exc:  # e.g. an immutable file stands there: name it, not the temp file
+            raise OutputPathError(f"{os.fspath(path)}: cannot be replaced ({exc.strerror or exc})") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

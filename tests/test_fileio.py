@@ -77,3 +77,24 @@ def test_output_paths_checked_before_writing(tmp_path):
         with atomic_output(tmp_path, ".json"):
             pass
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_folder_where_nothing_can_be_made_is_refused_up_front():
+    # os.access says /proc is writable to root: the run failed only at the end, naming its temp file
+    assert output_file_problem("/proc/x.json") == "cannot be written: nothing can be created in /proc " \
+                                                  "(No such file or directory)" or os.geteuid() != 0
+    assert "nothing can be created in /proc" in output_dir_problem("/proc/new/sub") or os.geteuid() != 0
+    assert output_file_problem("/proc/x.json") is not None and output_dir_problem("/proc/new") is not None
+
+
+def test_a_failed_replace_names_the_target_and_keeps_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    target.write_text("old")
+
+    def immutable(src, dst):  # what os.replace meets over a chattr +i file
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(os, "replace", immutable)
+    with pytest.raises(OutputPathError, match=rf"^{target}: cannot be replaced \(Operation not permitted\)$"):
+        write_text_atomic(target, "new")
+    assert target.read_text() == "old" and not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]

@@ -22,6 +22,7 @@ def test_tiny_bundle_is_deterministic_per_seed():
 @pytest.mark.parametrize("kwargs, needle", [
     (dict(name="/no/such/model/dir"), "does not exist"),
     (dict(name="./missing-model"), "does not exist"),
+    (dict(name="README.md"), "'README.md' is a file, not a model folder"),
     (dict(name="default", device="tpu"), "unknown device"),
     (dict(name="default", dtype="int8"), "unknown dtype"),
 ])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
@@ -145,6 +146,14 @@ def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(PromptError, match=message):
         load_prompts(str(path))
+
+
+def test_a_pipe_is_refused_naming_what_to_do(tmp_path):
+    # a set is read twice (checked, then decoded): a pipe was reported as "no such file"
+    fifo = tmp_path / "set.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(PromptError, match="set.jsonl: is not a regular file \\(save the prompts to a .jsonl file\\)"):
+        load_prompts(str(fifo))
 
 
 def test_missing_jsonl(tmp_path):

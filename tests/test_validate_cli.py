@@ -181,17 +181,23 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
             assert 1 <= row["replayed_tau"] <= 16 and isinstance(row["replayed_error_pct"], float)
 
 
-@pytest.mark.slow  # the check follows the model load and the regime fit (the profile needs the model)
-def test_loop_refuses_a_blocked_output_file_before_writing(capsys, tmp_path):
-    """A folder where the validation trace goes: refused before the report and topologies are
-    written, not after the minutes of validation that would end in a failed write."""
+@pytest.mark.parametrize("name", ["validation-stdlib.parquet", "validation.json"])
+def test_loop_refuses_a_blocked_output_file_before_the_fit(capsys, tmp_path, no_model, name):
+    """A folder where the validation trace or table goes: refused before the fit and the model load
+    (it was refused only after them, 50 s in), not after the minutes of validation either."""
     out = tmp_path / "run"
-    (out / "validation-stdlib.parquet").mkdir(parents=True)
-    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", "--limit", "1",
-                 "--latency", _latency_file(tmp_path), "--out-dir", str(out)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1].startswith("error: output file") and "validation-stdlib.parquet is a directory" in err[-1]
-    assert [p.name for p in out.iterdir()] == ["validation-stdlib.parquet"]
+    (out / name).mkdir(parents=True)
+    _fails(capsys, ["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", "--limit", "1",
+                    "--latency", _latency_file(tmp_path), "--out-dir", str(out)], f"--out-dir: {out / name} is a directory")
+    assert [p.name for p in out.iterdir()] == [name]
+
+
+@pytest.mark.parametrize("flag, value, message", [("--model", "README.md", "is a file, not a model folder"),
+                                                  ("--model", "no/such/folder", "does not exist")])
+def test_loop_refuses_a_bad_model_before_the_fit(capsys, tmp_path, no_model, flag, value, message):
+    _fails(capsys, ["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", flag, value,
+                    "--out-dir", str(tmp_path / "out")], message)  # one line: no "[goose] fitting" before it
+    assert not (tmp_path / "out").exists()
 
 
 def test_loop_refuses_a_bad_latency_file_before_the_model_loads(capsys, tmp_path, no_model):
