@@ -36,6 +36,8 @@ def check_regimes(topology: Topology) -> None:
     """Parse every tree of a regime file (each is a topology, checked as one); raises TopologyError.
     :func:`goose_theory.topology.topology_from_dict` calls it, so every reader of a file checks them."""
     if "regimes" in topology.meta:
+        if topology.meta["regimes"] == {}:
+            raise TopologyError("regimes is empty (leave it out for a plain file)")
         unmatched_topology(topology), confident_topology(topology)
         matched_topology(topology), matched_by_length(topology)
 
@@ -52,7 +54,16 @@ def _spec(topology: Topology, key: str) -> dict | None:
 
 def _tree(topology: Topology, key: str) -> Topology | None:
     spec = _spec(topology, key)
-    return None if spec is None else topology_from_dict({**spec, "schema": SCHEMA})
+    return None if spec is None else _one_tree(spec, f"regimes.{key}")
+
+
+def _one_tree(spec: dict, where: str) -> Topology:
+    """One tree of a regime file: this file's format (its schema, if it names one), no regimes of its own."""
+    if spec.get("schema", SCHEMA) != SCHEMA:
+        raise TopologyError(f"{where}: schema {spec['schema']!r} is not {SCHEMA!r}")
+    if "regimes" in spec:
+        raise TopologyError(f"{where} holds regimes of its own")
+    return topology_from_dict({**spec, "schema": SCHEMA})
 
 
 def unmatched_topology(topology: Topology) -> Topology | None:
@@ -121,7 +132,7 @@ def matched_by_length(topology: Topology) -> tuple[Topology, ...] | None:
         return None
     if not isinstance(specs, list) or not all(isinstance(x, dict) for x in specs):
         raise TopologyError("regimes.matched_by_length must be a list of topology objects")
-    return tuple(topology_from_dict({**x, "schema": SCHEMA}) for x in specs)
+    return tuple(_one_tree(x, f"regimes.matched_by_length[{i}]") for i, x in enumerate(specs))
 
 
 def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:

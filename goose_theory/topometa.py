@@ -5,8 +5,8 @@
 back to predict tau and to hold the fitted prompts out. A hand-edited file may hold anything
 there, so each of those keys, where present, must have the type the toolkit wrote: otherwise the
 file is refused on load with one line, rather than failing mid-run with an AttributeError.
-Only the shapes are checked: the values inside are validated where they are used (an
-``acceptance`` by :class:`goose_theory.acceptance.Acceptance`).
+Only the shapes are checked, and the two acceptance models validate predicts with (``acceptance``,
+``provenance.fitted.selected``) are parsed; other values are validated where they are used.
 
 Example:
     >>> meta_problem({"predicted_tau": 2.5, "provenance": {"traces": ["a.parquet"]}}) is None
@@ -17,6 +17,8 @@ Example:
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from .acceptance import Acceptance, AcceptanceError
 
 _NUMBER, _OBJECT, _LIST = ((int, float), "a number"), ((dict,), "an object"), ((list,), "a list")
 # dotted key -> (allowed types besides null, what to call them)
@@ -29,6 +31,9 @@ SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
+ACCEPTANCE_KEYS = ("acceptance", "provenance.fitted.selected")
+
+
 def meta_problem(meta: Mapping[str, Any]) -> str | None:
     """Why a topology's ``meta`` cannot be read by the toolkit (one phrase), or None."""
     for key, (types, what) in SHAPES.items():
@@ -37,6 +42,13 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
             return f"{key} must be {what}, got {value!r}"[:200]
     if not all(isinstance(t, str) for t in _lookup(meta, "provenance.traces") or []):
         return "provenance.traces must be a list of file names"
+    for key in ACCEPTANCE_KEYS:  # validate predicts with these: a bad value is named with its file now
+        acc = _lookup(meta, key)
+        if isinstance(acc, dict) and "p_s" in acc and "p_t" in acc:
+            try:
+                Acceptance.from_dict(acc)
+            except AcceptanceError as exc:
+                return f"{key}: {exc}"[:200]
     return None
 
 

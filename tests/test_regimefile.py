@@ -43,6 +43,10 @@ def test_a_regimes_entry_of_the_wrong_type_is_one_topology_error(regimes):
     ({"unmatchd": {"nodes": [{"source": "root"}]}}, "unknown entry 'unmatchd'"),
     ({"unmatched": {"nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}},
      "parent 5 is not an earlier node"),
+    ({}, "regimes is empty"),  # the CLI audit: these three loaded without a word
+    ({"unmatched": {"schema": "zzz", "nodes": [{"source": "root"}]}}, "regimes.unmatched: schema 'zzz' is not"),
+    ({"matched_by_length": [{"nodes": [{"source": "root"}], "regimes": {"unmatched": {"nodes": [{"source": "root"}]}}}]},
+     r"regimes.matched_by_length\[0\] holds regimes of its own"),
 ])
 def test_every_reader_checks_a_regime_files_trees(tmp_path, regimes, message):
     """A malformed entry was read as absent (the file's own tree drafted instead) and yield never

@@ -47,3 +47,12 @@ def test_trace_names_must_be_strings(tmp_path):
 
 def test_other_meta_is_free_form():
     assert meta_problem({"note": [1, {"a": "b"}], "rule": 7, "provenance": {"anything": "else"}}) is None
+
+
+@pytest.mark.parametrize("key, acc", [("acceptance", {"p_s": 2, "p_t": -1}),
+                                      ("provenance", {"fitted": {"selected": {"p_s": [float("nan")], "p_t": 0.1}}})])
+def test_an_acceptance_validate_predicts_with_is_checked_naming_the_file(tmp_path, key, acc):
+    # goose validate said only "p_s: 2.0 is not a probability in [0, 1]", after the model load
+    named = "acceptance" if key == "acceptance" else "provenance.fitted.selected"
+    with pytest.raises(TopologyError, match=rf"t\.json: meta: {named}: p_s"):
+        load_topology(_file(tmp_path, **{key: acc}))
