@@ -18,6 +18,9 @@ from .yields import exact_yield
 
 
 MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faster than linearly
+# the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
+# minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
+MAX_TOP_K = 1000
 MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 43 PiB of chunk keys
 
 
@@ -83,6 +86,8 @@ def _check_shape(args: argparse.Namespace) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be {'>= 1' if name == 'top_k' else '>= 0'}, got {value}")
     if args.budget > MAX_BUDGET:
         raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
+    if args.top_k > MAX_TOP_K:
+        raise UsageError(f"--top-k must be at most {MAX_TOP_K}, got {args.top_k}")
 
 
 def cmd_yield(args: argparse.Namespace) -> int:

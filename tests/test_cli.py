@@ -108,6 +108,8 @@ def test_compare_lists_rules(capsys):
     (["simulate", "--p-t", "0.1", "--bursty", ""], "is not four comma-separated probabilities"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "inf"], "--lbar: 'inf' must be a finite"),
     (["optimize", "--budget", "1000000000", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "at most 10000"),
+    (["compare", "--budget", "1000", "--p-s", "0.9", "--p-t", "0.0001", "--top-k", "2000"],
+     "--top-k must be at most 1000, got 2000"),  # ran for minutes
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", ""], "--out: '' is empty"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "DIR"], "is a directory"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "/dev/null"], "not a regular file"),
