@@ -60,6 +60,8 @@ def expand_paths(paths: list[str]) -> list[str]:
     de-duplicated file list."""
     out: list[str] = []
     for raw in paths:
+        if not raw:  # was "error: : no such file"
+            raise UsageError("a trace path is empty ('')")
         if any(ch in raw for ch in "*?["):
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:

@@ -143,6 +143,8 @@ def loads_json(text: str) -> Any:
 
 def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
     """Parse a JSON file; a missing or malformed file raises ``error`` with one line naming it."""
+    if not os.fspath(path):
+        raise error("'': the file name is empty")
     try:
         if os.path.isdir(path):
             raise error(f"{path}: is a directory, not a JSON file")

@@ -36,6 +36,8 @@ def test_read_json_errors_name_the_file(tmp_path):
         read_json(bad, InputError)
     with pytest.raises(InputError, match=r"missing\.json: no such file"):
         read_json(tmp_path / "missing.json", InputError)
+    with pytest.raises(InputError, match=r"^'': the file name is empty$"):  # was ": no such file"
+        read_json("", InputError)
     good = tmp_path / "good.json"
     good.write_text('{"a": [1, 2]}')
     assert read_json(good, InputError) == {"a": [1, 2]}

@@ -136,7 +136,8 @@ def test_a_directory_means_its_own_files_not_its_subfolders(good, tmp_path):
 @pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
                                          (["--budget", "1000000"], "--budget: 1000000 is not in 0..10000"),
                                          (["--bootstrap", "0"], "bootstrap"),
-                                         (["--bootstrap", "100000000000"], "--bootstrap: 100000000000 is not in 1..")])
+                                         (["--bootstrap", "100000000000"], "--bootstrap: 100000000000 is not in 1.."),
+                                         (["", "--json"], "a trace path is empty ('')")])
 def test_bad_options_exit_2(good, capsys, args, needle):
     assert main([str(good), *args]) == 2
     assert needle in capsys.readouterr().err
