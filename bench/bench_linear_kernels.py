@@ -10,6 +10,8 @@ that cost decides which budgets pay. This times, on the default model's own 211 
 - ``split3``: the rows in chunks of at most 3 through MKL's fast path, written into one output
   (would win if the second chunk found the weights still in cache);
 - ``wx``: ``mm(W, x^T)``, the transposed problem (another MKL kernel choice);
+- ``xwt``: ``mm(x, W^T)`` with ``W^T`` stored contiguous (``[in, out]``): MKL's kernel for an
+  untransposed weight, which streams it output-contiguous; one more copy of every weight;
 - ``mklpack:B``: MKL's packed gemm (``_mkl_reorder_linear_weight(w, B)``), one more copy of every
   weight per pack size B; its kernel is fast only when called with exactly B rows, so fewer rows are
   zero-padded to B (as a runtime would have to) and more than B are not timed ("-").
@@ -59,12 +61,14 @@ def split_linear(x: torch.Tensor, w: torch.Tensor, chunk: int = 3) -> torch.Tens
 def candidates(weights: list[torch.Tensor], packs: list[int]) -> dict:
     """name -> function(inputs) running every linear once."""
     onednn = [torch.ops.mkldnn._reorder_linear_weight(w, 4) for w in weights]
+    transposed = [w.t().contiguous() for w in weights]
     cands = {
         "stock": lambda xs: [F.linear(x, w) for w, x in zip(weights, xs)],
         "onednn": lambda xs: [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
                               for p, x in zip(onednn, xs)],
         "split3": lambda xs: [split_linear(x, w) for w, x in zip(weights, xs)],
         "wx": lambda xs: [torch.mm(w, x.t()) for w, x in zip(weights, xs)],
+        "xwt": lambda xs: [torch.mm(x, wt) for wt, x in zip(transposed, xs)],
     }
     for b in packs:
         packed = [torch.ops.mkl._mkl_reorder_linear_weight(w, b) for w in weights]

@@ -7,6 +7,9 @@ logits: the walk's argmax and the harvest's candidates), ``walk``, ``compact`` (
 ``harvest`` (adjacency table update). ``draft_s`` is the decoder's own per-cycle figure (the
 cycle's wall time minus the forward), the number the traces and ``bench_runtime.py`` report; the
 timers add about a microsecond per wrapped call. One warm-up prompt per method is not counted.
+``faults`` is the process's minor page faults per cycle (``getrusage``): whether freed memory that
+the allocator hands back to the OS and takes again each cycle is what makes small ops slow after a
+forward (glibc's ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` in the environment keep it).
 ``--parallel-rows N`` sets the number of rows from which the readout kernel runs on numba's thread
 pool (``readout.PARALLEL_ROWS``; 1: always, as before 30 Nov 05:30).
 ``--auto-full-growth`` adds, for each ``auto`` method, a run that grows every tree to the budget
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import resource
 import sys
 import time
 
@@ -69,11 +73,13 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
     dec.decode(prompts[0])
     totals.clear()
     cycles, draft = 0, 0.0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for ids in prompts:
         result = dec.decode(ids)
         cycles += len(result.cycles)
         draft += sum(c.draft_s for c in result.cycles)
-    row = {"cycles": cycles, "draft_s": 1e3 * draft / cycles}
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    row = {"cycles": cycles, "draft_s": 1e3 * draft / cycles, "faults": faults / cycles}
     row.update({label: 1e3 * totals[label] / cycles for label, _, _ in PHASES})
     return row
 
@@ -112,7 +118,7 @@ def main(argv=None) -> int:
     prompts = [encode_prompt(bundle, p) for p in load_prompts(args.bench, limit=args.prompts)]
     totals: dict[str, float] = collections.defaultdict(float)
     install_timers(totals)
-    labels = ["draft_s"] + [label for label, _, _ in PHASES]
+    labels = ["draft_s"] + [label for label, _, _ in PHASES] + ["faults"]
     print(f"{args.bench}, {args.prompts} prompts, 128 new tokens, {args.threads} threads: ms per cycle")
     print(f"{'method':18s} {'cycles':>6s} " + " ".join(f"{x:>8s}" for x in labels))
     refresh_left = args.refresh_latency  # re-measured once: every auto row is cut on one profile
@@ -125,7 +131,8 @@ def main(argv=None) -> int:
                 readout.USE_NUMBA, dyntree.EARLY_STOP = not torch_only, early_stop
                 refresh, refresh_left = refresh_left and kind == "auto", refresh_left and kind != "auto"
                 row = measure(bundle, method, prompts, totals, refresh=refresh)
-                print(f"{name:18s} {row['cycles']:6d} " + " ".join(f"{row[x]:8.3f}" for x in labels), flush=True)
+                cells = [f"{row[x]:8.1f}" if x == "faults" else f"{row[x]:8.3f}" for x in labels]
+                print(f"{name:18s} {row['cycles']:6d} " + " ".join(cells), flush=True)
         readout.USE_NUMBA, dyntree.EARLY_STOP = True, True
     return 0
 
