@@ -51,7 +51,9 @@ def test_columns_cover_schema_and_derive_depth_reached_budget():
 
 def test_round_trip_types_and_metadata(tmp_path):
     path = tmp_path / "t.parquet"
-    config = {"methods": ["goose", "ar"], "budget": 16, "reset_adjacency": True}
+    # the recorder's shape (runner.run_config): the reader checks it (traceio.config_problem)
+    config = {"methods": [{"label": "goose@16", "name": "goose", "budget": 16, "topology": None},
+                          {"label": "ar", "name": "ar", "budget": 0, "topology": None}], "reset_adjacency": True}
     rows = write_run_trace(path, _results(), run_id="run", model="m", device="cpu", dtype="float32", config=config)
     pf = open_trace(path)
     assert rows == pf.metadata.num_rows == 9
