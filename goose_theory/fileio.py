@@ -136,9 +136,16 @@ def loads_json(text: str) -> Any:
     except json.JSONDecodeError:
         raise
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+        raise _LimitError("nested too deeply", text, 0) from None
     except ValueError:  # Python refuses to convert an integer literal this long
-        raise json.JSONDecodeError(f"an integer longer than {sys.get_int_max_str_digits()} digits", text, 0) from None
+        raise _LimitError(f"an integer longer than {sys.get_int_max_str_digits()} digits", text, 0) from None
+
+
+class _LimitError(json.JSONDecodeError):
+    """A parser limit, not a syntax error at a position: its text is the message alone."""
+
+    def __str__(self) -> str:
+        return self.msg
 
 
 def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
