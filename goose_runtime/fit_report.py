@@ -177,17 +177,16 @@ def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
             "budget_source": g.recommendation.budget_source if g.recommendation else None})  # NaN -> null
 
 
-def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: tuple[str, ...] = (),
-                  also: tuple[str, ...] = ()) -> None:
+def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: tuple[str, ...] = ()) -> None:
     """Refuse, before anything is written, a file :func:`write_report` would write that cannot be
     (a folder or a device where a file goes): else the report would stop half written. Also checks
     each topology file's ``siblings`` (suffixes such as ``-regimes``, the regime files written beside
-    it) and the ``also`` files of ``out_dir``. Raises :class:`OutputPathError` naming the file."""
+    it). Raises :class:`OutputPathError` naming the file."""
     out_dir = os.fspath(out_dir)
     stems = [g.file_stem for g in (*analysis.groups, analysis.overall) if g.recommendation is not None]
     names = [f"{stem}{suffix}.json" for stem in stems for suffix in ("", *siblings)]
     names += [f"{name}.html" for name, frame in chart_frames(analysis).items() if not frame.empty]
-    for path in [os.path.join(out_dir, n) for n in (*names, "report.md", *also)]:
+    for path in [os.path.join(out_dir, n) for n in (*names, "report.md")]:
         problem = output_file_problem(path)
         if problem:
             raise OutputPathError(f"output file {path} {problem}")

@@ -253,8 +253,9 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
-    for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):  # the report's
-        check_output_file(os.path.join(args.out_dir, name), "--out-dir")  # files are checked after the fit
+    # the loop's own files now; the report's names depend on the fit (check_outputs, below)
+    for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):
+        check_output_file(os.path.join(args.out_dir, name), "--out-dir")
     files = _trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
@@ -280,8 +281,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
     fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress)
-    check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"),
-                  also=("validation.json", *(f"validation-{label}.parquet" for label in by_label)))
+    check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir)
     plan, exports = [], []
