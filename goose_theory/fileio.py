@@ -22,7 +22,7 @@ import stat
 import sys
 import tempfile
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from .errors import OutputPathError
 
@@ -139,6 +139,36 @@ def loads_json(text: str) -> Any:
         raise _LimitError("nested too deeply", text, 0) from None
     except ValueError:  # Python refuses to convert an integer literal this long
         raise _LimitError(f"an integer longer than {sys.get_int_max_str_digits()} digits", text, 0) from None
+
+
+def json_at(obj: Any, key: str) -> Any:
+    """The value at a dotted ``key`` of parsed JSON; None where it or a parent is missing (or a
+    parent is not an object).
+
+    Example:
+        >>> json_at({"a": {"b": 3}}, "a.b"), json_at({"a": 5}, "a.b"), json_at({}, "a")
+        (3, None, None)
+    """
+    value = obj
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def json_misfit(obj: Any, shapes: Mapping[str, tuple[tuple[type, ...], str]]) -> tuple[str, str, Any] | None:
+    """The first dotted key of ``shapes`` whose value (:func:`json_at`) is not of its allowed
+    types, as (key, what it should be, the value); None when all fit. A missing key reads as None,
+    so allow ``type(None)`` where it may be absent or null; JSON's true and false are never numbers.
+
+    Example:
+        >>> json_misfit({"n": True}, {"n": ((int, type(None)), "an integer")})
+        ('n', 'an integer', True)
+    """
+    for key, (types, what) in shapes.items():
+        value = json_at(obj, key)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return key, what, value
+    return None
 
 
 class _LimitError(json.JSONDecodeError):

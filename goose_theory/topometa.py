@@ -19,9 +19,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .acceptance import Acceptance, AcceptanceError
+from .fileio import json_at, json_misfit
 
-_NUMBER, _OBJECT, _LIST = ((int, float), "a number"), ((dict,), "an object"), ((list,), "a list")
-# dotted key -> (allowed types besides null, what to call them)
+_NULL = type(None)  # every key may be absent or null
+_NUMBER, _OBJECT, _LIST = ((int, float, _NULL), "a number"), ((dict, _NULL), "an object"), ((list, _NULL), "a list")
+# dotted key -> (allowed types, what to call them)
 SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
     "predicted_tau": _NUMBER, "acceptance": _OBJECT, "provenance": _OBJECT, "regime_fit": _OBJECT,
     "provenance.traces": _LIST, "provenance.fitted": _OBJECT, "provenance.fitted.selected": _OBJECT,
@@ -36,14 +38,14 @@ ACCEPTANCE_KEYS = ("acceptance", "provenance.fitted.selected")
 
 def meta_problem(meta: Mapping[str, Any]) -> str | None:
     """Why a topology's ``meta`` cannot be read by the toolkit (one phrase), or None."""
-    for key, (types, what) in SHAPES.items():
-        value = _lookup(meta, key)
-        if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
-            return f"{key} must be {what}, got {value!r}"[:200]
-    if not all(isinstance(t, str) for t in _lookup(meta, "provenance.traces") or []):
+    misfit = json_misfit(meta, SHAPES)
+    if misfit:
+        key, what, value = misfit
+        return f"{key} must be {what}, got {value!r}"[:200]
+    if not all(isinstance(t, str) for t in json_at(meta, "provenance.traces") or []):
         return "provenance.traces must be a list of file names"
     for key in ACCEPTANCE_KEYS:  # validate predicts with these: a bad value is named with its file now
-        acc = _lookup(meta, key)
+        acc = json_at(meta, key)
         if isinstance(acc, dict) and "p_s" in acc and "p_t" in acc:
             try:
                 Acceptance.from_dict(acc)
@@ -51,11 +53,3 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
                 return f"{key}: {exc}"[:200]
     return None
 
-
-def _lookup(meta: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted key; None where it or a parent is missing (a malformed parent is
-    reported at its own key)."""
-    value: Any = meta
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value

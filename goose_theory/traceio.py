@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import InputError
-from .fileio import atomic_output, loads_json
+from .fileio import atomic_output, json_misfit, loads_json
 
 TRACE_VERSION = "1"
 VERSION_KEY = b"goose_trace_version"
@@ -223,10 +223,10 @@ def config_problem(raw: bytes | None) -> str | None:
     for i, method in enumerate(config.get("methods") or []):
         if not isinstance(method, dict):
             return f"methods[{i}] is not an object"
-        for key, (types, what) in _METHOD_FIELDS.items():
-            value = method.get(key)
-            if not isinstance(value, types) or isinstance(value, bool):
-                return f"methods[{i}].{key} is not {what}: {value!r}"[:200]
+        misfit = json_misfit(method, _METHOD_FIELDS)
+        if misfit:
+            key, what, value = misfit
+            return f"methods[{i}].{key} is not {what}: {value!r}"[:200]
     return None
 
 
