@@ -204,8 +204,10 @@ class ByteTokenizer:
         data = bytes(int(i) - 3 for i in ids if 3 <= int(i) < 259)
         return data.decode("utf-8", errors="replace")
 
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
-        return {"input_ids": self.encode(text)}
+    def __call__(self, text, add_special_tokens: bool = False) -> dict:
+        # like a Hugging Face tokenizer: one text gives one id list, a list of texts a list of them
+        ids = [self.encode(t) for t in text] if isinstance(text, list) else self.encode(text)
+        return {"input_ids": ids}
 
 
 def tiny_random_bundle(seed: int = 0, vocab_size: int = 512) -> ModelBundle:

@@ -1,0 +1,244 @@
+"""A retrieval store for unmatched cycles: the most frequent next token after an n-gram of a corpus.
+
+Why: on HumanEval 85-90% of the cycles find no context match, and there the adjacency table alone
+drafts; its best candidate is right about a fifth of the time, and two candidates barely more than
+one. A store of other code (REST, He et al. 2023, with a suffix array over The Stack; here a far
+smaller n-gram table) guesses the next token from the last one to four tokens of the text, and its
+guess is right where the table's is wrong often enough to matter: on the goose@15 validation traces
+of HumanEval, in unmatched cycles, the store's guess is right 21% of the time and 13% of the time
+where none of the table's 5-6 root candidates is (``docs/bench-runtime.md``, "A retrieval store").
+So a ``+store`` method (:mod:`goose_runtime.methods`) drafts the store's guess under the root of every
+unmatched cycle: goose in place of the last adjacency node of its budget, ``auto`` as one more root
+candidate priced by its own calibration class.
+
+The store: for n = 1..4, every n-token window of every corpus file (windows never cross files), the
+token that follows it most often (ties: the smallest id), kept where it followed at least twice.
+Contexts are hashed to 64 bits (newest token first, so the hash of n + 1 tokens extends that of n:
+xor the token in, multiply by an odd constant, fold the high bits down; numpy's uint64 arithmetic
+wraps as the lookup's masked Python ints do);
+a lookup tries the longest context first. Keys sit in sorted numpy arrays (binary search); the
+default corpus (below, 11 MB of source, 3.2 M tokens for SmolLM2) builds in about 10 s on the
+project's 2-core CPU and is cached under the goose cache (``stores/``), keyed by the tokenizer and
+the corpus files (paths, sizes, modification times).
+
+The default corpus is this interpreter's standard library (``.py`` files outside ``site-packages``
+and its test suites) *minus* the modules the ``stdlib`` prompt set is cut from, so that set never
+retrieves its own continuation; ``stdlib-wide`` is cut from exactly these files, so ``+store`` is
+refused there (:func:`check_store_bench`). Compromises: a 64-bit hash collision can give a wrong
+guess (never a wrong output: drafts only change what is verified); the store holds one guess per
+context; the corpus is what this machine has, so another Python version builds another store.
+
+Example:
+    >>> store = build_store([[5, 6, 7, 5, 6, 7, 5, 6, 8]])
+    >>> store.next_token([1, 5, 6]), store.next_token([9, 7]), store.next_token([9, 9])
+    (7, 5, -1)
+"""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from goose_theory.errors import InputError
+from goose_theory.fileio import atomic_output
+
+STORE_VERSION = 1
+ORDERS = 4          # context lengths 1..4 (longer ones add little on a corpus this size)
+MIN_COUNT = 2       # a continuation seen once is as likely a one-off as a habit
+MASK = (1 << 64) - 1
+MULT = 0x9E3779B97F4A7C15
+MAX_CORPUS_BYTES = 512 << 20
+
+
+class StoreError(InputError):
+    """A corpus that cannot make a store, or a bench the default store would leak into."""
+
+
+@dataclass(frozen=True)
+class NgramStore:
+    """Per context length n (index n - 1): sorted context hashes, the next token, its count."""
+
+    keys: tuple[np.ndarray, ...]
+    tokens: tuple[np.ndarray, ...]
+    counts: tuple[np.ndarray, ...]
+    n_tokens: int  # corpus size, tokens
+
+    def next_token(self, context: Sequence[int]) -> int:
+        """The guess after ``context`` (its last ``ORDERS`` tokens), longest match first; -1: none."""
+        h, best = 0, -1
+        for n, keys in enumerate(self.keys, start=1):
+            if n > len(context):
+                break
+            h = ((h ^ int(context[-n])) * MULT) & MASK
+            h ^= h >> 29
+            i = int(keys.searchsorted(np.uint64(h)))
+            if i == len(keys) or int(keys[i]) != h:
+                break  # a longer context is kept only if this one is (its counts are no larger)
+            best = int(self.tokens[n - 1][i])
+        return best
+
+    @property
+    def n_contexts(self) -> int:
+        return sum(len(k) for k in self.keys)
+
+
+def build_store(sequences: Iterable[Sequence[int]], *, orders: int = ORDERS, min_count: int = MIN_COUNT) -> NgramStore:
+    """The store of token ``sequences`` (one per corpus file; no window crosses two)."""
+    seqs = [np.asarray(s, dtype=np.int64) for s in sequences]
+    seqs = [s for s in seqs if len(s)]
+    toks = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    doc = np.repeat(np.arange(len(seqs)), [len(s) for s in seqs])
+    keys, tokens, counts = [], [], []
+    h = np.zeros(len(toks), dtype=np.uint64)  # h[i]: hash of the n tokens before position i
+    for n in range(1, orders + 1):
+        valid = np.arange(len(toks)) >= n
+        valid[n:] &= doc[n:] == doc[:-n]
+        prev = np.roll(toks, n).astype(np.uint64)
+        h = (h ^ prev) * np.uint64(MULT)
+        h ^= h >> np.uint64(29)
+        k, t, c = _most_frequent(h[valid], toks[valid], min_count)
+        keys.append(k); tokens.append(t); counts.append(c)
+    return NgramStore(tuple(keys), tuple(tokens), tuple(counts), int(len(toks)))
+
+
+def _most_frequent(ctx: np.ndarray, nxt: np.ndarray, min_count: int):
+    """Per distinct context hash: the most frequent next token (ties: smallest id) and its count,
+    where that count is >= ``min_count``; sorted by hash."""
+    order = np.lexsort((nxt, ctx))
+    ctx, nxt = ctx[order], nxt[order]
+    if not len(ctx):
+        return ctx, nxt.astype(np.int32), nxt.astype(np.int32)
+    starts = np.flatnonzero(np.r_[True, (ctx[1:] != ctx[:-1]) | (nxt[1:] != nxt[:-1])])
+    run = np.diff(np.r_[starts, len(ctx)])
+    c, t, r = ctx[starts], nxt[starts], run
+    best = np.lexsort((t, -r, c))  # per context: largest count first, then smallest token
+    c, t, r = c[best], t[best], r[best]
+    first = np.r_[True, c[1:] != c[:-1]] & (r >= min_count)
+    return c[first], t[first].astype(np.int32), r[first].astype(np.int32)
+
+
+# ---- the corpus, the cache -------------------------------------------------------------------------
+def default_corpus() -> list[pathlib.Path]:
+    """This interpreter's standard library sources outside ``site-packages`` and the test suites,
+    minus the modules of the ``stdlib`` prompt set; sorted."""
+    from .prompts import STDLIB_MODULES, STDLIB_WIDE_SKIP, _stdlib_root
+
+    root = _stdlib_root()
+    held_out = {root / f"{m}.py" for m in STDLIB_MODULES}
+    return sorted(p for p in root.rglob("*.py")
+                  if p not in held_out and not STDLIB_WIDE_SKIP.intersection(p.relative_to(root).parts[:-1]))
+
+
+def corpus_files(paths: Sequence[str]) -> list[pathlib.Path]:
+    """The files of a user's corpus: each path a file, or a folder whose files below it count
+    (hidden ones skipped); sorted within each folder. Raises :class:`StoreError` for a missing path
+    or a corpus without files."""
+    files: list[pathlib.Path] = []
+    for raw in paths:
+        path = pathlib.Path(raw)
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        else:
+            raise StoreError(f"--store-corpus {raw}: no such file or folder")
+    if not files:
+        raise StoreError(f"--store-corpus {' '.join(paths)}: holds no files")
+    return files
+
+
+def read_corpus(files: Sequence[pathlib.Path]) -> list[str]:
+    """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, are
+    skipped). Raises :class:`StoreError` when none is, or when they exceed ``MAX_CORPUS_BYTES``."""
+    texts, size = [], 0
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        size += len(text)
+        if size > MAX_CORPUS_BYTES:
+            raise StoreError(f"store corpus: more than {MAX_CORPUS_BYTES >> 20} MB of text; pass a smaller one")
+        texts.append(text)
+    if not texts:
+        raise StoreError("store corpus: no UTF-8 text file in it")
+    return texts
+
+
+def tokenize(tokenizer, texts: Sequence[str], *, batch: int = 256) -> list[list[int]]:
+    """Token ids of each text, without special tokens (the fast tokenizer runs a batch at once)."""
+    out: list[list[int]] = []
+    for i in range(0, len(texts), batch):
+        out += [list(ids) for ids in tokenizer(list(texts[i:i + batch]), add_special_tokens=False)["input_ids"]]
+    return out
+
+
+def _key(bundle, files: Sequence[pathlib.Path]) -> str:
+    """Names the tokenizer (model name, vocabulary size, the ids of a probe text) and every corpus
+    file (path, size, modification time), so an edited corpus or another tokenizer builds anew."""
+    probe = bundle.tokenizer("def f(x):\n    return x  # ü 123", add_special_tokens=False)["input_ids"]
+    parts = [str(STORE_VERSION), bundle.name, str(int(bundle.model.get_output_embeddings().weight.shape[0])),
+             ",".join(map(str, probe))]
+    for p in files:
+        st = p.stat()
+        parts.append(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def write_store(path: pathlib.Path, store: NgramStore) -> None:
+    """Save ``store`` atomically (uncompressed: it loads in a blink)."""
+    arrays = {"version": np.array(STORE_VERSION), "n_tokens": np.array(store.n_tokens)}
+    for n, (k, t, c) in enumerate(zip(store.keys, store.tokens, store.counts), start=1):
+        arrays.update({f"keys{n}": k, f"tokens{n}": t, f"counts{n}": c})
+    with atomic_output(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def read_store(path: pathlib.Path) -> NgramStore | None:
+    """A store saved by :func:`write_store`, or None when the file is of another version or unreadable
+    (the caller then rebuilds it)."""
+    try:
+        with np.load(path) as data:
+            if int(data["version"]) != STORE_VERSION:
+                return None
+            orders = sum(1 for name in data.files if name.startswith("keys"))
+            get = lambda what: tuple(data[f"{what}{n}"] for n in range(1, orders + 1))  # noqa: E731
+            return NgramStore(get("keys"), get("tokens"), get("counts"), int(data["n_tokens"]))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+_MEMO: dict[tuple, NgramStore] = {}
+
+
+def shared_store(bundle, corpus: Sequence[str] = (), *, log: Callable[[str], None] | None = None) -> NgramStore:
+    """The store of ``corpus`` (paths; empty: :func:`default_corpus`) for ``bundle``'s tokenizer: held
+    in memory per process, cached on disk under the goose cache's ``stores/``, else built."""
+    from .model import _cache_root
+
+    files = corpus_files(corpus) if corpus else default_corpus()
+    key = _key(bundle, files)
+    if key in _MEMO:
+        return _MEMO[key]
+    path = _cache_root() / "stores" / f"store-{key}.npz"
+    store = read_store(path) if path.exists() else None
+    if store is None:
+        if log is not None:
+            log(f"building the retrieval store for +store methods from {len(files)} files, once "
+                f"(about 10 s for the standard library on 2 CPU cores), cached in {path.parent}")
+        store = build_store(tokenize(bundle.tokenizer, read_corpus(files)))
+        write_store(path, store)
+    _MEMO[key] = store
+    return store
+
+
+def check_store_bench(benchmark: str, corpus: Sequence[str]) -> None:
+    """Refuse ``+store`` with the default corpus on ``stdlib-wide``: that set is cut from the very
+    files the default store is built from."""
+    if not corpus and benchmark == "stdlib-wide":
+        raise StoreError("+store on stdlib-wide: its prompts are cut from the default store's own files "
+                         "(the standard library); pass --store-corpus with other text, or use another set")

@@ -1,0 +1,135 @@
+"""The retrieval store (goose_runtime.store) against a brute-force n-gram count."""
+from __future__ import annotations
+
+import collections
+import os
+
+import numpy as np
+import pytest
+
+import goose_runtime.store as store_mod
+from goose_runtime.model import tiny_random_bundle
+from goose_runtime.prompts import STDLIB_MODULES, _stdlib_root
+from goose_runtime.store import (ORDERS, STORE_VERSION, StoreError, build_store, check_store_bench, corpus_files,
+                                 default_corpus, read_corpus, read_store, shared_store, write_store)
+
+
+def reference_next(sequences, context, *, orders=ORDERS, min_count=2) -> int:
+    """The definition, spelled out: the longest of the last 1..orders tokens of ``context`` that
+    some window of one sequence equals and whose most frequent follower (ties: the smallest id)
+    followed it at least ``min_count`` times; -1 when even the last token is not such a context."""
+    best = -1
+    for n in range(1, min(orders, len(context)) + 1):
+        ctx = tuple(context[-n:])
+        follow = collections.Counter(seq[i] for seq in sequences for i in range(n, len(seq))
+                                     if tuple(seq[i - n:i]) == ctx)
+        if not follow:
+            break
+        top = max(follow.values())
+        if top < min_count:
+            break
+        best = min(t for t, c in follow.items() if c == top)
+    return best
+
+
+def random_corpus(seed: int, n_seqs: int = 6, vocab: int = 7):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, size=rng.integers(0, 60)).tolist() for _ in range(n_seqs)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_context_agrees_with_brute_force(seed):
+    seqs = random_corpus(seed)
+    store = build_store(seqs)
+    rng = np.random.default_rng(100 + seed)
+    contexts = [rng.integers(0, 8, size=rng.integers(1, 7)).tolist() for _ in range(200)]
+    contexts += [s[:i] for s in seqs for i in range(1, len(s))]  # every prefix of the corpus itself
+    for ctx in contexts:
+        assert store.next_token(ctx) == reference_next(seqs, ctx), ctx
+
+
+def test_windows_do_not_cross_files_and_ties_take_the_smallest_id():
+    # inside the files "1 2" is followed by 3 twice; windows across the ends of the first three files
+    # would add "1 2 -> 0" three times
+    store = build_store([[1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2, 3, 1, 2, 3]])
+    assert store.next_token([1, 2]) == 3 and store.next_token([2]) == 3
+    tie = build_store([[4, 6, 4, 5, 4, 6, 4, 5]])
+    assert tie.next_token([4]) == 5  # 5 and 6 both follow 4 twice: the smaller id
+    assert store.next_token([7]) == -1 and build_store([]).next_token([1]) == -1
+
+
+def test_a_context_seen_once_is_not_kept():
+    store = build_store([[1, 2, 3, 4, 1, 2, 3, 5]])
+    assert store.next_token([2, 3]) == -1  # 2 3 -> 4 once, -> 5 once
+    assert store.next_token([1, 2]) == 3
+
+
+def test_round_trip_on_disk_and_a_stale_version_is_ignored(tmp_path):
+    store = build_store(random_corpus(3))
+    path = tmp_path / "s.npz"
+    write_store(path, store)
+    again = read_store(path)
+    assert again.n_tokens == store.n_tokens and len(again.keys) == ORDERS
+    for a, b in zip(store.keys + store.tokens + store.counts, again.keys + again.tokens + again.counts):
+        np.testing.assert_array_equal(a, b)
+    arrays = dict(np.load(path))
+    arrays["version"] = np.array(STORE_VERSION + 1)
+    np.savez(path, **arrays)
+    assert read_store(path) is None
+    path.write_bytes(b"not a zip")
+    assert read_store(path) is None
+
+
+def test_shared_store_builds_once_then_reads_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.py").write_text("def f(x):\n    return x + 1\n" * 20, encoding="utf-8")
+    (corpus / "blob.bin").write_bytes(bytes(range(256)) * 4)  # not UTF-8: skipped
+    (corpus / ".hidden").write_text("skipped too", encoding="utf-8")
+    bundle = tiny_random_bundle(seed=0)
+    logs: list[str] = []
+    first = shared_store(bundle, (str(corpus),), log=logs.append)
+    assert len(logs) == 1 and "building the retrieval store" in logs[0]
+    assert first.n_tokens == len(bundle.tokenizer("def f(x):\n    return x + 1\n" * 20)["input_ids"])
+    assert shared_store(bundle, (str(corpus),), log=logs.append) is first and len(logs) == 1  # in memory
+    monkeypatch.setattr(store_mod, "_MEMO", {})
+    again = shared_store(bundle, (str(corpus),), log=logs.append)  # from disk: no build
+    assert len(logs) == 1 and again.n_contexts == first.n_contexts
+    assert [p.name for p in (tmp_path / "cache" / "stores").iterdir()] == [f"store-{store_mod._key(bundle, corpus_files([str(corpus)]))}.npz"]
+    (corpus / "a.py").write_text("x = 1\n" * 30, encoding="utf-8")  # an edited corpus is a new store
+    shared_store(bundle, (str(corpus),), log=logs.append)
+    assert len(logs) == 2
+
+
+def test_bad_corpora_are_named(tmp_path, monkeypatch):
+    with pytest.raises(StoreError, match="no such file or folder"):
+        corpus_files([str(tmp_path / "nope")])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreError, match="holds no files"):
+        corpus_files([str(tmp_path / "empty")])
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"\xff\xfe\x00" * 10)
+    with pytest.raises(StoreError, match="no UTF-8 text file"):
+        read_corpus(corpus_files([str(blob)]))
+    big = tmp_path / "big.txt"
+    big.write_text("a" * 2000, encoding="utf-8")
+    monkeypatch.setattr(store_mod, "MAX_CORPUS_BYTES", 1000)
+    with pytest.raises(StoreError, match="more than"):
+        read_corpus([big])
+
+
+def test_default_corpus_leaves_out_the_stdlib_prompt_set_and_the_tests():
+    root = _stdlib_root()
+    files = default_corpus()
+    rel = {p.relative_to(root).with_suffix("").as_posix() for p in files}
+    assert len(files) > 300 and "collections/__init__" in rel
+    assert not rel & set(STDLIB_MODULES)
+    assert not any(part in ("test", "tests", "idle_test", "site-packages") for r in rel for part in r.split("/")[:-1])
+
+
+def test_stdlib_wide_is_refused_with_the_default_corpus_only():
+    with pytest.raises(StoreError, match="stdlib-wide"):
+        check_store_bench("stdlib-wide", ())
+    check_store_bench("stdlib-wide", (os.devnull,))
+    check_store_bench("humaneval", ())
