@@ -36,7 +36,8 @@ def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
     decode.add_argument("--method", default="goose",
                         help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget; "
-                        "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table")
+                        "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table; "
+                        "goose+store (e.g. goose+store@2) drafts a retrieval store's guess in unmatched cycles")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts; "
                         "ar always runs, the speedup's reference (default: ar; e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)
@@ -50,6 +51,9 @@ def register(subparsers) -> None:
     decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
     decode.add_argument("--latency", help="goose-latency/1 profile for the auto method (default: this device's, "
                         "measured once and cached)")
+    decode.add_argument("--store-corpus", action="append", metavar="PATH",
+                        help="file or folder of text for the +store methods' retrieval store (repeatable; default: "
+                        "this Python's standard library minus the stdlib prompt set's modules)")
     add_refresh_option(decode)
     _decode_options(decode)
     decode.add_argument("--json", action="store_true", help="print one JSON object")
@@ -137,6 +141,11 @@ def _check_decode_flags(args, specs) -> None:
         raise UsageError("--refresh-latency applies to the auto method only (the one that reads the latency "
                          "profile), and no auto method is in this run")
     check_refresh(args)
+    if args.store_corpus:
+        if not any(s.store for s in specs):
+            raise UsageError("--store-corpus applies to +store methods only, and none is in this run")
+        from .store import corpus_files
+        corpus_files(args.store_corpus)  # a missing path is named now, not after the model load
     if args.latency:
         if not any(s.kind == "auto" for s in specs):
             raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "
@@ -151,7 +160,8 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
-                         min_score=args.min_score, branch_power=args.branch_power)
+                         min_score=args.min_score, branch_power=args.branch_power,
+                         store_corpus=tuple(args.store_corpus or ()))
     from .prompts import Prompt, check_text, load_prompts
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
@@ -168,6 +178,9 @@ def decode_handler(args: argparse.Namespace) -> int:
                           benchmark="prompt")]
     else:
         prompts = load_prompts(args.bench, limit=args.limit)
+        if any(s.store for s in specs):
+            from .store import check_store_bench
+            check_store_bench(prompts[0].benchmark, config.store_corpus)
     bundle = load_quietly(args)
     if any(s.kind == "auto" for s in specs):
         from .profile import device_profile
@@ -177,6 +190,9 @@ def decode_handler(args: argparse.Namespace) -> int:
     if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU): say so first
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=lambda m: print(f"[goose] {m}", file=sys.stderr))
+    if any(s.store for s in specs):  # about 10 s the first time: say so first
+        from .store import shared_store
+        shared_store(bundle, config.store_corpus, log=lambda m: print(f"[goose] {m}", file=sys.stderr))
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)

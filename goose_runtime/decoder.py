@@ -41,6 +41,7 @@ from .methods import MethodError, MethodSpec
 from .model import ModelBundle
 from .prior import attach_prior
 from .records import CycleRecord, PromptResult
+from .store import check_store_bench, shared_store
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
@@ -79,6 +80,7 @@ _RULES = {
     "bypass_len": ("must be at least 1", _count),
     "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
     "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
+    "store_corpus": ("must be a tuple of paths", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
     "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
 }
 
@@ -123,6 +125,7 @@ class DecodeConfig:
     # cases (README, "Branch split").
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
+    store_corpus: tuple[str, ...] = ()  # +store methods: files / folders of the store (): the default (store.py)
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)
@@ -167,6 +170,7 @@ class Decoder:
         self.score = harvest_score(method, config)
         if method.prior and self.adjacency is not None:  # the table's last fallback (goose_runtime.prior)
             attach_prior(self.adjacency, bundle, score=self.score)
+        self.store = shared_store(bundle, config.store_corpus) if method.store else None
         warm_kernels()
 
     # ---- one prompt ---------------------------------------------------------------------------
@@ -178,6 +182,8 @@ class Decoder:
         if min(prompt) < 0 or max(prompt) >= self.vocab_size:
             raise ValueError(f"prompt token ids must lie in [0, {self.vocab_size})")
         cfg, bundle = self.config, self.bundle
+        if self.store is not None:
+            check_store_bench(benchmark, cfg.store_corpus)
         if self.adjacency is not None and cfg.reset_adjacency:
             self.adjacency.reset()
         self.policy = GoosePolicy(alpha=cfg.ema_alpha, rho=cfg.rho, bypass_len=cfg.bypass_len,
@@ -231,12 +237,13 @@ class Decoder:
             return new_tree(anchor)
         if m.kind == "pld":
             return build_chain(anchor, match, m.budget)
+        guess = self.store.next_token(tokens) if self.store is not None and not match else -1
         if m.kind == "auto":
-            tree, self._auto_keys = self.auto.build(match, self.adjacency, before, anchor)
+            tree, self._auto_keys = self.auto.build(match, self.adjacency, before, anchor, guess)
             return tree
         if m.kind == "goose":
             return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
-                               top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine)
+                               top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine, store_token=guess)
         return build_from_topology(m.tree_for(match), match, self.adjacency, before, anchor,
                                    mixed=m.kind == "mixed-iso", budget=m.budget)
 

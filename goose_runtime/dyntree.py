@@ -55,6 +55,8 @@ SPINE_DEPTHS = 4                    # spine depth classes 1, 2, 3, >= 4
 N_SPINE = 2 * SPINE_DEPTHS          # x (high-confidence match or not)
 N_BINS = len(PROB_EDGES) + 1
 ROOT_ALONE, ROOT_WITH_SPINE, UNDER_SPINE, UNDER_TRANSITION = range(4)
+STORE_KEY = N_SPINE + 4 * N_BINS    # the retrieval store's guess under the root (``auto+store``)
+STORE_PRIOR = 0.2                   # its first estimate: about what it scored on HumanEval (store.py)
 EARLY_STOP = True  # False: grow to the budget or the floor, as before 1 Dec (bench/bench_overhead.py --auto-full-growth)
 
 
@@ -68,7 +70,7 @@ class Calibration:
     """Online acceptance estimates: a Beta posterior per class with exponential forgetting.
 
     Class keys: ``0 .. N_SPINE-1`` spine (``conf * SPINE_DEPTHS + depth class``), then
-    ``N_SPINE + kind * N_BINS + bin`` for transitions. The prior of a transition class is its bin's
+    ``N_SPINE + kind * N_BINS + bin`` for transitions, then :data:`STORE_KEY` for the store's guess. The prior of a transition class is its bin's
     mid probability (the stored probability is the model's own guess); a spine class starts at
     ``spine_prior``. ``decay`` forgets old evidence each cycle so the estimates follow the text.
     """
@@ -81,9 +83,9 @@ class Calibration:
     seen: np.ndarray = field(default=None, repr=False)   # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        n = N_SPINE + 4 * N_BINS
+        n = STORE_KEY + 1
         if self.prior is None:
-            self.prior = np.array([self.spine_prior] * N_SPINE + _bin_centres() * 4)
+            self.prior = np.array([self.spine_prior] * N_SPINE + _bin_centres() * 4 + [STORE_PRIOR])
         self.hits = np.zeros(n) if self.hits is None else self.hits
         self.seen = np.zeros(n) if self.seen is None else self.seen
         self.refresh()
@@ -133,9 +135,11 @@ class DynamicPolicy:
         self.min_slope = _min_slopes(self.cost)
 
     def build(self, match: Match, adj: AdjacencyTable | None, before_anchor: int,
-              anchor: int) -> tuple[DraftTree, list[int]]:
-        """This cycle's tree and each node's calibration key (-1 for the root)."""
-        tree, keys, gains = _grow(self, match, adj, before_anchor, anchor)
+              anchor: int, store_token: int = -1) -> tuple[DraftTree, list[int]]:
+        """This cycle's tree and each node's calibration key (-1 for the root). ``store_token`` (>= 0,
+        unmatched cycles): the retrieval store's guess, a root candidate of rank ``top_k`` priced by
+        its own calibration class."""
+        tree, keys, gains = _grow(self, match, adj, before_anchor, anchor, store_token)
         n = _best_size(gains, self.cost)
         return _truncate(tree, n + 1), keys[: n + 1]
 
@@ -156,7 +160,7 @@ class DynamicPolicy:
 
 
 def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int,
-          anchor: int) -> tuple[DraftTree, list[int], list[float]]:
+          anchor: int, store_token: int = -1) -> tuple[DraftTree, list[int], list[float]]:
     """Place up to ``max_budget`` nodes best-first by path probability; gains[i] is node i+1's."""
     q = policy.calibration.q
     chain, conf = match.tokens[: policy.max_spine], match.high_confidence
@@ -178,11 +182,15 @@ def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, befor
                 ROOT_WITH_SPINE if spine_tok is not None else ROOT_ALONE)
         p = tree.parent[node]
         toks, probs = adj.lookup(tree.token[p] if p >= 0 else before_anchor, tree.token[node])
-        for rank, (tok, prob) in enumerate(zip(toks[: policy.top_k], probs)):
+        toks = toks[: policy.top_k]
+        for rank, (tok, prob) in enumerate(zip(toks, probs)):
             if tok == spine_tok:
                 continue
             key = Calibration.transition_key(kind, prob)
             heapq.heappush(heap, (-reach * q[key], seq, node, TRANSITION, rank, tok, prob, 0, key))
+            seq += 1
+        if node == 0 and store_token >= 0 and spine_tok is None and store_token not in toks:
+            heapq.heappush(heap, (-q[STORE_KEY], seq, 0, TRANSITION, policy.top_k, store_token, NAN, 0, STORE_KEY))
             seq += 1
 
     push_children(0, 1.0)

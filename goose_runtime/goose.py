@@ -3,7 +3,9 @@
 :class:`GoosePolicy` holds the EMA (0.3) of observed spine acceptance and picks the spine ratio
 tier (EMA < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50). :func:`build_goose`:
 
-1. no match -> the whole budget grows a transition tree from the root;
+1. no match -> the whole budget grows a transition tree from the root (``+store``: all but one node
+   of it, the last going to the retrieval store's guess as one more root child, unless the table
+   already drafts that token under the root);
 2. consensus bypass: a high-confidence match (>= 2 n-gram lengths agree) of >= 8 tokens is
    verified alone, as a linear chain;
 3. otherwise a spine of ``round(B * ratio)`` nodes (all of a high-confidence match), then the
@@ -81,19 +83,19 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,
-                *, budget: int, top_k: int = 10, max_depth: int = 6, max_spine: int = 20) -> DraftTree:
+                *, budget: int, top_k: int = 10, max_depth: int = 6, max_spine: int = 20,
+                store_token: int = -1) -> DraftTree:
     """One cycle's adaptive tree (spine nodes are tree nodes 1..m, so a spine-only path needs no
-    KV-cache copy)."""
+    KV-cache copy). ``store_token`` (>= 0): the retrieval store's guess, drafted in an unmatched
+    cycle as a root child of rank ``top_k`` (one past the table's ranks; score NaN)."""
     chain = match.tokens[:min(max_spine, budget)]
     if chain and match.high_confidence and len(chain) >= policy.bypass_len:
         tree = build_chain(anchor, match, len(chain))
         tree.bypass = True
         return tree
     if not chain:
-        tree = new_tree(anchor, match)
-        grow_branches(tree, 0, budget, adj, before_anchor, top_k=top_k, max_depth=max_depth,
-                      min_score=policy.min_score, power=policy.branch_power)
-        return tree
+        return _unmatched_tree(policy, match, adj, before_anchor, anchor, budget=budget, top_k=top_k,
+                               max_depth=max_depth, store_token=store_token)
     m = len(chain) if match.high_confidence else min(len(chain), max(1, round(budget * policy.spine_ratio)))
     tree = build_chain(anchor, match, m)
     spine_nodes = [0] + [i for i in range(1, m + 1) if tree.depth[i] < max_depth]
@@ -107,6 +109,22 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
                                exclude={next_spine} if next_spine is not None else None,
                                min_score=policy.min_score, power=policy.branch_power)
         carry = share + carry - placed
+    return tree
+
+
+def _unmatched_tree(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int,
+                    anchor: int, *, budget: int, top_k: int, max_depth: int, store_token: int) -> DraftTree:
+    tree = new_tree(anchor, match)
+    kw = dict(top_k=top_k, max_depth=max_depth, min_score=policy.min_score, power=policy.branch_power)
+    if store_token < 0:
+        grow_branches(tree, 0, budget, adj, before_anchor, **kw)
+        return tree
+    grow_branches(tree, 0, budget - 1, adj, before_anchor, **kw)
+    if any(tree.token[kid] == store_token for kid in tree.children[0]):
+        tree = new_tree(anchor, match)  # the table drafts the guess itself: its full-budget tree
+        grow_branches(tree, 0, budget, adj, before_anchor, **kw)
+    else:
+        tree.add(0, TRANSITION, top_k, store_token)
     return tree
 
 

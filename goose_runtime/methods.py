@@ -16,6 +16,10 @@ Budget default: 60 (``iso``, ``mixed-iso``, ``goose``); a topology file brings i
 smaller explicit budget truncates it breadth-first. A ``+prior`` suffix on any method that drafts
 adjacency candidates (``goose+prior``, label ``goose+prior@8``) lets its table fall back on the
 model's context-free successor prior for tokens it has no row for (:mod:`goose_runtime.prior`).
+A ``+store`` suffix on ``goose`` or ``auto`` (``goose+store@2``, ``auto+store``; both suffixes:
+``goose+prior+store``) drafts a retrieval store's guess of the next token under the root of every
+unmatched cycle: goose in place of the last adjacency node of its budget, auto as one more root
+candidate priced by its own calibration class (:mod:`goose_runtime.store`).
 
 Example:
     >>> parse_method("iso:3", budget=20).topology.budget
@@ -24,6 +28,8 @@ Example:
     ('goose', 60)
     >>> parse_method("goose+prior", budget=8).name, parse_method("goose+prior", budget=8).prior
     ('goose+prior', True)
+    >>> parse_method("goose+store", budget=2).store
+    True
 """
 from __future__ import annotations
 
@@ -41,6 +47,7 @@ from .goose import iso_topology, tr_topology
 DEFAULT_BUDGET = 60
 AUTO_MAX_BUDGET = 63
 TR_BUDGET = 80
+STORE_SUFFIX = "+store"
 KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
 
 
@@ -67,6 +74,7 @@ class MethodSpec:
     matched: Topology | None = None
     by_length: tuple[Topology, ...] = ()
     prior: bool = False  # ``+prior``: the table falls back on the model's prior (goose_runtime.prior)
+    store: bool = False  # ``+store``: unmatched cycles draft the retrieval store's guess (goose_runtime.store)
 
     def tree_for(self, match) -> Topology | None:
         """The fixed tree to draft for a cycle whose matcher offered ``match``: a regime file's
@@ -115,6 +123,8 @@ def parse_method(spec: str, *, budget: int | None = None, topology_path: str | N
     if not isinstance(spec, str) or not spec.strip():
         raise MethodError("empty method name")
     spec = spec.strip()
+    if spec.lower().endswith(STORE_SUFFIX):
+        return _with_store(parse_method(spec[: -len(STORE_SUFFIX)], budget=budget, topology_path=topology_path))
     if spec.lower().endswith(PRIOR_SUFFIX):
         return _with_prior(parse_method(spec[: -len(PRIOR_SUFFIX)], budget=budget, topology_path=topology_path))
     kind, _, arg = spec.partition(":")
@@ -157,6 +167,15 @@ def _with_prior(spec: MethodSpec) -> MethodSpec:
     if not spec.uses_adjacency:
         raise MethodError(f"method {spec.name!r} drafts no adjacency candidates, so {PRIOR_SUFFIX!r} does not apply")
     return dataclasses.replace(spec, name=spec.name + PRIOR_SUFFIX, prior=True)
+
+
+def _with_store(spec: MethodSpec) -> MethodSpec:
+    if spec.store:
+        raise MethodError(f"method {spec.name!r} already has {STORE_SUFFIX!r}")
+    if spec.kind not in ("goose", "auto"):
+        raise MethodError(f"{STORE_SUFFIX!r} applies to goose and auto only (their unmatched trees take the store's "
+                          f"guess), not to {spec.name!r}")
+    return dataclasses.replace(spec, name=spec.name + STORE_SUFFIX, store=True)
 
 
 def topology_method(topo: Topology, name: str, *, budget: int | None = None) -> MethodSpec:

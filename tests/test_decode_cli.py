@@ -162,6 +162,30 @@ def test_prior_suffix_builds_the_prior_once_and_stays_lossless(capsys, tiny, tmp
     assert "successor prior" not in capsys.readouterr().err
 
 
+def test_store_suffix_builds_the_store_once_and_traces_its_guesses(capsys, tiny, tmp_path, monkeypatch):
+    import pandas as pd
+    from goose_runtime.fit_cli import main as fit_main
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path / "cache"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("ab cd ef gh ij kl mn " * 40, encoding="utf-8")
+    trace = tmp_path / "t.parquet"
+    argv = ["decode", "--method", "goose+store@4", "--compare", "auto+store,goose@4", "--prompt", "ab cd ef gh",
+            "--max-new-tokens", "12", "--store-corpus", str(corpus), "--json"]
+    assert main([*argv, "--trace-out", str(trace)]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert list(out["methods"]) == ["goose+store@4", "auto+store", "goose@4", "ar"]
+    assert all(m["matches_ar"] for m in out["methods"].values())
+    assert captured.err.count("building the retrieval store") == 1
+    assert len(list((tmp_path / "cache" / "stores").glob("store-*.npz"))) == 1
+    nodes = pd.read_parquet(trace)
+    guesses = nodes[(nodes.method == "goose+store@4") & (nodes["rank"] == 10)]
+    assert len(guesses) > 0 and (guesses.source == "transition").all() and (guesses.parent == 0).all()
+    assert fit_main([str(trace), "--json"]) == 0  # the fit reads the guesses as rank-10 transitions
+    capsys.readouterr()
+    assert main(argv) == 0 and "retrieval store" not in capsys.readouterr().err  # held in memory now
+
+
 def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--keep-adjacency"]) == 0
     out = capsys.readouterr().out
@@ -214,6 +238,10 @@ def _fails(capsys, argv, message):
      "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE"),
     (["--prompt", "x", "--method", "tr", "--compare", "ar", "--branch-power", "2"], "applies to goose only"),
     (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
+    (["--prompt", "x", "--method", "tr+store"], "'+store' applies to goose and auto only"),
+    (["--prompt", "x", "--store-corpus", "."], "--store-corpus applies to +store methods only"),
+    (["--prompt", "x", "--method", "goose+store", "--store-corpus", "absent/dir"], "absent/dir: no such file or folder"),
+    (["--bench", "stdlib-wide", "--limit", "1", "--method", "goose+store"], "+store on stdlib-wide: its prompts are cut"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):
     trace = tmp_path / "t.parquet"

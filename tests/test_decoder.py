@@ -257,3 +257,30 @@ def test_prior_fills_cycles_without_a_table_row_and_stays_lossless(bundle, metho
     assert bare["plain"] > 0
     # auto drafts a candidate only where it pays: the tiny random model's are all too improbable
     assert bare["prior"] == (bare["plain"] if method == "auto" else 0)
+
+
+@pytest.mark.parametrize("method", ["goose+store@4", "goose+store@1", "auto+store"])
+def test_store_guesses_are_drafted_accepted_and_lossless(bundle, method, monkeypatch):
+    from goose_theory.latency import LatencyProfile
+    from goose_runtime.runner import parse_labeled
+    from goose_runtime.store import build_store
+    latency = LatencyProfile(sizes=(1, 8, 64), seconds=(0.02, 0.021, 0.04)) if method == "auto+store" else None
+    cfg = DecodeConfig(max_new_tokens=40, latency=latency)
+    ar = Decoder(bundle, parse_method("ar"), cfg)
+    prompts = repeating_prompts(seed=2)
+    wants = [ar.decode(p).token_ids for p in prompts]
+    # an oracle store: every prompt and its continuation twice, so its guesses are mostly right and
+    # the walk accepts store nodes (a path that is not a prefix of the node order: a cache copy)
+    oracle = build_store([p + w for p, w in zip(prompts, wants)] * 2)
+    monkeypatch.setattr("goose_runtime.decoder.shared_store", lambda *args, **kw: oracle)
+    dec = Decoder(bundle, parse_labeled(method), cfg)
+    drafted = accepted = 0
+    for prompt, want in zip(prompts, wants):
+        got = dec.decode(prompt)
+        assert got.token_ids == want
+        for c in got.cycles:
+            store = [i for i in range(1, len(c.parent)) if c.source[i] == "transition" and c.rank[i] == cfg.top_k]
+            assert all(c.parent[i] == 0 and c.spine_avail == 0 for i in store)  # unmatched cycles, under the root
+            drafted += len(store)
+            accepted += sum(c.accepted[i] for i in store)
+    assert accepted >= 5 and drafted > accepted

@@ -148,3 +148,26 @@ def test_a_node_with_no_room_lists_no_candidate():
     for exclude, min_score in ((None, 0.0), ({first}, 0.0), (None, 0.5)):   # the fast path and the filtered one
         assert candidates(table, tree, 0, -1, exclude, limit=0, min_score=min_score) == []
         assert len(candidates(table, tree, 0, -1, exclude, limit=3, min_score=0.0)) == 3
+
+
+def test_store_guess_takes_the_last_node_of_an_unmatched_tree():
+    table, none = full_table(), Match((), 0, 0, 0)
+    plain = build_goose(GoosePolicy(), none, table, 1, 2, budget=6)
+    kids = [plain.token[c] for c in plain.children[0]]
+    guess = next(t for t in range(V) if t not in plain.token)
+    tree = build_goose(GoosePolicy(), none, table, 1, 2, budget=6, store_token=guess, top_k=10)
+    check_tree(tree)
+    assert tree.n_nodes == plain.n_nodes
+    assert (tree.token[-1], tree.parent[-1], tree.source[-1], tree.rank[-1]) == (guess, 0, TRANSITION, 10)
+    assert np.isnan(tree.score[-1])
+    # the other nodes are goose's own tree at one node less
+    five = build_goose(GoosePolicy(), none, table, 1, 2, budget=5)
+    assert tree.token[:-1] == five.token and tree.parent[:-1] == five.parent
+    # a guess the table drafts under the root anyway: the plain full-budget tree
+    same = build_goose(GoosePolicy(), none, table, 1, 2, budget=6, store_token=kids[0])
+    assert same.token == plain.token and same.parent == plain.parent
+    # budget 1: the guess alone; a matched cycle ignores the guess
+    assert build_goose(GoosePolicy(), none, table, 1, 2, budget=1, store_token=guess).token == [2, guess]
+    m = Match((40, 41, 42), 3, 1, 1)
+    assert build_goose(GoosePolicy(), m, table, 1, 2, budget=6, store_token=guess).token == \
+        build_goose(GoosePolicy(), m, table, 1, 2, budget=6).token

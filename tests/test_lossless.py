@@ -15,7 +15,8 @@ from goose_theory.topology import Topology, save_topology
 
 pytestmark = pytest.mark.slow
 
-METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology", "auto", "auto-flat", "goose+prior", "auto+prior"]
+METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "topology", "auto", "auto-flat", "goose+prior", "auto+prior",
+           "goose+store", "auto+store"]
 NEW_TOKENS = 64
 # auto needs a latency profile: this is one `goose profile-latency` measured on the 2-core CPU
 CPU_PROFILE = dict(sizes=(1, 2, 4, 8, 16, 24, 32, 48, 64),
@@ -91,9 +92,9 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
     from goose_theory.latency import LatencyProfile
     spec = parse_method(method.removesuffix("-flat"), topology_path=topology_path)
     latency = {"auto": LatencyProfile(**CPU_PROFILE), "auto+prior": LatencyProfile(**CPU_PROFILE),
-               "auto-flat": LatencyProfile(**FLAT_PROFILE)}.get(method)
+               "auto+store": LatencyProfile(**CPU_PROFILE), "auto-flat": LatencyProfile(**FLAT_PROFILE)}.get(method)
     dec = Decoder(bundle, spec, DecodeConfig(max_new_tokens=NEW_TOKENS, latency=latency))
-    spine_hits, largest, bare = {}, 0, 0
+    spine_hits, largest, bare, guesses = {}, 0, 0, []
     for name, ids in prompts.items():
         res = dec.decode(ids, prompt_id=name)
         bare += sum(1 for c in res.cycles if len(c.parent) == 1 and c.spine_avail == 0)  # root alone, no match
@@ -102,9 +103,13 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
         spine_hits[name] = sum(1 for c in res.cycles for src, acc in zip(c.source, c.accepted)
                                if src == "spine" and acc)
         assert sum(c.tau for c in res.cycles) == len(res.token_ids)
+        guesses += [c.accepted[i] for c in res.cycles for i in range(1, len(c.parent))
+                    if c.source[i] == "transition" and c.rank[i] == 10]  # the store's (rank top_k)
     assert all(len(reference[n]) == NEW_TOKENS for n in ("code", "repeat"))  # long enough to mean something
     if method == "goose+prior":
         assert bare == 0  # the prior gave every unmatched cycle candidates, new tokens included
+    if spec.store:
+        assert sum(guesses) >= 3 and len(guesses) > sum(guesses)  # drafted, and some accepted (a cache copy)
     if method == "auto-flat":
         assert largest >= 30  # the flat profile really made auto verify large trees
     if spec.uses_matcher:

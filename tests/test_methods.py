@@ -189,3 +189,18 @@ def test_prior_suffix():
             parse_method(spec)
     with pytest.raises(MethodError, match="already has"):
         parse_method("goose+prior+prior")
+
+
+def test_store_suffix():
+    from goose_runtime.runner import method_label, parse_labeled
+    g = parse_method("goose+store", budget=2)
+    assert g.store and not g.prior and g.kind == "goose" and g.name == "goose+store" and g.budget == 2
+    assert method_label(g) == "goose+store@2" and parse_labeled("goose+store@2") == g
+    both = parse_labeled("goose+prior+store@4")
+    assert both.store and both.prior and both.budget == 4
+    assert parse_method("auto+store").store and not parse_method("auto").store
+    for spec in ("ar+store", "pld+store", "tr+store", "iso:3+store"):
+        with pytest.raises(MethodError, match="applies to goose and auto only"):
+            parse_method(spec)
+    with pytest.raises(MethodError, match="already has"):
+        parse_method("goose+store+store")
