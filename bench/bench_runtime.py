@@ -35,7 +35,7 @@ from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.profile import profile_latency
 from goose_runtime.prompts import load_prompts
-from goose_runtime.runner import run_methods, summarize
+from goose_runtime.runner import parse_labeled, run_methods, summarize
 from goose_theory.cli_util import format_table, to_jsonable
 from goose_theory.topology import write_json_atomic
 
@@ -49,7 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--prompts", type=int, default=5, help="first N prompts of each set")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--budgets", default="4,8,16,60", help="goose budgets")
-    p.add_argument("--baselines", default=",".join(BASELINES), help="baseline methods (ar must be one)")
+    p.add_argument("--baselines", default=",".join(BASELINES),
+                   help="baseline methods (ar must be one; labels such as goose+store@2 name their budget)")
     p.add_argument("--keep-adjacency", action="store_true",
                    help="carry the adjacency table across prompts (as Token Recycling does); default: reset")
     p.add_argument("--dtypes", default="float32,bfloat16")
@@ -75,7 +76,7 @@ def machine() -> dict:
 
 
 def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str], baselines: tuple[str, ...] = BASELINES) -> list:
-    specs = [parse_method(m) for m in baselines] + [parse_method("goose", budget=b) for b in budgets]
+    specs = [parse_labeled(m) for m in baselines] + [parse_method("goose", budget=b) for b in budgets]
     specs.append(parse_method("auto"))  # cost-aware per cycle, from this run's latency profile
     if dtype == "float32":
         return specs
