@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     decode.add_argument("--method", default="goose",
                         help="ar, pld, tr, iso:K, mixed-iso:K, goose, auto, topology:FILE; NAME@B sets its budget; "
                         "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table; "
-                        "goose+store (e.g. goose+store@2) drafts a retrieval store's guess in unmatched cycles")
+                        "goose+store, auto+store (e.g. goose+store@2) draft a retrieval store's guess in unmatched cycles")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts; "
                         "ar always runs, the speedup's reference (default: ar; e.g. ar,pld,tr,goose@16)")
     source = decode.add_mutually_exclusive_group(required=True)

@@ -70,9 +70,10 @@ class Calibration:
     """Online acceptance estimates: a Beta posterior per class with exponential forgetting.
 
     Class keys: ``0 .. N_SPINE-1`` spine (``conf * SPINE_DEPTHS + depth class``), then
-    ``N_SPINE + kind * N_BINS + bin`` for transitions, then :data:`STORE_KEY` for the store's guess. The prior of a transition class is its bin's
-    mid probability (the stored probability is the model's own guess); a spine class starts at
-    ``spine_prior``. ``decay`` forgets old evidence each cycle so the estimates follow the text.
+    ``N_SPINE + kind * N_BINS + bin`` for transitions, then :data:`STORE_KEY` for the store's guess.
+    The prior of a transition class is its bin's mid probability (the stored probability is the
+    model's own guess); a spine class starts at ``spine_prior``, the store's at :data:`STORE_PRIOR`.
+    ``decay`` forgets old evidence each cycle so the estimates follow the text.
     """
 
     prior_weight: float = 2.0
