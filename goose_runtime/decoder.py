@@ -238,6 +238,7 @@ class Decoder:
         if m.kind == "pld":
             return build_chain(anchor, match, m.budget)
         guess = self.store.next_token(tokens) if self.store is not None and not match else -1
+        guess = guess if guess < self.vocab_size else -1  # a tokenizer's added ids past the embedding
         if m.kind == "auto":
             tree, self._auto_keys = self.auto.build(match, self.adjacency, before, anchor, guess)
             return tree

@@ -166,7 +166,9 @@ def _with_prior(spec: MethodSpec) -> MethodSpec:
         raise MethodError(f"method {spec.name!r} already has {PRIOR_SUFFIX!r}")
     if not spec.uses_adjacency:
         raise MethodError(f"method {spec.name!r} drafts no adjacency candidates, so {PRIOR_SUFFIX!r} does not apply")
-    return dataclasses.replace(spec, name=spec.name + PRIOR_SUFFIX, prior=True)
+    # one name whatever the order of the suffixes: goose+store+prior is goose+prior+store
+    name = spec.name.removesuffix(STORE_SUFFIX) + PRIOR_SUFFIX + (STORE_SUFFIX if spec.store else "")
+    return dataclasses.replace(spec, name=name, prior=True)
 
 
 def _with_store(spec: MethodSpec) -> MethodSpec:

@@ -5,8 +5,8 @@ drafts; its best candidate is right about a fifth of the time, and two candidate
 one. A store of other code (REST, He et al. 2023, with a suffix array over The Stack; here a far
 smaller n-gram table) guesses the next token from the last one to four tokens of the text, and its
 guess is right where the table's is wrong often enough to matter: on the goose@15 validation traces
-of HumanEval, in unmatched cycles, the store's guess is right 21% of the time and 13% of the time
-where none of the table's 5-6 root candidates is (``docs/bench-runtime.md``, "A retrieval store").
+of HumanEval, in unmatched cycles, the store's guess is right 21% of the time, and in 13% of them it
+is right while none of the table's root candidates (5.6 on average) is (``docs/bench-runtime.md``, "A retrieval store").
 So a ``+store`` method (:mod:`goose_runtime.methods`) drafts the store's guess under the root of every
 unmatched cycle: goose in place of the last adjacency node of its budget, ``auto`` as one more root
 candidate priced by its own calibration class.
@@ -17,7 +17,7 @@ Contexts are hashed to 64 bits (newest token first, so the hash of n + 1 tokens 
 xor the token in, multiply by an odd constant, fold the high bits down; numpy's uint64 arithmetic
 wraps as the lookup's masked Python ints do);
 a lookup tries the longest context first. Keys sit in sorted numpy arrays (binary search); the
-default corpus (below, 11 MB of source, 3.2 M tokens for SmolLM2) builds in about 10 s on the
+default corpus (below, 11 MB of source, 3.06 M tokens for SmolLM2) builds in about 10 s on the
 project's 2-core CPU and is cached under the goose cache (``stores/``), keyed by the tokenizer and
 the corpus files (paths, sizes, modification times).
 
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
+import zipfile
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -50,7 +51,7 @@ ORDERS = 4          # context lengths 1..4 (longer ones add little on a corpus t
 MIN_COUNT = 2       # a continuation seen once is as likely a one-off as a habit
 MASK = (1 << 64) - 1
 MULT = 0x9E3779B97F4A7C15
-MAX_CORPUS_BYTES = 512 << 20
+MAX_CORPUS_BYTES = 128 << 20  # files' sizes on disk, checked before reading: a 291 MB corpus took 6 min and GBs
 
 
 class StoreError(InputError):
@@ -134,38 +135,42 @@ def default_corpus() -> list[pathlib.Path]:
 
 def corpus_files(paths: Sequence[str]) -> list[pathlib.Path]:
     """The files of a user's corpus: each path a file, or a folder whose files below it count
-    (hidden ones skipped); sorted within each folder. Raises :class:`StoreError` for a missing path
-    or a corpus without files."""
+    (hidden ones skipped); sorted within each folder. Raises :class:`StoreError` for an empty, missing
+    or special path (a pipe, a device), a corpus without files, or one whose files exceed
+    ``MAX_CORPUS_BYTES`` on disk (checked here, before anything is read)."""
     files: list[pathlib.Path] = []
     for raw in paths:
         path = pathlib.Path(raw)
+        if not raw:
+            raise StoreError("--store-corpus: empty path")
         if path.is_file():
             files.append(path)
         elif path.is_dir():
             files += sorted(p for p in path.rglob("*") if p.is_file()
                             and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        elif path.exists():
+            raise StoreError(f"--store-corpus {raw}: not a regular file or folder")
         else:
             raise StoreError(f"--store-corpus {raw}: no such file or folder")
     if not files:
         raise StoreError(f"--store-corpus {' '.join(paths)}: holds no files")
+    if sum(p.stat().st_size for p in files) > MAX_CORPUS_BYTES:
+        raise StoreError(f"--store-corpus {' '.join(paths)}: more than {MAX_CORPUS_BYTES >> 20} MB of files; "
+                         f"pass a smaller corpus")
     return files
 
 
 def read_corpus(files: Sequence[pathlib.Path]) -> list[str]:
-    """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, are
-    skipped). Raises :class:`StoreError` when none is, or when they exceed ``MAX_CORPUS_BYTES``."""
-    texts, size = [], 0
+    """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, or files
+    that cannot be read, are skipped). Raises :class:`StoreError` when none is."""
+    texts = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            texts.append(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, OSError):
             continue
-        size += len(text)
-        if size > MAX_CORPUS_BYTES:
-            raise StoreError(f"store corpus: more than {MAX_CORPUS_BYTES >> 20} MB of text; pass a smaller one")
-        texts.append(text)
-    if not texts:
-        raise StoreError("store corpus: no UTF-8 text file in it")
+    if not any(t.strip() for t in texts):
+        raise StoreError("store corpus: no UTF-8 text in it")
     return texts
 
 
@@ -202,14 +207,19 @@ def read_store(path: pathlib.Path) -> NgramStore | None:
     """A store saved by :func:`write_store`, or None when the file is of another version or unreadable
     (the caller then rebuilds it)."""
     try:
-        with np.load(path) as data:
+        # our own handle: np.load leaves its file open when a truncated zip fails to parse
+        with open(path, "rb") as fh, np.load(fh) as data:
             if int(data["version"]) != STORE_VERSION:
                 return None
             orders = sum(1 for name in data.files if name.startswith("keys"))
             get = lambda what: tuple(data[f"{what}{n}"] for n in range(1, orders + 1))  # noqa: E731
-            return NgramStore(get("keys"), get("tokens"), get("counts"), int(data["n_tokens"]))
-    except (OSError, ValueError, KeyError):
+            store = NgramStore(get("keys"), get("tokens"), get("counts"), int(data["n_tokens"]))
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
+    for keys, tokens, counts in zip(store.keys, store.tokens, store.counts):
+        if keys.dtype != np.uint64 or not len(keys) == len(tokens) == len(counts) or np.any(keys[1:] <= keys[:-1]):
+            return None  # not what write_store saves: rebuild
+    return store
 
 
 _MEMO: dict[tuple, NgramStore] = {}
@@ -231,6 +241,9 @@ def shared_store(bundle, corpus: Sequence[str] = (), *, log: Callable[[str], Non
             log(f"building the retrieval store for +store methods from {len(files)} files, once "
                 f"(about 10 s for the standard library on 2 CPU cores), cached in {path.parent}")
         store = build_store(tokenize(bundle.tokenizer, read_corpus(files)))
+        if store.n_contexts == 0:
+            raise StoreError("store corpus: no 1-4-token context in it is followed twice by the same token; "
+                             "nothing to guess from")
         write_store(path, store)
     _MEMO[key] = store
     return store

@@ -179,7 +179,8 @@ def test_store_suffix_builds_the_store_once_and_traces_its_guesses(capsys, tiny,
     assert captured.err.count("building the retrieval store") == 1
     assert len(list((tmp_path / "cache" / "stores").glob("store-*.npz"))) == 1
     nodes = pd.read_parquet(trace)
-    guesses = nodes[(nodes.method == "goose+store@4") & (nodes["rank"] == 10)]
+    from goose_runtime.decoder import DecodeConfig
+    guesses = nodes[(nodes.method == "goose+store@4") & (nodes["rank"] == DecodeConfig().top_k)]
     assert len(guesses) > 0 and (guesses.source == "transition").all() and (guesses.parent == 0).all()
     assert fit_main([str(trace), "--json"]) == 0  # the fit reads the guesses as rank-10 transitions
     capsys.readouterr()

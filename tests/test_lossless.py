@@ -104,7 +104,7 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
                                if src == "spine" and acc)
         assert sum(c.tau for c in res.cycles) == len(res.token_ids)
         guesses += [c.accepted[i] for c in res.cycles for i in range(1, len(c.parent))
-                    if c.source[i] == "transition" and c.rank[i] == 10]  # the store's (rank top_k)
+                    if c.source[i] == "transition" and c.rank[i] == dec.config.top_k]  # the store's
     assert all(len(reference[n]) == NEW_TOKENS for n in ("code", "repeat"))  # long enough to mean something
     if method == "goose+prior":
         assert bare == 0  # the prior gave every unmatched cycle candidates, new tokens included

@@ -197,7 +197,8 @@ def test_store_suffix():
     assert g.store and not g.prior and g.kind == "goose" and g.name == "goose+store" and g.budget == 2
     assert method_label(g) == "goose+store@2" and parse_labeled("goose+store@2") == g
     both = parse_labeled("goose+prior+store@4")
-    assert both.store and both.prior and both.budget == 4
+    assert both.store and both.prior and both.budget == 4 and both.name == "goose+prior+store"
+    assert parse_labeled("goose+store+prior@4") == both  # one method, one name, whatever the order
     assert parse_method("auto+store").store and not parse_method("auto").store
     for spec in ("ar+store", "pld+store", "tr+store", "iso:3+store"):
         with pytest.raises(MethodError, match="applies to goose and auto only"):

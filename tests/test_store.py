@@ -15,20 +15,18 @@ from goose_runtime.store import (ORDERS, STORE_VERSION, StoreError, build_store,
 
 
 def reference_next(sequences, context, *, orders=ORDERS, min_count=2) -> int:
-    """The definition, spelled out: the longest of the last 1..orders tokens of ``context`` that
+    """The definition, spelled out: of the last 1..orders tokens of ``context``, the longest that
     some window of one sequence equals and whose most frequent follower (ties: the smallest id)
-    followed it at least ``min_count`` times; -1 when even the last token is not such a context."""
+    followed it at least ``min_count`` times gives its follower; -1 when none does. (Every length is
+    tried: the store stops at the first length it lacks, which this checks rather than assumes.)"""
     best = -1
     for n in range(1, min(orders, len(context)) + 1):
         ctx = tuple(context[-n:])
         follow = collections.Counter(seq[i] for seq in sequences for i in range(n, len(seq))
                                      if tuple(seq[i - n:i]) == ctx)
-        if not follow:
-            break
-        top = max(follow.values())
-        if top < min_count:
-            break
-        best = min(t for t, c in follow.items() if c == top)
+        if follow and max(follow.values()) >= min_count:
+            top = max(follow.values())
+            best = min(t for t, c in follow.items() if c == top)
     return best
 
 
@@ -58,10 +56,10 @@ def test_windows_do_not_cross_files_and_ties_take_the_smallest_id():
     assert store.next_token([7]) == -1 and build_store([]).next_token([1]) == -1
 
 
-def test_a_context_seen_once_is_not_kept():
-    store = build_store([[1, 2, 3, 4, 1, 2, 3, 5]])
-    assert store.next_token([2, 3]) == -1  # 2 3 -> 4 once, -> 5 once
-    assert store.next_token([1, 2]) == 3
+def test_a_continuation_seen_once_is_not_kept():
+    store = build_store([[2, 3, 4, 1, 3, 4, 2, 3, 5]])
+    assert store.next_token([2, 3]) == 4  # "2 3" -> 4 once, -> 5 once: not kept; "3" -> 4 twice is
+    assert store.next_token([1, 3]) == 4 and store.next_token([5]) == -1
 
 
 def test_round_trip_on_disk_and_a_stale_version_is_ignored(tmp_path):
@@ -77,6 +75,13 @@ def test_round_trip_on_disk_and_a_stale_version_is_ignored(tmp_path):
     np.savez(path, **arrays)
     assert read_store(path) is None
     path.write_bytes(b"not a zip")
+    assert read_store(path) is None
+    write_store(path, store)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a truncated file (a crash, a full disk)
+    assert read_store(path) is None
+    arrays["version"] = np.array(STORE_VERSION)
+    arrays["tokens2"] = arrays["tokens2"][:-1]  # lengths that do not agree
+    np.savez(path, **arrays)
     assert read_store(path) is None
 
 
@@ -110,13 +115,30 @@ def test_bad_corpora_are_named(tmp_path, monkeypatch):
         corpus_files([str(tmp_path / "empty")])
     blob = tmp_path / "blob.bin"
     blob.write_bytes(b"\xff\xfe\x00" * 10)
-    with pytest.raises(StoreError, match="no UTF-8 text file"):
+    with pytest.raises(StoreError, match="no UTF-8 text"):
         read_corpus(corpus_files([str(blob)]))
     big = tmp_path / "big.txt"
     big.write_text("a" * 2000, encoding="utf-8")
     monkeypatch.setattr(store_mod, "MAX_CORPUS_BYTES", 1000)
-    with pytest.raises(StoreError, match="more than"):
-        read_corpus([big])
+    with pytest.raises(StoreError, match="more than 0 MB of files"):
+        corpus_files([str(big)])  # by the sizes on disk, before reading
+    with pytest.raises(StoreError, match="empty path"):
+        corpus_files([""])
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreError, match="not a regular file or folder"):
+        corpus_files([str(fifo)])
+    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
+    with pytest.raises(StoreError, match="no UTF-8 text"):
+        read_corpus([tmp_path / "blank.txt"])
+
+
+def test_a_corpus_without_a_repeated_context_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "one.txt").write_text("abc", encoding="utf-8")  # no byte pair follows anything twice
+    with pytest.raises(StoreError, match="nothing to guess from"):
+        shared_store(tiny_random_bundle(seed=0), (str(tmp_path / "one.txt"),))
+    assert not (tmp_path / "cache" / "stores").exists() or not list((tmp_path / "cache" / "stores").iterdir())
 
 
 def test_default_corpus_leaves_out_the_stdlib_prompt_set_and_the_tests():
