@@ -5,7 +5,8 @@ cycles without a context match: the share where the table drafted nothing (no ro
 the share whose root children
 from the adjacency table include the token the target emitted next (any child / the rank-0 child /
 rank 0 or 1), the share where the store's guess (``goose_runtime.store``, built from ``--corpus`` or
-the default corpus) is that token, and where it is while no root child of the table is. Decoding is
+the default corpus) is that token, and where it is while no root child of the table is; and how
+often the guess is right by the length of the context it came from. Decoding is
 lossless, so ``ar``'s roots in the same file are the text: the context of a cycle is the prompt and
 that text up to the cycle's anchor.
 
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts
-from goose_runtime.store import shared_store
+from goose_runtime.store import ORDERS, shared_store
 
 
 def unmatched_hits(path: str, method: str, store, bundle) -> collections.Counter:
@@ -43,7 +44,9 @@ def unmatched_hits(path: str, method: str, store, bundle) -> collections.Counter
                 continue  # the last cycle (its next token is not in the trace) and matched cycles
             kids = cyc[cyc["parent"] == 0].sort_values("node")["token"].tolist()
             nxt = ar[done + 1]  # ar[k] is the anchor after k emitted tokens
-            guess = store.next_token(text[: base + done + 1])
+            guess, order = store.guess(text[: base + done + 1])
+            out[f"order {order}"] += 1
+            out[f"order {order} right"] += guess == nxt
             out["cycles"] += 1
             out["bare"] += not kids  # the table had no row for the anchor: nothing drafted
             out["table any"] += nxt in kids
@@ -71,10 +74,18 @@ def main() -> None:
         hits = unmatched_hits(path, args.method, store, bundle)
         n = hits.pop("cycles")
         kids, bare = hits.pop("root children"), hits.pop("bare")
+        orders = {k: hits.pop(k) for k in sorted(hits) if k.startswith("order")}
         print(f"\n{path}: {args.method}, {n} unmatched cycles, {bare / n:.3f} of them bare (no table row), "
               f"{kids / n:.2f} table children under the root")
         for name, value in hits.items():
             print(f"  next token is {name:<24} {value / n:.3f}")
+        for order in range(ORDERS + 1):  # by the length of the context the guess came from (0: none)
+            seen = orders.get(f"order {order}", 0)
+            if seen and order == 0:
+                print(f"  no guess (the anchor never followed twice by one token): {seen / n:.3f} of the cycles")
+            elif seen:
+                print(f"  guess from a {order}-token context: {seen / n:.3f} of the cycles, "
+                      f"right in {orders.get(f'order {order} right', 0) / seen:.3f} of them")
 
 
 if __name__ == "__main__":

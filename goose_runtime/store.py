@@ -32,6 +32,8 @@ Example:
     >>> store = build_store([[5, 6, 7, 5, 6, 7, 5, 6, 8]])
     >>> store.next_token([1, 5, 6]), store.next_token([9, 7]), store.next_token([9, 9])
     (7, 5, -1)
+    >>> store.guess([1, 5, 6]), store.guess([9, 7])   # (token, length of the context it came from)
+    ((7, 2), (5, 1))
 """
 from __future__ import annotations
 
@@ -69,7 +71,12 @@ class NgramStore:
 
     def next_token(self, context: Sequence[int]) -> int:
         """The guess after ``context`` (its last ``ORDERS`` tokens), longest match first; -1: none."""
-        h, best = 0, -1
+        return self.guess(context)[0]
+
+    def guess(self, context: Sequence[int]) -> tuple[int, int]:
+        """``(token, n)``: the guess and the length of the context it came from (``(-1, 0)``: none).
+        Longer contexts guess better (``bench/bench_store.py``)."""
+        h, best, order = 0, -1, 0
         for n, keys in enumerate(self.keys, start=1):
             if n > len(context):
                 break
@@ -78,8 +85,8 @@ class NgramStore:
             i = int(keys.searchsorted(np.uint64(h)))
             if i == len(keys) or int(keys[i]) != h:
                 break  # a longer context is kept only if this one is (its counts are no larger)
-            best = int(self.tokens[n - 1][i])
-        return best
+            best, order = int(self.tokens[n - 1][i]), n
+        return best, order
 
     @property
     def n_contexts(self) -> int:

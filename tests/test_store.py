@@ -14,19 +14,19 @@ from goose_runtime.store import (ORDERS, STORE_VERSION, StoreError, build_store,
                                  default_corpus, read_corpus, read_store, shared_store, write_store)
 
 
-def reference_next(sequences, context, *, orders=ORDERS, min_count=2) -> int:
+def reference_guess(sequences, context, *, orders=ORDERS, min_count=2) -> tuple[int, int]:
     """The definition, spelled out: of the last 1..orders tokens of ``context``, the longest that
     some window of one sequence equals and whose most frequent follower (ties: the smallest id)
     followed it at least ``min_count`` times gives its follower; -1 when none does. (Every length is
     tried: the store stops at the first length it lacks, which this checks rather than assumes.)"""
-    best = -1
+    best = (-1, 0)
     for n in range(1, min(orders, len(context)) + 1):
         ctx = tuple(context[-n:])
         follow = collections.Counter(seq[i] for seq in sequences for i in range(n, len(seq))
                                      if tuple(seq[i - n:i]) == ctx)
         if follow and max(follow.values()) >= min_count:
             top = max(follow.values())
-            best = min(t for t, c in follow.items() if c == top)
+            best = (min(t for t, c in follow.items() if c == top), n)
     return best
 
 
@@ -43,7 +43,8 @@ def test_every_context_agrees_with_brute_force(seed):
     contexts = [rng.integers(0, 8, size=rng.integers(1, 7)).tolist() for _ in range(200)]
     contexts += [s[:i] for s in seqs for i in range(1, len(s))]  # every prefix of the corpus itself
     for ctx in contexts:
-        assert store.next_token(ctx) == reference_next(seqs, ctx), ctx
+        assert store.guess(ctx) == reference_guess(seqs, ctx), ctx
+        assert store.next_token(ctx) == store.guess(ctx)[0]
 
 
 def test_windows_do_not_cross_files_and_ties_take_the_smallest_id():
