@@ -53,11 +53,12 @@ class RowRecorder:
         decoder.top_candidates, decoder.greedy_walk = self._top, self._walk
 
 
-def emitted_rows(bundle, method: str, ids: list[int], max_new_tokens: int, latency=None) -> tuple[list[int], np.ndarray]:
+def emitted_rows(bundle, method: str, ids: list[int], max_new_tokens: int, latency=None,
+                 benchmark: str = "margin") -> tuple[list[int], np.ndarray]:
     """The tokens one method emits and the logits row that chose each (every token comes from a cycle)."""
     with RowRecorder() as rec:
         result = Decoder(bundle, parse_labeled(method), DecodeConfig(max_new_tokens=max_new_tokens, latency=latency)).decode(
-            ids, prompt_id="margin", benchmark="margin")
+            ids, prompt_id="margin", benchmark=benchmark)  # the set's name: +store refuses stdlib-wide
     tokens = list(result.token_ids)
     return tokens, np.stack(rec.rows[: len(tokens)]) if tokens else np.zeros((0, 1), np.float32)
 
@@ -91,7 +92,7 @@ def main(argv=None) -> int:
             ids = encode_prompt(bundle, prompt)
             ar_tokens, ar_rows = emitted_rows(bundle, "ar", ids, args.max_new_tokens)
             for method in per_method:
-                tokens, rows = emitted_rows(bundle, method, ids, args.max_new_tokens, latency)
+                tokens, rows = emitted_rows(bundle, method, ids, args.max_new_tokens, latency, prompt.benchmark)
                 if tokens != ar_tokens:
                     print(f"{bench} {prompt.id} {method}: tokens differ from ar")
                 per_method[method].append({**compare(ar_rows, rows), "differs": tokens != ar_tokens,

@@ -41,6 +41,7 @@ from goose_runtime.cli_checks import check_run_args
 from goose_runtime.runner import parse_labeled
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts
+from goose_runtime.store import check_store_bench
 
 PHASES = (("build", decoder.Decoder, "_build"), ("mask", decoder.MaskBuilder, "tree_mask"),
           ("readout", decoder, "top_candidates"), ("walk", decoder, "greedy_walk"),
@@ -62,7 +63,7 @@ def install_timers(totals: dict[str, float]) -> None:
 
 
 def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float], *,
-            refresh: bool = False) -> dict[str, float]:
+            refresh: bool = False, benchmark: str = "prompt") -> dict[str, float]:
     """ms per cycle of ``draft_s`` and of each phase, over ``prompts`` (after one warm-up prompt)."""
     spec = parse_labeled(method)
     latency = None
@@ -70,12 +71,12 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
         from goose_runtime.profile import device_profile
         latency, _ = device_profile(bundle, dtype="float32", refresh=refresh)
     dec = decoder.Decoder(bundle, spec, decoder.DecodeConfig(max_new_tokens=128, latency=latency))
-    dec.decode(prompts[0])
+    dec.decode(prompts[0], benchmark=benchmark)  # the set's name: +store refuses stdlib-wide
     totals.clear()
     cycles, draft = 0, 0.0
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for ids in prompts:
-        result = dec.decode(ids)
+        result = dec.decode(ids, benchmark=benchmark)
         cycles += len(result.cycles)
         draft += sum(c.draft_s for c in result.cycles)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
@@ -104,8 +105,11 @@ def main(argv=None) -> int:
     args = parse(argv)
     try:  # bad input: one line, exit 2, before the model loads
         methods = args.methods.split(",")
-        kinds = [parse_labeled(m).kind for m in methods]
-        load_prompts(args.bench, limit=1)   # PromptError (a ValueError) names an unknown set
+        specs = [parse_labeled(m) for m in methods]
+        kinds = [s.kind for s in specs]
+        first = load_prompts(args.bench, limit=1)   # PromptError (a ValueError) names an unknown set
+        if any(s.store for s in specs):
+            check_store_bench(first[0].benchmark, ())  # a StoreError (a ValueError) on stdlib-wide
         check_run_args(args, extra=("prompts", "parallel_rows"))  # a UsageError, a ValueError too
         if args.refresh_latency and "auto" not in kinds:
             raise ValueError("--refresh-latency re-measures auto's profile, and no auto method is in this run")
@@ -115,7 +119,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     readout.PARALLEL_ROWS = args.parallel_rows
     bundle = load_model(device="cpu")
-    prompts = [encode_prompt(bundle, p) for p in load_prompts(args.bench, limit=args.prompts)]
+    loaded = load_prompts(args.bench, limit=args.prompts)
+    prompts = [encode_prompt(bundle, p) for p in loaded]
     totals: dict[str, float] = collections.defaultdict(float)
     install_timers(totals)
     labels = ["draft_s"] + [label for label, _, _ in PHASES] + ["faults"]
@@ -130,7 +135,7 @@ def main(argv=None) -> int:
             for name, torch_only, early_stop in variants:
                 readout.USE_NUMBA, dyntree.EARLY_STOP = not torch_only, early_stop
                 refresh, refresh_left = refresh_left and kind == "auto", refresh_left and kind != "auto"
-                row = measure(bundle, method, prompts, totals, refresh=refresh)
+                row = measure(bundle, method, prompts, totals, refresh=refresh, benchmark=loaded[0].benchmark)
                 cells = [f"{row[x]:8.1f}" if x == "faults" else f"{row[x]:8.3f}" for x in labels]
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(cells), flush=True)
         readout.USE_NUMBA, dyntree.EARLY_STOP = True, True
