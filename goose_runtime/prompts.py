@@ -244,12 +244,25 @@ def _stdlib() -> list[Prompt]:
     return _stdlib_cuts(_stdlib_root(), STDLIB_MODULES, benchmark="stdlib")
 
 
+def stdlib_wide_modules(root: Path | None = None) -> list[str]:
+    """Every module of the stdlib folder (``root``, default :func:`_stdlib_root`) outside the
+    folders of :data:`STDLIB_WIDE_SKIP`, minus :data:`STDLIB_MODULES`, as paths relative to it without
+    ``.py``, sorted: the sources of ``stdlib-wide`` and of the retrieval store's default corpus
+    (:mod:`goose_runtime.store`). Skipped folders are pruned, not walked (``site-packages`` is large:
+    a walk through it took 0.3 s of the 0.33)."""
+    root = _stdlib_root() if root is None else root
+    named, modules = set(STDLIB_MODULES), []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in STDLIB_WIDE_SKIP]
+        here = Path(folder).relative_to(root)
+        modules += [rel for rel in ((here / f[:-3]).as_posix() for f in files if f.endswith(".py"))
+                    if rel not in named]
+    return sorted(modules)
+
+
 def _stdlib_wide() -> list[Prompt]:
     root = _stdlib_root()
-    named = set(STDLIB_MODULES)
-    modules = [rel for rel in (p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.py"))
-               if rel not in named and not STDLIB_WIDE_SKIP.intersection(rel.split("/")[:-1])]
-    modules.sort(key=lambda rel: hashlib.sha256(rel.encode()).hexdigest())
+    modules = sorted(stdlib_wide_modules(root), key=lambda rel: hashlib.sha256(rel.encode()).hexdigest())
     return _stdlib_cuts(root, modules, benchmark="stdlib-wide")
 
 

@@ -131,13 +131,11 @@ def _most_frequent(ctx: np.ndarray, nxt: np.ndarray, min_count: int):
 # ---- the corpus, the cache -------------------------------------------------------------------------
 def default_corpus() -> list[pathlib.Path]:
     """This interpreter's standard library sources outside ``site-packages`` and the test suites,
-    minus the modules of the ``stdlib`` prompt set; sorted."""
-    from .prompts import STDLIB_MODULES, STDLIB_WIDE_SKIP, _stdlib_root
+    minus the modules of the ``stdlib`` prompt set: the files ``stdlib-wide`` is cut from; sorted."""
+    from .prompts import _stdlib_root, stdlib_wide_modules
 
     root = _stdlib_root()
-    held_out = {root / f"{m}.py" for m in STDLIB_MODULES}
-    return sorted(p for p in root.rglob("*.py")
-                  if p not in held_out and not STDLIB_WIDE_SKIP.intersection(p.relative_to(root).parts[:-1]))
+    return sorted(root / f"{m}.py" for m in stdlib_wide_modules(root))
 
 
 def corpus_files(paths: Sequence[str]) -> list[pathlib.Path]:
@@ -229,7 +227,7 @@ def read_store(path: pathlib.Path) -> NgramStore | None:
     return store
 
 
-_MEMO: dict[tuple, NgramStore] = {}
+_MEMO: dict[str, NgramStore] = {}  # by _key
 
 
 def shared_store(bundle, corpus: Sequence[str] = (), *, log: Callable[[str], None] | None = None) -> NgramStore:
