@@ -12,6 +12,7 @@ that text up to the cycle's anchor.
 
     .venv/bin/python bench/bench_store.py traces/large/validation-humaneval-holdout82.parquet \\
         traces/large/validation-mtbench-holdout40.parquet --method goose@15
+    # GOOSE_CACHE_DIR=$(mktemp -d) in front: the store is built, not read, and its build is timed
 """
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ def unmatched_hits(path: str, method: str, store, bundle) -> collections.Counter
                 continue  # the last cycle (its next token is not in the trace) and matched cycles
             kids = cyc[cyc["parent"] == 0].sort_values("node")["token"].tolist()
             nxt = ar[done + 1]  # ar[k] is the anchor after k emitted tokens
-            guess, order = store.guess(text[: base + done + 1])
+            context = text[: base + done + 1]
+            t0 = time.perf_counter()
+            guess, order = store.guess(context)
+            out["lookup ns"] += round(1e9 * (time.perf_counter() - t0))
             out[f"order {order}"] += 1
             out[f"order {order} right"] += guess == nxt
             out["cycles"] += 1
@@ -69,14 +73,16 @@ def main() -> None:
     bundle = load_model()
     t0 = time.perf_counter()
     store = shared_store(bundle, tuple(args.corpus or ()), log=print)
-    print(f"store: {store.n_tokens:,} corpus tokens, {store.n_contexts:,} contexts ({time.perf_counter() - t0:.1f} s)")
+    # built (the log line above says so) or read from the goose cache; GOOSE_CACHE_DIR=<empty dir> builds it
+    print(f"store: {store.n_tokens:,} corpus tokens, {store.n_contexts:,} contexts, "
+          f"{time.perf_counter() - t0:.1f} s to build or load")
     for path in args.traces:
         hits = unmatched_hits(path, args.method, store, bundle)
         n = hits.pop("cycles")
-        kids, bare = hits.pop("root children"), hits.pop("bare")
+        kids, bare, lookup_ns = hits.pop("root children"), hits.pop("bare"), hits.pop("lookup ns")
         orders = {k: hits.pop(k) for k in sorted(hits) if k.startswith("order")}
         print(f"\n{path}: {args.method}, {n} unmatched cycles, {bare / n:.3f} of them bare (no table row), "
-              f"{kids / n:.2f} table children under the root")
+              f"{kids / n:.2f} table children under the root; a lookup took {lookup_ns / n / 1e3:.1f} us on average")
         for name, value in hits.items():
             print(f"  next token is {name:<24} {value / n:.3f}")
         for order in range(ORDERS + 1):  # by the length of the context the guess came from (0: none)
