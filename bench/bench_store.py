@@ -6,7 +6,8 @@ the share whose root children
 from the adjacency table include the token the target emitted next (any child / the rank-0 child /
 rank 0 or 1), the share where the store's guess (``goose_runtime.store``, built from ``--corpus`` or
 the default corpus) is that token, and where it is while no root child of the table is; and how
-often the guess is right by the length of the context it came from. Decoding is
+often the guess is right by the length of the context it came from and by its share (the bins of
+``auto+store``'s calibration classes). Decoding is
 lossless, so ``ar``'s roots in the same file are the text: the context of a cycle is the prompt and
 that text up to the cycle's anchor.
 
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts
+from goose_runtime.dyntree import STORE_KEY, STORE_SHARE_EDGES, Calibration
 from goose_runtime.store import ORDERS, shared_store
 
 
@@ -47,10 +49,15 @@ def unmatched_hits(path: str, method: str, store, bundle) -> collections.Counter
             nxt = ar[done + 1]  # ar[k] is the anchor after k emitted tokens
             context = text[: base + done + 1]
             t0 = time.perf_counter()
-            guess, order = store.guess(context)
+            guess, order, share = store.guess(context)
             out["lookup ns"] += round(1e9 * (time.perf_counter() - t0))
             out[f"order {order}"] += 1
             out[f"order {order} right"] += guess == nxt
+            if guess >= 0:
+                b = Calibration.store_key(share) - STORE_KEY
+                out[f"share {b}"] += 1
+                out[f"share {b} right"] += guess == nxt
+                out[f"share {b} right, table none"] += guess == nxt and nxt not in kids
             out["cycles"] += 1
             out["bare"] += not kids  # the table had no row for the anchor: nothing drafted
             out["table any"] += nxt in kids
@@ -81,6 +88,7 @@ def main() -> None:
         n = hits.pop("cycles")
         kids, bare, lookup_ns = hits.pop("root children"), hits.pop("bare"), hits.pop("lookup ns")
         orders = {k: hits.pop(k) for k in sorted(hits) if k.startswith("order")}
+        shares = {k: hits.pop(k) for k in sorted(hits) if k.startswith("share")}
         print(f"\n{path}: {args.method}, {n} unmatched cycles, {bare / n:.3f} of them bare (no table row), "
               f"{kids / n:.2f} table children under the root; a lookup took {lookup_ns / n / 1e3:.1f} us on average")
         for name, value in hits.items():
@@ -92,6 +100,13 @@ def main() -> None:
             elif seen:
                 print(f"  guess from a {order}-token context: {seen / n:.3f} of the cycles, "
                       f"right in {orders.get(f'order {order} right', 0) / seen:.3f} of them")
+        edges = (0.0, *STORE_SHARE_EDGES, 1.0)
+        for b in range(len(edges) - 1):  # by the guess's share of its context's followers in the corpus
+            seen = shares.get(f"share {b}", 0)
+            if seen:
+                print(f"  guess with a share in [{edges[b]:.2f}, {edges[b + 1]:.2f}{']' if b == len(edges) - 2 else ')'}: "
+                      f"{seen / n:.3f} of the cycles, right in {shares.get(f'share {b} right', 0) / seen:.3f} of them, "
+                      f"right while no table child is in {shares.get(f'share {b} right, table none', 0) / seen:.3f}")
 
 
 if __name__ == "__main__":

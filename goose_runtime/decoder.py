@@ -41,7 +41,7 @@ from .methods import MethodError, MethodSpec
 from .model import ModelBundle
 from .prior import attach_prior
 from .records import CycleRecord, PromptResult
-from .store import check_store_bench, shared_store
+from .store import NO_GUESS, check_store_bench, shared_store
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
@@ -237,14 +237,14 @@ class Decoder:
             return new_tree(anchor)
         if m.kind == "pld":
             return build_chain(anchor, match, m.budget)
-        guess = self.store.next_token(tokens) if self.store is not None and not match else -1
-        guess = guess if guess < self.vocab_size else -1  # a tokenizer's added ids past the embedding
+        guess = self.store.guess(tokens) if self.store is not None and not match else NO_GUESS
+        guess = guess if guess.token < self.vocab_size else NO_GUESS  # a tokenizer's added ids past the embedding
         if m.kind == "auto":
             tree, self._auto_keys = self.auto.build(match, self.adjacency, before, anchor, guess)
             return tree
         if m.kind == "goose":
-            return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget,
-                               top_k=cfg.top_k, max_depth=cfg.max_depth, max_spine=cfg.max_spine, store_token=guess)
+            return build_goose(self.policy, match, self.adjacency, before, anchor, budget=m.budget, top_k=cfg.top_k,
+                               max_depth=cfg.max_depth, max_spine=cfg.max_spine, store_token=guess.token)
         return build_from_topology(m.tree_for(match), match, self.adjacency, before, anchor,
                                    mixed=m.kind == "mixed-iso", budget=m.budget)
 

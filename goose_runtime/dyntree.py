@@ -48,6 +48,7 @@ from goose_theory.topology import SPINE, TRANSITION
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
+from .store import NO_GUESS, Guess
 from .trees import NAN, DraftTree, new_tree
 
 PROB_EDGES = (0.01, 0.03, 0.06, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9)   # 10 bins of the stored probability
@@ -55,14 +56,16 @@ SPINE_DEPTHS = 4                    # spine depth classes 1, 2, 3, >= 4
 N_SPINE = 2 * SPINE_DEPTHS          # x (high-confidence match or not)
 N_BINS = len(PROB_EDGES) + 1
 ROOT_ALONE, ROOT_WITH_SPINE, UNDER_SPINE, UNDER_TRANSITION = range(4)
-STORE_KEY = N_SPINE + 4 * N_BINS    # the retrieval store's guess under the root (``auto+store``)
-STORE_PRIOR = 0.2                   # its first estimate: about what it scored on HumanEval (store.py)
+STORE_SHARE_EDGES = (0.2, 0.4, 0.6, 0.8, 0.95)  # the store's guess (``auto+store``) by its share (store.py)
+STORE_KEY = N_SPINE + 4 * N_BINS    # its first class; one per share bin
+N_STORE = len(STORE_SHARE_EDGES) + 1
+STORE_HIT_PER_SHARE = 0.6  # a guess is right about 0.6x its share (held-out traces, both sets: bench_store.py)
 EARLY_STOP = True  # False: grow to the budget or the floor, as before 1 Dec (bench/bench_overhead.py --auto-full-growth)
 
 
-def _bin_centres() -> list[float]:
-    edges = (0.0, *PROB_EDGES, 1.0)
-    return [(edges[i] + edges[i + 1]) / 2 for i in range(N_BINS)]
+def _bin_centres(inner_edges: tuple[float, ...] = PROB_EDGES) -> list[float]:
+    edges = (0.0, *inner_edges, 1.0)
+    return [(edges[i] + edges[i + 1]) / 2 for i in range(len(edges) - 1)]
 
 
 @dataclass
@@ -70,9 +73,11 @@ class Calibration:
     """Online acceptance estimates: a Beta posterior per class with exponential forgetting.
 
     Class keys: ``0 .. N_SPINE-1`` spine (``conf * SPINE_DEPTHS + depth class``), then
-    ``N_SPINE + kind * N_BINS + bin`` for transitions, then :data:`STORE_KEY` for the store's guess.
-    The prior of a transition class is its bin's mid probability (the stored probability is the
-    model's own guess); a spine class starts at ``spine_prior``, the store's at :data:`STORE_PRIOR`.
+    ``N_SPINE + kind * N_BINS + bin`` for transitions, then ``STORE_KEY + bin`` for the store's guess
+    by its share. The prior of a transition class is its bin's mid probability (the stored
+    probability is the model's own guess), of a store class its bin's mid share (the corpus's guess;
+    it is right less often than that, and the estimate learns so within a few dozen guesses); a spine
+    class starts at ``spine_prior``.
     ``decay`` forgets old evidence each cycle so the estimates follow the text.
     """
 
@@ -84,9 +89,10 @@ class Calibration:
     seen: np.ndarray = field(default=None, repr=False)   # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        n = STORE_KEY + 1
+        n = STORE_KEY + N_STORE
         if self.prior is None:
-            self.prior = np.array([self.spine_prior] * N_SPINE + _bin_centres() * 4 + [STORE_PRIOR])
+            store = [STORE_HIT_PER_SHARE * share for share in _bin_centres(STORE_SHARE_EDGES)]
+            self.prior = np.array([self.spine_prior] * N_SPINE + _bin_centres() * 4 + store)
         self.hits = np.zeros(n) if self.hits is None else self.hits
         self.seen = np.zeros(n) if self.seen is None else self.seen
         self.refresh()
@@ -113,6 +119,10 @@ class Calibration:
     def transition_key(kind: int, prob: float) -> int:
         return N_SPINE + kind * N_BINS + bisect.bisect_right(PROB_EDGES, prob)
 
+    @staticmethod
+    def store_key(share: float) -> int:
+        return STORE_KEY + bisect.bisect_right(STORE_SHARE_EDGES, share)
+
 
 @dataclass
 class DynamicPolicy:
@@ -136,11 +146,11 @@ class DynamicPolicy:
         self.min_slope = _min_slopes(self.cost)
 
     def build(self, match: Match, adj: AdjacencyTable | None, before_anchor: int,
-              anchor: int, store_token: int = -1) -> tuple[DraftTree, list[int]]:
-        """This cycle's tree and each node's calibration key (-1 for the root). ``store_token`` (>= 0,
-        unmatched cycles): the retrieval store's guess, a root candidate of rank ``top_k`` priced by
-        its own calibration class."""
-        tree, keys, gains = _grow(self, match, adj, before_anchor, anchor, store_token)
+              anchor: int, guess: Guess = NO_GUESS) -> tuple[DraftTree, list[int]]:
+        """This cycle's tree and each node's calibration key (-1 for the root). ``guess`` (unmatched
+        cycles): the retrieval store's, a root candidate of rank ``top_k`` priced by the calibration
+        class of its share."""
+        tree, keys, gains = _grow(self, match, adj, before_anchor, anchor, guess)
         n = _best_size(gains, self.cost)
         return _truncate(tree, n + 1), keys[: n + 1]
 
@@ -161,7 +171,7 @@ class DynamicPolicy:
 
 
 def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int,
-          anchor: int, store_token: int = -1) -> tuple[DraftTree, list[int], list[float]]:
+          anchor: int, guess: Guess = NO_GUESS) -> tuple[DraftTree, list[int], list[float]]:
     """Place up to ``max_budget`` nodes best-first by path probability; gains[i] is node i+1's."""
     q = policy.calibration.q
     chain, conf = match.tokens[: policy.max_spine], match.high_confidence
@@ -190,8 +200,9 @@ def _grow(policy: DynamicPolicy, match: Match, adj: AdjacencyTable | None, befor
             key = Calibration.transition_key(kind, prob)
             heapq.heappush(heap, (-reach * q[key], seq, node, TRANSITION, rank, tok, prob, 0, key))
             seq += 1
-        if node == 0 and store_token >= 0 and spine_tok is None and store_token not in toks:
-            heapq.heappush(heap, (-q[STORE_KEY], seq, 0, TRANSITION, policy.top_k, store_token, NAN, 0, STORE_KEY))
+        if node == 0 and guess.token >= 0 and spine_tok is None and guess.token not in toks:
+            key = Calibration.store_key(guess.share)
+            heapq.heappush(heap, (-q[key], seq, 0, TRANSITION, policy.top_k, guess.token, NAN, 0, key))
             seq += 1
 
     push_children(0, 1.0)

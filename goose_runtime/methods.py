@@ -19,7 +19,7 @@ model's context-free successor prior for tokens it has no row for (:mod:`goose_r
 A ``+store`` suffix on ``goose`` or ``auto`` (``goose+store@2``, ``auto+store``; both suffixes:
 ``goose+prior+store``) drafts a retrieval store's guess of the next token under the root of every
 unmatched cycle: goose in place of the last adjacency node of its budget, auto as one more root
-candidate priced by its own calibration class (:mod:`goose_runtime.store`).
+candidate priced by the calibration class of the guess's share (:mod:`goose_runtime.store`).
 
 Example:
     >>> parse_method("iso:3", budget=20).topology.budget

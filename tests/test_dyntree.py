@@ -7,11 +7,12 @@ from goose_theory.latency import LatencyProfile
 from goose_theory.topology import SPINE, TRANSITION
 from goose_runtime.adjacency import AdjacencyTable
 from goose_runtime.decoder import DecodeConfig, Decoder
-from goose_runtime.dyntree import (N_BINS, N_SPINE, ROOT_ALONE, ROOT_WITH_SPINE, STORE_KEY, STORE_PRIOR,
-                                   UNDER_TRANSITION, Calibration, DynamicPolicy, _best_size, _grow)
+from goose_runtime.dyntree import (N_BINS, N_SPINE, N_STORE, ROOT_ALONE, ROOT_WITH_SPINE, STORE_KEY, UNDER_TRANSITION,
+                                   Calibration, DynamicPolicy, _best_size, _grow)
 from goose_runtime.matcher import NO_MATCH, Match
 from goose_runtime.methods import parse_method
 from goose_runtime.model import tiny_random_bundle
+from goose_runtime.store import Guess
 
 import numpy as np
 
@@ -86,26 +87,35 @@ def test_observe_counts_only_reached_nodes():
 
 
 def test_store_guess_is_a_root_candidate_of_its_own_class():
-    adj = table_with({(1, 2): [(10, 0.9), (11, 0.05)], (2, 10): [(12, 0.5)], (2, 30): [(31, 0.9)]})
+    adj = table_with({(1, 2): [(10, 0.4), (11, 0.05)], (2, 10): [(12, 0.5)], (2, 30): [(31, 0.9)]})
     cal = Calibration(decay=1.0)
-    assert STORE_KEY == N_SPINE + 4 * N_BINS and cal.q[STORE_KEY] == pytest.approx(STORE_PRIOR)
+    # one class per share bin, after the transitions; priced at first by the bin's mid share x 0.6
+    assert STORE_KEY == N_SPINE + 4 * N_BINS and len(cal.q) == STORE_KEY + N_STORE
+    assert [Calibration.store_key(s) for s in (0.0, 0.19, 0.2, 0.5, 0.96, 1.0)] == \
+        [STORE_KEY, STORE_KEY, STORE_KEY + 1, STORE_KEY + 2, STORE_KEY + 5, STORE_KEY + 5]
+    assert cal.q[STORE_KEY] == pytest.approx(0.06) and cal.q[STORE_KEY + 5] == pytest.approx(0.585)
     policy = DynamicPolicy(FLAT, max_budget=10, top_k=3, calibration=cal)
-    tree, keys = policy.build(NO_MATCH, adj, 1, 2, store_token=30)
+    sure, unsure = Guess(30, 2, 0.97), Guess(30, 2, 0.1)
+    tree, keys = policy.build(NO_MATCH, adj, 1, 2, sure)
     at = tree.token.index(30)
-    assert (tree.parent[at], tree.source[at], tree.rank[at], keys[at]) == (0, TRANSITION, 3, STORE_KEY)
+    assert (tree.parent[at], tree.source[at], tree.rank[at], keys[at]) == (0, TRANSITION, 3, STORE_KEY + 5)
+    assert at == 1  # priced above the table's 0.4 candidate (0.585 against 0.425): the first node grown
     assert 31 in tree.token and tree.parent[tree.token.index(31)] == at  # the table's successors of the guess
+    low, low_keys = policy.build(NO_MATCH, adj, 1, 2, unsure)
+    assert low_keys[low.token.index(30)] == STORE_KEY and low.token.index(30) > low.token.index(12)  # after 10 -> 12
     # a guess the table already has under the root, or any guess in a matched cycle: not drafted again
-    dup, dup_keys = policy.build(NO_MATCH, adj, 1, 2, store_token=11)
-    assert STORE_KEY not in dup_keys and dup.token.count(11) == 1
-    matched, m_keys = policy.build(Match((20,), 3, 1, 1), adj, 1, 2, store_token=30)
-    assert STORE_KEY not in m_keys
+    dup, dup_keys = policy.build(NO_MATCH, adj, 1, 2, Guess(11, 1, 0.97))
+    assert not set(dup_keys) & set(range(STORE_KEY, STORE_KEY + N_STORE)) and dup.token.count(11) == 1
+    matched, m_keys = policy.build(Match((20,), 3, 1, 1), adj, 1, 2, sure)
+    assert 30 not in matched.token
     # the walk teaches the class: a guess that never matches (the table's 10 always does) loses its price
     for _ in range(20):
-        tree, keys = policy.build(NO_MATCH, adj, 1, 2, store_token=30)
+        tree, keys = policy.build(NO_MATCH, adj, 1, 2, sure)
         policy.observe(tree, keys, [10] + [99] * (tree.n_nodes - 1), [0, tree.token.index(10)])
-    tree, keys = policy.build(NO_MATCH, adj, 1, 2, store_token=30)
-    assert cal.q[STORE_KEY] < 0.1 and cal.q[keys[tree.token.index(10)]] > 0.9
+    tree, keys = policy.build(NO_MATCH, adj, 1, 2, sure)
+    assert cal.q[STORE_KEY + 5] < 0.1 and cal.q[keys[tree.token.index(10)]] > 0.9
     assert 30 not in tree.token or tree.token.index(30) > tree.token.index(10)
+    assert cal.q[STORE_KEY] == pytest.approx(0.06)  # other share bins untouched
 
 
 def test_auto_is_lossless_on_the_tiny_model():

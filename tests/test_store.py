@@ -10,23 +10,24 @@ import pytest
 import goose_runtime.store as store_mod
 from goose_runtime.model import tiny_random_bundle
 from goose_runtime.prompts import STDLIB_MODULES, _stdlib_root
-from goose_runtime.store import (ORDERS, STORE_VERSION, StoreError, build_store, check_store_bench, corpus_files,
-                                 default_corpus, read_corpus, read_store, shared_store, write_store)
+from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_store_bench,
+                                 corpus_files, default_corpus, read_corpus, read_store, shared_store, write_store)
 
 
-def reference_guess(sequences, context, *, orders=ORDERS, min_count=2) -> tuple[int, int]:
+def reference_guess(sequences, context, *, orders=ORDERS, min_count=2) -> Guess:
     """The definition, spelled out: of the last 1..orders tokens of ``context``, the longest that
     some window of one sequence equals and whose most frequent follower (ties: the smallest id)
-    followed it at least ``min_count`` times gives its follower; -1 when none does. (Every length is
-    tried: the store stops at the first length it lacks, which this checks rather than assumes.)"""
-    best = (-1, 0)
+    followed it at least ``min_count`` times gives its follower, with that follower's share of all
+    followers; none when none does. (Every length is tried: the store stops at the first length it
+    lacks, which this checks rather than assumes.)"""
+    best = NO_GUESS
     for n in range(1, min(orders, len(context)) + 1):
         ctx = tuple(context[-n:])
         follow = collections.Counter(seq[i] for seq in sequences for i in range(n, len(seq))
                                      if tuple(seq[i - n:i]) == ctx)
         if follow and max(follow.values()) >= min_count:
             top = max(follow.values())
-            best = (min(t for t, c in follow.items() if c == top), n)
+            best = Guess(min(t for t, c in follow.items() if c == top), n, top / sum(follow.values()))
     return best
 
 
@@ -69,7 +70,8 @@ def test_round_trip_on_disk_and_a_stale_version_is_ignored(tmp_path):
     write_store(path, store)
     again = read_store(path)
     assert again.n_tokens == store.n_tokens and len(again.keys) == ORDERS
-    for a, b in zip(store.keys + store.tokens + store.counts, again.keys + again.tokens + again.counts):
+    for a, b in zip(store.keys + store.tokens + store.counts + store.totals,
+                    again.keys + again.tokens + again.counts + again.totals):
         np.testing.assert_array_equal(a, b)
     arrays = dict(np.load(path))
     arrays["version"] = np.array(STORE_VERSION + 1)
@@ -82,6 +84,14 @@ def test_round_trip_on_disk_and_a_stale_version_is_ignored(tmp_path):
     assert read_store(path) is None
     arrays["version"] = np.array(STORE_VERSION)
     arrays["tokens2"] = arrays["tokens2"][:-1]  # lengths that do not agree
+    np.savez(path, **arrays)
+    assert read_store(path) is None
+    write_store(path, store)
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files if k != "totals1"}
+    np.savez(path, **arrays)  # a version-1 layout (no totals) under the current version number
+    assert read_store(path) is None
+    arrays["totals1"] = store.counts[0] - 1  # fewer followers than the guess's own count
     np.savez(path, **arrays)
     assert read_store(path) is None
 
