@@ -75,9 +75,9 @@ class Calibration:
     Class keys: ``0 .. N_SPINE-1`` spine (``conf * SPINE_DEPTHS + depth class``), then
     ``N_SPINE + kind * N_BINS + bin`` for transitions, then ``STORE_KEY + bin`` for the store's guess
     by its share. The prior of a transition class is its bin's mid probability (the stored
-    probability is the model's own guess), of a store class its bin's mid share (the corpus's guess;
-    it is right less often than that, and the estimate learns so within a few dozen guesses); a spine
-    class starts at ``spine_prior``.
+    probability is the model's own guess), of a store class :data:`STORE_HIT_PER_SHARE` times its
+    bin's mid share (a corpus's guess is right less often than its share there); a spine class starts
+    at ``spine_prior``.
     ``decay`` forgets old evidence each cycle so the estimates follow the text.
     """
 

@@ -142,16 +142,16 @@ def _most_frequent(ctx: np.ndarray, nxt: np.ndarray, min_count: int):
     ctx, nxt = ctx[order], nxt[order]
     if not len(ctx):
         empty = nxt.astype(np.int32)
-        return ctx, empty, empty, empty
+        return ctx, empty, empty, nxt.astype(np.int64)
     starts = np.flatnonzero(np.r_[True, (ctx[1:] != ctx[:-1]) | (nxt[1:] != nxt[:-1])])
     run = np.diff(np.r_[starts, len(ctx)])
     c, t, r = ctx[starts], nxt[starts], run
     group = np.cumsum(np.r_[True, c[1:] != c[:-1]]) - 1  # runs are sorted by context: its index
-    total = np.bincount(group, weights=r).astype(np.int64)[group]
+    total = np.bincount(group, weights=r).astype(np.int64)[group]  # exact: float64 below 2^53 tokens
     best = np.lexsort((t, -r, c))  # per context: largest count first, then smallest token
     c, t, r, total = c[best], t[best], r[best], total[best]
     first = np.r_[True, c[1:] != c[:-1]] & (r >= min_count)
-    return c[first], t[first].astype(np.int32), r[first].astype(np.int32), total[first].astype(np.int32)
+    return c[first], t[first].astype(np.int32), r[first].astype(np.int32), total[first]
 
 
 # ---- the corpus, the cache -------------------------------------------------------------------------

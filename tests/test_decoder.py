@@ -284,3 +284,39 @@ def test_store_guesses_are_drafted_accepted_and_lossless(bundle, method, monkeyp
             drafted += len(store)
             accepted += sum(c.accepted[i] for i in store)
     assert accepted >= 5 and drafted > accepted
+
+
+def test_auto_gets_the_store_guess_with_its_share(bundle, monkeypatch):
+    """The decoder hands auto the store's whole guess (its share prices it), for the text so far."""
+    from goose_theory.latency import LatencyProfile
+    from goose_runtime.dyntree import DynamicPolicy
+    from goose_runtime.runner import parse_labeled
+    from goose_runtime.store import build_store
+    cfg = DecodeConfig(max_new_tokens=40, latency=LatencyProfile(sizes=(1, 8, 64), seconds=(0.02, 0.021, 0.04)))
+    prompt = np.random.default_rng(3).integers(0, bundle.tokenizer.vocab_size, 12).tolist()
+    want = prompt + Decoder(bundle, parse_method("ar"), cfg).decode(prompt).token_ids
+    # the text twice, and once with every 5th token changed: some contexts' followers disagree (share 2/3)
+    noisy = [t if i % 5 else (t + 1) % bundle.tokenizer.vocab_size for i, t in enumerate(want)]
+    store = build_store([want, want, noisy])
+    monkeypatch.setattr("goose_runtime.decoder.shared_store", lambda *args, **kw: store)
+    seen, build = [], DynamicPolicy.build
+
+    def spy(self, match, adj, before_anchor, anchor, guess):
+        seen.append((anchor, guess))
+        return build(self, match, adj, before_anchor, anchor, guess)
+
+    monkeypatch.setattr(DynamicPolicy, "build", spy)
+    got = Decoder(bundle, parse_labeled("auto+store"), cfg).decode(prompt)
+    text = prompt + got.token_ids
+    assert text == want
+    guessed = [g for _, g in seen if g.token >= 0]
+    assert guessed and all(0 < g.share <= 1 and 1 <= g.order <= 4 for g in guessed)
+    assert any(g.share < 1 for g in guessed)
+    pos, checked = len(prompt) - 1, 0
+    for (anchor, guess), c in zip(seen, got.cycles):  # each cycle's context ends at its anchor
+        assert text[pos] == anchor
+        if c.spine_avail == 0:
+            assert guess == store.guess(text[: pos + 1])
+            checked += guess.token >= 0
+        pos += c.tau
+    assert checked >= 3
