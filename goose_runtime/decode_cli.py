@@ -144,8 +144,8 @@ def _check_decode_flags(args, specs) -> None:
     if args.store_corpus:
         if not any(s.store for s in specs):
             raise UsageError("--store-corpus applies to +store methods only, and none is in this run")
-        from .store import corpus_files, read_corpus
-        read_corpus(corpus_files(args.store_corpus))  # a missing, huge or binary corpus is named now, not after the model load
+        from .store import check_corpus, corpus_files
+        check_corpus(corpus_files(args.store_corpus))  # a missing, huge or binary corpus is named now, not after the model load
     if args.latency:
         if not any(s.kind == "auto" for s in specs):
             raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "

@@ -191,18 +191,27 @@ def corpus_files(paths: Sequence[str]) -> list[pathlib.Path]:
     return files
 
 
+def _text(path: pathlib.Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return None
+
+
 def read_corpus(files: Sequence[pathlib.Path]) -> list[str]:
     """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, or files
     that cannot be read, are skipped). Raises :class:`StoreError` when none is."""
-    texts = []
-    for path in files:
-        try:
-            texts.append(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, OSError):
-            continue
+    texts = [t for t in map(_text, files) if t is not None]
     if not any(t.strip() for t in texts):
         raise StoreError("store corpus: no UTF-8 text in it")
     return texts
+
+
+def check_corpus(files: Sequence[pathlib.Path]) -> None:
+    """What :func:`read_corpus` would refuse, found by reading only up to the first file with UTF-8
+    text (a CLI checks a corpus before loading the model, and reads it all only if it builds)."""
+    if not any(t is not None and t.strip() for t in map(_text, files)):
+        raise StoreError("store corpus: no UTF-8 text in it")
 
 
 def tokenize(tokenizer, texts: Sequence[str], *, batch: int = 256) -> list[list[int]]:

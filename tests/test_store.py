@@ -10,8 +10,9 @@ import pytest
 import goose_runtime.store as store_mod
 from goose_runtime.model import tiny_random_bundle
 from goose_runtime.prompts import STDLIB_MODULES, _stdlib_root
-from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_store_bench,
-                                 corpus_files, default_corpus, read_corpus, read_store, shared_store, write_store)
+from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_corpus,
+                                 check_store_bench, corpus_files, default_corpus, read_corpus, read_store, shared_store,
+                                 write_store)
 
 
 def reference_guess(sequences, context, *, orders=ORDERS, min_count=2) -> Guess:
@@ -142,6 +143,22 @@ def test_bad_corpora_are_named(tmp_path, monkeypatch):
     (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
     with pytest.raises(StoreError, match="no UTF-8 text"):
         read_corpus([tmp_path / "blank.txt"])
+
+
+def test_the_up_front_check_refuses_what_read_corpus_does_and_stops_at_the_first_text(tmp_path, monkeypatch):
+    blob, blank, text = tmp_path / "a.bin", tmp_path / "b.txt", tmp_path / "c.py"
+    blob.write_bytes(b"\xff\xfe\x00" * 10)
+    blank.write_text("\n \n", encoding="utf-8")
+    text.write_text("x = 1\n", encoding="utf-8")
+    for files in ([blob], [blank], [blob, blank], []):
+        with pytest.raises(StoreError, match="no UTF-8 text"):
+            check_corpus(files)
+        with pytest.raises(StoreError, match="no UTF-8 text"):
+            read_corpus(files)
+    opened = []
+    monkeypatch.setattr(store_mod, "_text", lambda p: opened.append(p.name) or store_mod.pathlib.Path.read_text(p))
+    check_corpus([text, blob, blank])
+    assert opened == ["c.py"]  # the rest is read only when the store is built
 
 
 def test_a_corpus_without_a_repeated_context_is_refused(tmp_path, monkeypatch):
