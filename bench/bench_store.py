@@ -23,9 +23,9 @@ import time
 
 import pyarrow.parquet as pq
 
+from goose_runtime.dyntree import STORE_KEY, STORE_SHARE_EDGES, Calibration
 from goose_runtime.model import load_model
 from goose_runtime.prompts import encode_prompt, load_prompts
-from goose_runtime.dyntree import STORE_KEY, STORE_SHARE_EDGES, Calibration
 from goose_runtime.store import ORDERS, shared_store
 
 
