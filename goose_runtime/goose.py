@@ -5,7 +5,7 @@ tier (EMA < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50). :func:`build_goose`:
 
 1. no match -> the whole budget grows a transition tree from the root (``+store``: all but one node
    of it, the last going to the retrieval store's guess as one more root child, unless the table
-   already drafts that token under the root);
+   already drafts that token under the root; budget the table could not place grows under the guess);
 2. consensus bypass: a high-confidence match (>= 2 n-gram lengths agree) of >= 8 tokens is
    verified alone, as a linear chain;
 3. otherwise a spine of ``round(B * ratio)`` nodes (all of a high-confidence match), then the
@@ -119,12 +119,15 @@ def _unmatched_tree(policy: GoosePolicy, match: Match, adj: AdjacencyTable | Non
     if store_token < 0:
         grow_branches(tree, 0, budget, adj, before_anchor, **kw)
         return tree
-    grow_branches(tree, 0, budget - 1, adj, before_anchor, **kw)
+    placed = grow_branches(tree, 0, budget - 1, adj, before_anchor, **kw)
     if any(tree.token[kid] == store_token for kid in tree.children[0]):
         tree = new_tree(anchor, match)  # the table drafts the guess itself: its full-budget tree
         grow_branches(tree, 0, budget, adj, before_anchor, **kw)
     else:
-        tree.add(0, TRANSITION, top_k, store_token)
+        guess = tree.add(0, TRANSITION, top_k, store_token)
+        # budget the table could not place under the root (no row for the anchor: a third of the
+        # unmatched cycles) passes to the guess, as a sibling's unused budget does in grow_branches
+        grow_branches(tree, guess, budget - 1 - placed, adj, before_anchor, **kw)
     return tree
 
 

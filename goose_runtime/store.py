@@ -8,8 +8,9 @@ guess is right where the table's is wrong often enough to matter: on the goose@1
 of HumanEval, in unmatched cycles, the store's guess is right 21% of the time, and in 13% of them it
 is right while none of the table's root candidates (5.6 on average) is (``docs/bench-runtime.md``, "A retrieval store").
 So a ``+store`` method (:mod:`goose_runtime.methods`) drafts the store's guess under the root of every
-unmatched cycle: goose in place of the last adjacency node of its budget, ``auto`` as one more root
-candidate priced by the calibration class of its share (below).
+unmatched cycle: goose in place of the last adjacency node of its budget (budget the table cannot
+place grows under the guess), ``auto`` as one more root candidate priced by the calibration class of
+its share (below).
 
 The store: for n = 1..4, every n-token window of every corpus file (windows never cross files), the
 token that follows it most often (ties: the smallest id), kept where it followed at least twice,

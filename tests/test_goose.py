@@ -150,6 +150,21 @@ def test_a_node_with_no_room_lists_no_candidate():
         assert len(candidates(table, tree, 0, -1, exclude, limit=3, min_score=0.0)) == 3
 
 
+def test_budget_the_table_cannot_place_grows_under_the_guess():
+    guess, table = 7, AdjacencyTable(V, top_k=10)  # a row for the guess only: none for the anchor 2
+    table.update(np.array([-1]), np.array([guess]), np.arange(20, 30)[None],
+                 np.linspace(0.9, 0.1, 10, dtype=np.float32)[None])
+    none = Match((), 0, 0, 0)
+    assert build_goose(GoosePolicy(), none, table, 1, 2, budget=4).token == [2]  # the table alone: nothing
+    tree = build_goose(GoosePolicy(), none, table, 1, 2, budget=4, store_token=guess)
+    check_tree(tree)
+    # the three nodes left pass to the guess: two children (half of 3, rounded up), and the third has
+    # nowhere to go (20 and 21 have no rows)
+    assert tree.token[:2] == [2, guess] and tree.n_nodes == 4
+    assert tree.children[0] == [1] and set(tree.token[2:]) <= set(range(20, 30))
+    assert [t for t, p in zip(tree.token, tree.parent) if p == 1] == [20, 21]  # its best successors, as goose grows
+
+
 def test_store_guess_takes_the_last_node_of_an_unmatched_tree():
     table, none = full_table(), Match((), 0, 0, 0)
     plain = build_goose(GoosePolicy(), none, table, 1, 2, budget=6)
