@@ -203,15 +203,20 @@ def read_corpus(files: Sequence[pathlib.Path]) -> list[str]:
     """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, or files
     that cannot be read, are skipped). Raises :class:`StoreError` when none is."""
     texts = [t for t in map(_text, files) if t is not None]
-    if not any(t.strip() for t in texts):
-        raise StoreError("store corpus: no UTF-8 text in it")
+    _require_text(texts)
     return texts
 
 
 def check_corpus(files: Sequence[pathlib.Path]) -> None:
     """What :func:`read_corpus` would refuse, found by reading only up to the first file with UTF-8
     text (a CLI checks a corpus before loading the model, and reads it all only if it builds)."""
-    if not any(t is not None and t.strip() for t in map(_text, files)):
+    _require_text(map(_text, files))
+
+
+def _require_text(texts: Iterable[str | None]) -> None:
+    """The one refusal both readers share: no file holds UTF-8 text that is not blank (stops at the
+    first that does)."""
+    if not any(t is not None and t.strip() for t in texts):
         raise StoreError("store corpus: no UTF-8 text in it")
 
 
