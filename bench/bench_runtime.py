@@ -53,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="baseline methods (ar must be one; labels such as goose+store@2 name their budget)")
     p.add_argument("--keep-adjacency", action="store_true",
                    help="carry the adjacency table across prompts (as Token Recycling does); default: reset")
+    p.add_argument("--keep-history", action="store_true",
+                   help="the context matcher also indexes the earlier prompts and outputs (DecodeConfig.keep_history)")
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--bf16-methods", default="ar,pld,tr,goose@16,goose,auto",
                    help="methods run in bf16 (a subset keeps the run short)")
@@ -87,7 +89,7 @@ def specs_for(dtype: str, budgets: list[int], bf16_methods: set[str], baselines:
 def run_set(bundle, bench: str, specs: list, args, latency) -> list[dict]:
     prompts = load_prompts(bench, limit=args.prompts)
     config = DecodeConfig(max_new_tokens=args.max_new_tokens, latency=latency,
-                          reset_adjacency=not args.keep_adjacency)
+                          reset_adjacency=not args.keep_adjacency, keep_history=args.keep_history)
     t0 = time.perf_counter()
     results = run_methods(bundle, specs, prompts, config=config)
     wall = time.perf_counter() - t0
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     budgets = [int(b) for b in args.budgets.split(",")]
     report = {"command": " ".join([os.path.basename(sys.executable), *sys.argv]), "machine": machine(),
               "prompts_per_set": args.prompts, "max_new_tokens": args.max_new_tokens,
-              "adjacency": "kept across prompts" if args.keep_adjacency else "reset per prompt", "runs": {},
+              "adjacency": "kept across prompts" if args.keep_adjacency else "reset per prompt",
+              "matcher": "earlier prompts and outputs too" if args.keep_history else "each prompt alone", "runs": {},
               "complete": False}  # True once every dtype and set has run
     start = time.perf_counter()
     for dtype in args.dtypes.split(","):

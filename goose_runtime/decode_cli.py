@@ -92,6 +92,10 @@ def _decode_options(parser) -> None:
                      help="clear the adjacency table before each prompt (default)")
     adj.add_argument("--keep-adjacency", dest="reset_adjacency", action="store_false",
                      help="carry the adjacency table across prompts (as Token Recycling does)")
+    parser.add_argument("--keep-history", action="store_true",
+                        help="the context matcher also indexes the earlier prompts and outputs of the run (the "
+                        "newest 32k tokens), so phrases the model wrote before are drafted as spines (default: "
+                        "each prompt alone, as in the paper)")
     parser.add_argument("--min-score", type=float, default=0.0,
                         help="goose: do not draft transition candidates whose harvested probability (an upper "
                         "bound: softmax over the top-k's blocks) is below this (the paper lists 0.01; default 0: "
@@ -160,6 +164,7 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
+                         keep_history=args.keep_history,
                          min_score=args.min_score, branch_power=args.branch_power,
                          store_corpus=tuple(args.store_corpus or ()))
     from .prompts import Prompt, check_text, load_prompts
@@ -233,7 +238,7 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
             "linears": bundle.linears,
             "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
-            "min_score": args.min_score, "branch_power": args.branch_power}
+            "keep_history": args.keep_history, "min_score": args.min_score, "branch_power": args.branch_power}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

@@ -46,6 +46,9 @@ from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
 SOURCE_NAMES = ("root", "spine", "transition")
+# keep_history: the matcher keeps at most this many earlier tokens (prompts and outputs); past it, the
+# next prompt starts from the newest half. Its dicts cost about 1 KB a token (three n-gram sizes).
+HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
 
 
@@ -80,6 +83,7 @@ _RULES = {
     "bypass_len": ("must be at least 1", _count),
     "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
     "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
+    "keep_history": ("must be True or False", lambda v: isinstance(v, bool)),
     "store_corpus": ("must be a tuple of paths", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
     "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
 }
@@ -88,7 +92,11 @@ _RULES = {
 @dataclass(frozen=True)
 class DecodeConfig:
     """Decoding options (paper defaults). ``reset_adjacency``: empty the adjacency table before each
-    prompt (False carries it over, as Token Recycling's own code does).
+    prompt (False carries it over, as Token Recycling's own code does). ``keep_history``: the context
+    matcher also indexes the earlier prompts and outputs of this decoder (the last
+    :data:`HISTORY_TOKENS`), so a phrase the model wrote for an earlier prompt is drafted as a spine
+    (off by default: the paper matches within one prompt; Lookahead, Zhao et al. 2023, retrieves
+    drafts from a trie of earlier prompts and outputs in the same way).
 
     Every range is checked here, once, when a config is made (also by ``dataclasses.replace``): a
     bad value raises :class:`ConfigError` naming the field.
@@ -102,6 +110,7 @@ class DecodeConfig:
 
     max_new_tokens: int = 128
     reset_adjacency: bool = True
+    keep_history: bool = False
     top_k: int = 10
     ngram_sizes: tuple[int, ...] = (5, 4, 3)
     max_spine: int = 20
@@ -154,7 +163,7 @@ def warm_kernels() -> None:
 
 class Decoder:
     """Decodes prompts with one method on one model; the adjacency table lives across prompts
-    unless ``config.reset_adjacency``."""
+    unless ``config.reset_adjacency``, the matcher's index only with ``config.keep_history``."""
 
     def __init__(self, bundle: ModelBundle, method: MethodSpec, config: DecodeConfig = DecodeConfig()) -> None:
         # config's ranges were checked when it was made (DecodeConfig.__post_init__)
@@ -171,6 +180,7 @@ class Decoder:
         if method.prior and self.adjacency is not None:  # the table's last fallback (goose_runtime.prior)
             attach_prior(self.adjacency, bundle, score=self.score)
         self.store = shared_store(bundle, config.store_corpus) if method.store else None
+        self._history: ContextMatcher | None = None  # keep_history: the matcher of every prompt so far
         warm_kernels()
 
     # ---- one prompt ---------------------------------------------------------------------------
@@ -191,8 +201,7 @@ class Decoder:
         if self.method.kind == "auto":
             self.auto = DynamicPolicy(cfg.latency, max_budget=self.method.budget, top_k=cfg.top_k,
                                       max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
-        matcher = ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine) \
-            if self.method.uses_matcher else None
+        matcher = self._matcher(prompt) if self.method.uses_matcher else None
         cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()
@@ -214,6 +223,18 @@ class Decoder:
         text = bundle.tokenizer.decode(out, skip_special_tokens=True)
         return PromptResult(self.method.name, prompt_id, benchmark, len(prompt), out, text, cycles,
                             prefill_s, decode_s)
+
+    def _matcher(self, prompt: list[int]) -> ContextMatcher:
+        """The prompt's context matcher: a new one, or with ``keep_history`` the decoder's one, which
+        still indexes the earlier prompts and their outputs (each cycle appends the emitted tokens)."""
+        cfg = self.config
+        if not cfg.keep_history:
+            return ContextMatcher(prompt, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine)
+        if self._history is None or len(self._history) + len(prompt) > HISTORY_TOKENS:
+            newest = self._history.tokens[-(HISTORY_TOKENS // 2):] if self._history is not None else []
+            self._history = ContextMatcher(newest, ngram_sizes=cfg.ngram_sizes, max_spine=cfg.max_spine)
+        self._history.extend(prompt)  # the query is always the current text's end
+        return self._history
 
     def _prefill(self, prompt: list[int], cache) -> None:
         n = len(prompt) - 1

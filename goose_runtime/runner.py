@@ -192,7 +192,7 @@ def run_config(specs, config, **extra) -> dict:
                 "topology": s.topology.to_dict() if s.topology is not None else None,
                 "score": harvest_score(s, config), **goose_only(s)} for s in specs]
     return {"methods": methods, "decode": dataclasses.asdict(config),
-            "reset_adjacency": config.reset_adjacency, **extra}
+            "reset_adjacency": config.reset_adjacency, "keep_history": config.keep_history, **extra}
 
 
 def new_run_id(prefix: str) -> str:

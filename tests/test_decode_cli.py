@@ -114,6 +114,7 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     assert not (df.confident.eq(True) & (df.spine_avail == 0)).any()
     meta = trace_metadata(pf)
     assert meta["config"]["reset_adjacency"] is True and meta["config"]["decode"]["max_new_tokens"] == 10
+    assert meta["config"]["keep_history"] is False and out["keep_history"] is False
     assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]
     assert [m["score"] for m in meta["config"]["methods"]] == ["logit"] * 3 and out["min_score"] == 0.0
 
@@ -194,6 +195,15 @@ def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     table, note = out.splitlines()[2:-1], out.splitlines()[-1]
     assert {line.split()[0] for line in table} == {"tr", "ar"}
     assert note.startswith("note: ") and "too few for a steady speedup" in note  # 6 tokens a prompt
+
+
+def test_keep_history_is_applied_reported_and_recorded(capsys, tiny, jsonl, tmp_path):
+    trace = tmp_path / "run.parquet"
+    out = run_json(capsys, ["decode", "--method", "pld", "--bench", jsonl, "--max-new-tokens", "10",
+                            "--keep-history", "--trace-out", str(trace), "--json"])
+    assert out["keep_history"] is True and out["all_match_ar"] is True
+    meta = trace_metadata(open_trace(trace))
+    assert meta["config"]["keep_history"] is True and meta["config"]["decode"]["keep_history"] is True
 
 
 def test_topology_method_from_file(capsys, tiny, tmp_path):

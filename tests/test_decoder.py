@@ -172,6 +172,29 @@ def test_adjacency_reset_option(bundle):
     assert [c.token for c in k2.cycles] != [c.token for c in k1.cycles]  # carried-over table drafts differently
 
 
+def test_keep_history_drafts_from_earlier_prompts_and_stays_lossless(bundle, monkeypatch):
+    a, b, c = repeating_prompts()[2], repeating_prompts(1)[2], repeating_prompts(2)[2]  # no repeats within each
+    cfg = DecodeConfig(max_new_tokens=30)
+    want = Decoder(bundle, parse_method("ar"), cfg).decode(a).token_ids
+    alone = Decoder(bundle, parse_method("pld"), cfg)
+    kept = Decoder(bundle, parse_method("pld"), dataclasses.replace(cfg, keep_history=True))
+    a1, a2, k1, k2 = alone.decode(a), alone.decode(a), kept.decode(a), kept.decode(a)
+    assert a1.token_ids == a2.token_ids == k1.token_ids == k2.token_ids == want
+    offered = lambda res: [c.spine_avail for c in res.cycles]  # noqa: E731
+    assert offered(a2) == offered(a1) == offered(k1)  # each prompt alone, or nothing earlier yet
+    # the second time, the prompt's end matches its first occurrence, followed by the first output
+    assert k2.cycles[0].spine_avail == cfg.max_spine > offered(a1)[0]
+    assert len(k2.cycles) < len(a1.cycles)
+    # the history is bounded: past the cap only the newest half is kept, so the end of a prompt
+    # seen long enough ago no longer matches its first occurrence
+    import goose_runtime.decoder as decoder_module
+    monkeypatch.setattr(decoder_module, "HISTORY_TOKENS", 64)
+    short = Decoder(bundle, parse_method("pld"), dataclasses.replace(cfg, keep_history=True))
+    results = [short.decode(p) for p in (a, b, c, a)]
+    assert results[0].token_ids == results[3].token_ids == want
+    assert results[3].cycles[0].spine_avail == offered(a1)[0] < cfg.max_spine
+
+
 def test_bad_prompts(bundle):
     dec = Decoder(bundle, parse_method("ar"))
     with pytest.raises(ValueError, match="empty prompt"):
@@ -215,7 +238,7 @@ def test_two_regime_topology_drafts_its_unmatched_tree_without_a_match(bundle, t
     ("adjacency_slots", 0, 1), ("ema_alpha", 0.0, 1.0), ("ema_alpha", 1.5, 0.01), ("rho", -0.1, 0.0),
     ("rho", 1.01, 1.0), ("rho", float("nan"), 0.5), ("bypass_len", 0, 1), ("score", "softmax", "prob"),
     ("min_score", 1.0, 0.99), ("min_score", -0.01, 0.0), ("branch_power", 0.0, 0.5),
-    ("branch_power", float("inf"), 3.0), ("branch_power", True, 1.0),
+    ("branch_power", float("inf"), 3.0), ("branch_power", True, 1.0), ("keep_history", 1, True),
 ])
 def test_config_rejects_each_bad_field_by_name(field, bad, good):
     with pytest.raises(ConfigError, match=rf"^{field} must .*, got ") as info:

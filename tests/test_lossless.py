@@ -116,6 +116,25 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
         assert spine_hits["repeat"] >= 10  # context matching fired and its tokens were accepted
 
 
+@pytest.mark.parametrize("method", ["goose", "auto+store"])
+def test_keep_history_is_lossless_and_drafts_from_earlier_prompts(bundle, prompts, reference, method):
+    # every prompt twice in a row, the matcher keeping the history: the second time the first
+    # pass's text is found again, on the chat question too (where matching within it has little)
+    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.methods import parse_method
+    from goose_theory.latency import LatencyProfile
+    dec = Decoder(bundle, parse_method(method), DecodeConfig(max_new_tokens=NEW_TOKENS, keep_history=True,
+                                                             latency=LatencyProfile(**CPU_PROFILE)))
+    spine_hits = {}
+    for round_ in (1, 2):
+        for name, ids in prompts.items():
+            res = dec.decode(ids, prompt_id=name)
+            assert res.token_ids == reference[name], f"{method} with history diverged from ar on {name}"
+            spine_hits[round_, name] = sum(1 for c in res.cycles for src, acc in zip(c.source, c.accepted)
+                                           if src == "spine" and acc)
+    assert spine_hits[2, "question"] >= NEW_TOKENS // 2 > spine_hits[1, "question"]
+
+
 @pytest.fixture(scope="module")
 def other_plan(bundle, prompts):
     """The linear plan this host did not choose, and ar's tokens under it: MKL up to 3 rows where
