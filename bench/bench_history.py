@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 
 from goose_runtime.decoder import DecodeConfig, Decoder
@@ -56,9 +54,8 @@ def one_round(bundle, labels: list[str], prompts, ids, config) -> dict:
 
 def modeled_speedup(latency, cycles) -> float:
     """Tokens per second the profile predicts for these cycles over those of plain decoding."""
-    rows = np.array([len(c.parent) for c in cycles], dtype=float)
-    cost = np.interp(rows, latency.sizes, latency.seconds)
-    return sum(c.tau for c in cycles) * latency.seconds[0] / float(cost.sum())
+    cost = sum(latency.verify_seconds(len(c.parent)) for c in cycles)  # the root is fed too
+    return sum(c.tau for c in cycles) * latency.verify_seconds(1) / cost
 
 
 def main(argv: list[str] | None = None) -> int:
