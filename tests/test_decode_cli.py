@@ -206,6 +206,14 @@ def test_keep_history_is_applied_reported_and_recorded(capsys, tiny, jsonl, tmp_
     assert meta["config"]["keep_history"] is True and meta["config"]["decode"]["keep_history"] is True
 
 
+def test_keep_history_help_names_the_decoders_cap(capsys):
+    # the CLI spells the cap out (it imports no torch to build its parser): keep it the decoder's
+    from goose_runtime.decoder import HISTORY_TOKENS
+    with pytest.raises(SystemExit):
+        main(["decode", "--help"])
+    assert f"newest {HISTORY_TOKENS >> 10}k tokens" in " ".join(capsys.readouterr().out.split())
+
+
 def test_topology_method_from_file(capsys, tiny, tmp_path):
     path = tmp_path / "shape.json"
     save_topology(Topology.from_nodes(NODES), path)
