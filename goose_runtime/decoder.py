@@ -47,7 +47,8 @@ from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visi
 
 SOURCE_NAMES = ("root", "spine", "transition")
 # keep_history: the matcher keeps at most this many earlier tokens (prompts and outputs); past it, the
-# next prompt starts from the newest half. Its dicts cost about 1 KB a token (three n-gram sizes).
+# next prompt starts from the newest half. Its dicts cost about 0.9 KB a token (three n-gram sizes;
+# docs/bench-runtime.md, "The matcher's history").
 HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
 
