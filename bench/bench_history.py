@@ -34,6 +34,8 @@ from goose_runtime.prompts import load_prompts
 from goose_runtime.runner import encode_all, parse_labeled, summarize
 from goose_theory.topology import write_json_atomic
 
+from bench_runtime import machine  # run as a script from the repo root: bench/ is on sys.path
+
 
 def one_round(bundle, labels: list[str], prompts, ids, config) -> dict:
     """Decode every prompt with ``ar`` and each method alone / with history; summaries by label."""
@@ -85,8 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         for label, s in rounds[-1].items():
             print(f"  {label:28} tau {s['tau']:.3f}  nodes {s['mean_nodes']:5.2f}  verify {s['verify_ms']:5.1f} ms  "
                   f"{s['speedup_vs_ar']:.2f}x  (modeled {s['modeled_speedup']:.3f}x)  = ar: {'yes' if s['matches_ar'] else 'NO'}")
+    host = machine()
     print(f"\n{args.bench}, first {args.limit}, {args.max_new_tokens} tokens, table "
-          f"{'kept' if args.keep_adjacency else 'reset'}; latency profile {latency_file}")
+          f"{'kept' if args.keep_adjacency else 'reset'}; latency profile {latency_file}; {host['cpu']}, {host['date']}")
     print("| method | tau alone | tau with history | modeled speedup alone -> with history | speedup alone (rounds) "
           "| with history | median ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -99,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{first['modeled_speedup']:.3f}x -> {first_h['modeled_speedup']:.3f}x | "
               f"{' / '.join(f'{x:.2f}x' for x in alone)} | {' / '.join(f'{x:.2f}x' for x in hist)} | {ratio:.3f} |")
     if args.out:
-        write_json_atomic(args.out, {"command": " ".join(sys.argv), "latency": latency_file, "rounds": rounds})
+        write_json_atomic(args.out, {"command": " ".join(sys.argv), "machine": host, "latency": latency_file,
+                                     "rounds": rounds})
     return 0
 
 
