@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = load_prompts(args.bench, limit=args.limit)
     ids = encode_all(bundle, prompts, max_new_tokens=args.max_new_tokens, margin=config.max_spine + 2)
     labels = args.methods.split(",")
-    rounds = []
+    host, rounds = machine(), []  # the host as the run starts (date, load before it)
     for r in range(args.rounds):
         t0 = time.perf_counter()
         rounds.append(one_round(bundle, labels, prompts, ids, config))
@@ -87,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         for label, s in rounds[-1].items():
             print(f"  {label:28} tau {s['tau']:.3f}  nodes {s['mean_nodes']:5.2f}  verify {s['verify_ms']:5.1f} ms  "
                   f"{s['speedup_vs_ar']:.2f}x  (modeled {s['modeled_speedup']:.3f}x)  = ar: {'yes' if s['matches_ar'] else 'NO'}")
-    host = machine()
     print(f"\n{args.bench}, first {args.limit}, {args.max_new_tokens} tokens, table "
           f"{'kept' if args.keep_adjacency else 'reset'}; latency profile {latency_file}; {host['cpu']}, {host['date']}")
     print("| method | tau alone | tau with history | modeled speedup alone -> with history | speedup alone (rounds) "
