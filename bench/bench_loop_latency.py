@@ -21,27 +21,26 @@ import statistics
 
 import torch
 
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.decoder import DecodeConfig
 from goose_runtime.model import load_model
 from goose_runtime.profile import verify_latency
 from goose_runtime.prompts import load_prompts
-from goose_runtime.runner import encode_all, parse_labeled
+from goose_runtime.runner import parse_labeled, run_methods
 from goose_theory.topology import write_json_atomic
 
 from bench_runtime import machine  # run as a script from the repo root: bench/ is on sys.path
 
 
 def loop_verify_seconds(bundle, *, bench: str, limit: int, methods: list[str], max_new_tokens: int) -> dict:
-    """Every cycle's forward seconds, by the tree's rows (root included); prompts outer, methods inner."""
+    """Every cycle's forward seconds, by the tree's rows (root included); the runtime bench's loop
+    (``runner.run_methods``: prompts outer, methods inner, the table kept across prompts)."""
     config = DecodeConfig(max_new_tokens=max_new_tokens, reset_adjacency=False)
-    prompts = load_prompts(bench, limit=limit)
-    ids = encode_all(bundle, prompts, max_new_tokens=max_new_tokens, margin=config.max_spine + 2)
-    decoders = [Decoder(bundle, parse_labeled(m), config) for m in methods]
+    results = run_methods(bundle, [parse_labeled(m) for m in methods], load_prompts(bench, limit=limit),
+                          config=config, warmup=False)
     by_rows = collections.defaultdict(list)
-    for prompt, prompt_ids in zip(prompts, ids):
-        for dec in decoders:
-            for cycle in dec.decode(prompt_ids, prompt_id=prompt.id, benchmark=prompt.benchmark).cycles:
-                by_rows[len(cycle.parent)].append(cycle.verify_s)
+    for runs in results.values():
+        for cycle in (c for run in runs for c in run.cycles):
+            by_rows[len(cycle.parent)].append(cycle.verify_s)
     return by_rows
 
 
