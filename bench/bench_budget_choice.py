@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     tables = {g.label: g.recommendation.cost_table for g in analysis.groups if g.recommendation}
     report, t0 = {"latency": profile_path, "threads": args.threads, "prior": args.prior, "traces": files,
                   "sets": {}}, time.time()
-    for bench, path in sorted(written.items()):  # one group per set: its label is the set's name
+    for bench, path in sorted(written.topologies.items()):  # one group per set: its label is the set's name
         if bench not in args.sets.split(","):
             continue
         fitted = load_topology(path)

@@ -99,7 +99,12 @@ def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
     return alt.layer(interval, observed, bound).properties(title="Paper's lower bound vs observed tau", width=420)
 
 
+def write_html(chart: alt.Chart, path: str | os.PathLike) -> None:
+    """Write ``chart`` as standalone HTML to ``path`` (not atomic: for temp paths)."""
+    chart.save(path, format="html")
+
+
 def save_chart(chart: alt.Chart, path: str | os.PathLike) -> None:
     """Write ``chart`` as standalone HTML, atomically (temp file, then rename)."""
     with atomic_output(path, ".html") as tmp:
-        chart.save(tmp, format="html")
+        write_html(chart, tmp)

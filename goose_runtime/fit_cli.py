@@ -25,7 +25,7 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
-from .fit_report import check_outputs, export_line, note_regime_exports, regime_export, summary_text, write_report
+from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
 
 
 SLOW_REGIME_BUDGET = 32  # from here up --regimes says that it will take a while
@@ -144,10 +144,9 @@ def _handler(args) -> int:
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
     pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}", note_slow=True,
                                  log=lambda line: print(line, file=sys.stderr, flush=True)) if args.regimes else {}
-    written = write_report(analysis, args.out) if args.out else {}
-    exports = _save_regimes(pairs, written)
-    # a group's file now holds its regime export, not the recommended tree: name it only there
-    files = note_regime_exports(analysis, args.out, written, exports) if exports else written
+    written = write_report(analysis, args.out, regimes=pairs) if args.out else ReportFiles({}, [])
+    # a group whose file holds its regime export, not the recommended tree, is named only there
+    files, exports = written.recommended, written.exports
     if args.json:
         print_json({**analysis.to_json(files), **({"regime_exports": exports} if args.regimes else {})})
     else:
@@ -213,15 +212,6 @@ def _cost_aware_regime_export(files, bench, cost_table, budget: int, *, context:
             + ", ".join(f"{r['budget']}: {r['tokens_per_s']:.1f}" for r in table)
             + f"; exported at {best['budget']} (the single-regime fit chose {budget})")
     return exported
-
-
-def _save_regimes(pairs: dict[str, tuple], written: dict[str, str]) -> list[dict]:
-    """Overwrite each group's topology with the two-regime single tree (keeping the report's
-    provenance) and write the regime file beside it; returns what each group's two files hold."""
-    from goose_theory.regimefile import save_over_fit
-
-    return [regime_export(label, single, pair, written[label], save_over_fit(single, pair, written[label]))
-            for label, (single, pair, _, _) in pairs.items()]
 
 
 def main(argv: list[str] | None = None) -> int:

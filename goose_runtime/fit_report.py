@@ -1,21 +1,24 @@
 """Render a fit-acceptance :class:`~goose_theory.fitanalysis.Analysis`: a readable summary, a
 markdown report, altair charts as HTML and the recommended ``goose-topology/1`` files.
 
-Every file is written atomically (temp file, then rename); callers validate all input first,
-so bad input never leaves a half-written report.
+The files are written as one set (temp files, renamed into place only once all are written);
+callers validate all input first, so bad input never leaves a half-written report.
 """
 from __future__ import annotations
 
+import functools
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from goose_theory.cli_util import format_table, to_jsonable
 from goose_theory.errors import OutputPathError
-from goose_theory.fileio import output_file_problem, write_text_atomic
+from goose_theory.fileio import output_file_problem, write_files_together, write_text
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
-from goose_theory.topology import save_topology
+from goose_theory.regimefile import regime_pair_path, with_fit_provenance
+from goose_theory.topology import json_text
 
 from . import charts
 
@@ -192,32 +195,54 @@ def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: t
             raise OutputPathError(f"output file {path} {problem}")
 
 
-def write_report(analysis: Analysis, out_dir: str | os.PathLike) -> dict[str, str]:
-    """Write topology-<group>.json, the HTML charts and report.md into ``out_dir``; returns the
-    topology file of each group label. Callers check the paths first (:func:`check_outputs`)."""
-    out_dir = os.fspath(out_dir)
-    files: dict[str, str] = {}
-    for g in analysis.groups:
-        if g.recommendation is None:
+@dataclass(frozen=True)
+class ReportFiles:
+    """What :func:`write_report` wrote: each group's topology file (label -> path) and, for the
+    groups given two-regime exports, what their two files hold (:func:`regime_export`)."""
+    topologies: dict[str, str]
+    exports: list[dict[str, Any]]
+
+    @property
+    def recommended(self) -> dict[str, str]:
+        """The topology files that hold the recommended tree (not a two-regime export)."""
+        exported = {e["group"] for e in self.exports}
+        return {k: v for k, v in self.topologies.items() if k not in exported}
+
+
+def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
+                 regimes: dict[str, tuple] | None = None) -> ReportFiles:
+    """Write topology-<group>.json, the HTML charts and report.md into ``out_dir`` as one set
+    (:func:`~goose_theory.fileio.write_files_together`: a failure part-way replaces none of them).
+    ``regimes``: group label -> the two-regime export (single, pair, ...) of ``fit-acceptance
+    --regimes`` and ``goose loop``; such a group's file holds ``single`` instead of the recommended
+    tree, its regime file (``pair``) goes beside it, and the report names both in a section of its
+    own. Callers check the paths first (:func:`check_outputs`)."""
+    out_dir, regimes = os.fspath(out_dir), regimes or {}
+    writers, topologies, exports = {}, {}, []
+    for g in (*analysis.groups, analysis.overall):  # the overall file only where no group wrote its label
+        if g.recommendation is None or g.label in topologies:
             continue
-        path = os.path.join(out_dir, g.file_stem + ".json")
-        topo = g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g))
-        save_topology(topo, path)
-        files[g.label] = path
-    if analysis.overall.label not in files and analysis.overall.recommendation is not None:
-        path = os.path.join(out_dir, analysis.overall.file_stem + ".json")
-        save_topology(analysis.overall.recommendation.best.topology.with_meta(
-            provenance=_provenance(analysis, analysis.overall)), path)
-        files[analysis.overall.label] = path
+        path = topologies[g.label] = os.path.join(out_dir, g.file_stem + ".json")
+        if g.label not in regimes:
+            writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g)))
+            continue
+        single, pair = with_fit_provenance(*regimes[g.label][:2], _provenance(analysis, g))
+        writers[path], writers[regime_pair_path(path)] = _topology_writer(single), _topology_writer(pair)
+        exports.append(regime_export(g.label, single, pair, path, regime_pair_path(path)))
     chart_files = []
     for name, frame in chart_frames(analysis).items():
-        if frame.empty:
-            continue
-        path = os.path.join(out_dir, f"{name}.html")
-        charts.save_chart(_BUILDERS[name](frame), path)
-        chart_files.append(path)
-    write_text_atomic(os.path.join(out_dir, "report.md"), render_markdown(analysis, files, chart_files))
-    return files
+        if not frame.empty:
+            chart_files.append(os.path.join(out_dir, f"{name}.html"))
+            writers[chart_files[-1]] = functools.partial(charts.write_html, _BUILDERS[name](frame))
+    written = ReportFiles(topologies, exports)
+    report = render_markdown(analysis, written.recommended, chart_files) + _regime_section(analysis, exports)
+    writers[os.path.join(out_dir, "report.md")] = functools.partial(write_text, text=report)
+    write_files_together(writers)
+    return written
+
+
+def _topology_writer(topology):
+    return functools.partial(write_text, text=json_text(topology.to_dict()))
 
 
 def regime_export(group: str, single, pair, single_path: str, pair_path: str) -> dict[str, Any]:
@@ -234,14 +259,10 @@ def export_line(e: dict[str, Any]) -> str:
             f"{e['regime_file']['file']}")
 
 
-def note_regime_exports(analysis: Analysis, out_dir: str | os.PathLike, files: dict[str, str],
-                        exports: list[dict[str, Any]]) -> dict[str, str]:
-    """Re-write report.md once groups' topology files hold their two-regime exports instead of the
-    recommended tree: the recommendation no longer names those files, and a section names what each
-    holds. Returns the group -> file map of the files that still hold the recommended tree."""
-    out_dir = os.fspath(out_dir)
-    kept = {k: v for k, v in files.items() if k not in {e["group"] for e in exports}}
-    chart_files = [os.path.join(out_dir, f"{n}.html") for n, frame in chart_frames(analysis).items() if not frame.empty]
+def _regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
+    """The report's section on the groups whose files hold two-regime exports ('' without any)."""
+    if not exports:
+        return ""
     section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
                "The recommendation above assumes the matcher offers a spine in every cycle. These exports fit "
                "the cycles with and without a match apart; theirs are the predictions to hold against measured tau."
@@ -249,6 +270,4 @@ def note_regime_exports(analysis: Analysis, out_dir: str | os.PathLike, files: d
                   "peaks (`goose_theory/regimebudget.py`), which may differ from the budget above."
                   if any(g.recommendation and g.recommendation.cost_table for g in analysis.groups) else ""), "",
                *[f"- {export_line(e)}" for e in exports], ""]
-    write_text_atomic(os.path.join(out_dir, "report.md"),
-                      render_markdown(analysis, kept, chart_files) + "\n" + "\n".join(section))
-    return kept
+    return "\n" + "\n".join(section)

@@ -205,19 +205,17 @@ def _trace_files(spec: str) -> list[str]:
     return files
 
 
-def _regime_topologies(exported: tuple, bench: str, path: str, budget: int, *, bundle=None, config=None,
+def _regime_topologies(exported: tuple, bench: str, paths: list[str], budget: int, *, bundle=None, config=None,
                        prompt_set: str | None = None, prior: bool = False) -> list[str]:
-    """Replace the fit's topology at ``path`` by the two-regime export at the same (cost-aware)
-    ``budget`` (``exported``: :func:`goose_runtime.fit_cli.regime_exports`' tuple), and write the
-    regime file beside it (matched/unmatched trees, plus a tree for confident matches where the
-    traces label them); with ``bundle``, also the regime file whose matched tree the trace replay
-    picks (``*-regimes-replay.json``), where that is not the regime file's own (``prompt_set``: the
-    set as given, a JSONL path, where ``bench`` is its label). Returns the paths written."""
-    from goose_theory.regimefile import save_over_fit
+    """Report the two-regime export written at ``paths`` (its single tree, then its regime file:
+    matched/unmatched trees, plus a tree for confident matches where the traces label them) at the
+    (cost-aware) ``budget`` (``exported``: :func:`goose_runtime.fit_cli.regime_exports`' tuple);
+    with ``bundle``, also write the regime file whose matched tree the trace replay picks
+    (``*-regimes-replay.json``), where that is not the regime file's own (``prompt_set``: the set as
+    given, a JSONL path, where ``bench`` is its label). Returns the paths the set runs."""
     from goose_theory.regimefill import budget_gap_note, prior_mismatch_note
 
     single, pair, fit, methods = exported
-    pair_path = save_over_fit(single, pair, path)
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
               f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
               f"budget {budget}")
@@ -225,8 +223,7 @@ def _regime_topologies(exported: tuple, bench: str, path: str, budget: int, *, b
                  prior_mismatch_note(methods, prior)):
         if note:
             _progress(f"{bench}: note: {note}")
-    paths = [path, pair_path]
-    picked = _replay_pick(bundle, pair_path, prompt_set or bench, config) if bundle is not None else None
+    picked = _replay_pick(bundle, paths[1], prompt_set or bench, config) if bundle is not None else None
     return paths + ([picked] if picked else [])
 
 
@@ -260,7 +257,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
-    from .fit_report import check_outputs, note_regime_exports, regime_export, write_report
+    from .fit_report import check_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     _note_token_cap(files, args.max_new_tokens)
@@ -283,16 +280,16 @@ def loop_handler(args: argparse.Namespace) -> int:
     fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress)
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
-    written = write_report(analysis, args.out_dir)
-    plan, exports = [], []
-    for label, exported in fits.items():
-        paths = _regime_topologies(exported, label, written[label], exported[0].budget, bundle=bundle,
-                                   config=config, prompt_set=by_label[label], prior=args.prior)
+    written = write_report(analysis, args.out_dir, regimes=fits)
+    plan = []
+    for e in written.exports:
+        label, exported = e["group"], fits[e["group"]]
+        paths = _regime_topologies(exported, label, [e["single"]["file"], e["regime_file"]["file"]],
+                                   exported[0].budget, bundle=bundle, config=config, prompt_set=by_label[label],
+                                   prior=args.prior)
         plan.append((by_label[label], paths))
-        exports.append(regime_export(label, exported[0], exported[1], paths[0], paths[1]))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
-    note_regime_exports(analysis, args.out_dir, written, exports)
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = _run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")

@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from .errors import OutputPathError
@@ -111,10 +111,44 @@ def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
         raise
 
 
+def write_files_together(writers: Mapping[str, Callable[[str], None]]) -> None:
+    """Write files that belong together (a report and the files it names): each writer is called
+    with a temp path beside its target, and the targets are replaced only once every writer has
+    finished; an exception in any writer leaves every target as it was. (The renames themselves
+    follow one another, so a crash in those few microseconds could still leave a mixed set.)
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> def fail(tmp):
+        ...     raise ValueError("second file fails")
+        >>> def text(tmp):
+        ...     with open(tmp, "w") as fh:
+        ...         _ = fh.write("a")
+        >>> try:
+        ...     write_files_together({os.path.join(folder, "a.txt"): text, os.path.join(folder, "b.txt"): fail})
+        ... except ValueError:
+        ...     pass
+        >>> os.listdir(folder)  # the first file was not put in place either
+        []
+    """
+    with ExitStack() as stack:
+        temps = [stack.enter_context(atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".tmp"))
+                 for path in writers]
+        for write, tmp in zip(writers.values(), temps):
+            write(tmp)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8 (not atomic: for the temp paths of :func:`atomic_output`
+    and :func:`write_files_together`)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     with atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".txt") as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_text(tmp, text)
 
 
 def loads_json(text: str) -> Any:

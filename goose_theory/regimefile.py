@@ -135,22 +135,25 @@ def matched_by_length(topology: Topology) -> tuple[Topology, ...] | None:
     return tuple(_one_tree(x, f"regimes.matched_by_length[{i}]") for i, x in enumerate(specs))
 
 
+def regime_pair_path(path: str) -> str:
+    """Where the regime file beside the topology file ``path`` goes (``x.json`` -> ``x-regimes.json``)."""
+    return path[: -len(".json")] + "-regimes.json"
+
+
 def save_regime_topologies(single: Topology, pair: Topology, path: str) -> str:
     """Write ``single`` to ``path`` (a ``.json`` file) and ``pair`` beside it as ``*-regimes.json``
     (each atomically); returns the pair's path."""
     from .topology import save_topology
 
-    pair_path = path[: -len(".json")] + "-regimes.json"
+    pair_path = regime_pair_path(path)
     save_topology(single, path)
     save_topology(pair, pair_path)
     return pair_path
 
 
-def save_over_fit(single: Topology, pair: Topology, path: str) -> str:
-    """Replace the fit's topology file at ``path`` (``fit-acceptance``/``goose loop``'s export)
-    by the regime fit's ``single`` tree and write ``pair`` beside it, both keeping the fit file's
-    provenance (traces, fitted values) plus what the regime fit adds; returns the pair's path."""
-    from .topology import load_topology
-
-    prov = {**(load_topology(path).meta.get("provenance") or {}), **(single.meta.get("provenance") or {})}
-    return save_regime_topologies(single.with_meta(provenance=prov), pair.with_meta(provenance=prov), path)
+def with_fit_provenance(single: Topology, pair: Topology, provenance: dict) -> tuple[Topology, Topology]:
+    """``single`` and ``pair`` as they are exported in place of a fit's recommended tree
+    (``fit-acceptance --regimes``, ``goose loop``): both carry the fit's ``provenance`` (which traces,
+    fitted values) plus what the regime fit adds to ``single``'s."""
+    prov = {**provenance, **(single.meta.get("provenance") or {})}
+    return single.with_meta(provenance=prov), pair.with_meta(provenance=prov)

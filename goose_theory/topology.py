@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import InputError
-from .fileio import atomic_output, load_json_file
+from .fileio import atomic_output, load_json_file, write_text
 from .topometa import meta_problem
 
 SCHEMA = "goose-topology/1"
@@ -254,12 +254,16 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
+def json_text(data: Any) -> str:
+    """The project's JSON file text: indented, numpy scalars and arrays as plain numbers, no NaN."""
+    return json.dumps(data, indent=1, default=_json_default, allow_nan=False) + "\n"
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     """Write JSON to a temp file beside ``path`` and rename it over: never a half file."""
-    text = json.dumps(data, indent=1, default=_json_default, allow_nan=False) + "\n"
+    text = json_text(data)
     with atomic_output(path, ".json") as tmp:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_text(tmp, text)
 
 
 def save_topology(topology: Topology, path: str | os.PathLike) -> None:

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from goose_runtime import charts
 from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, write_report
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
@@ -99,7 +100,7 @@ def test_group_rows_mark_the_violated_bound(analysis):
 
 def test_write_report_links_exactly_the_charts_it_wrote(analysis, tmp_path):
     a, _ = analysis
-    files = write_report(a, tmp_path)
+    files = write_report(a, tmp_path).topologies
     names = sorted(os.listdir(tmp_path))
     assert not [n for n in names if n.startswith(".tmp")]
     assert set(files) >= {"goose", "broken"} and all(os.path.isfile(p) for p in files.values())
@@ -111,3 +112,23 @@ def test_write_report_links_exactly_the_charts_it_wrote(analysis, tmp_path):
     assert {"p_s_by_depth.html", "p_t_by_rank.html", "bound_check.html"} <= set(linked)
     for label, path in files.items():
         assert path.startswith(str(tmp_path)) and (label == a.overall.label or f"-> {path}" in report)
+
+
+def test_write_report_replaces_no_file_when_one_fails_part_way(analysis, tmp_path, monkeypatch):
+    # the report names the topology files and charts: a set half old, half new would mislead
+    a, _ = analysis
+    first = write_report(a, tmp_path).topologies
+    for name in os.listdir(tmp_path):  # marked, so that a file rewritten with equal text shows too
+        (tmp_path / name).write_bytes(b"old")
+    before = {n: b"old" for n in os.listdir(tmp_path)}
+    calls = []
+    def fail_second(chart, path):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        chart.save(path, format="html")
+    monkeypatch.setattr(charts, "write_html", fail_second)
+    with pytest.raises(OSError, match="disk full"):
+        write_report(a, tmp_path)
+    assert len(calls) == 2 and first
+    assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before  # no temp file left either

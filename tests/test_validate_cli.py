@@ -286,32 +286,32 @@ def _exported(budget: int) -> tuple:
     return regime_exports(["traces/stdlib-b8.parquet"], bench="stdlib", budget=budget, context="test")
 
 
+def _saved(exported: tuple, path) -> list[str]:
+    """``exported``'s two files as the loop writes them (fit_report.write_report): [single, regime file]."""
+    from goose_theory.regimefile import save_regime_topologies
+    return [str(path), save_regime_topologies(exported[0], exported[1], str(path))]
+
+
 def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, monkeypatch):
     # a JSONL set is labelled by its stem in traces, but only its path loads its prompts
     import goose_runtime.replayfit as replayfit
     from goose_runtime.validate_cli import _regime_topologies
-    from goose_theory.acceptance import Acceptance
-    from goose_theory.optimize import build_topology
-    from goose_theory.topology import save_topology
     seen = []
     monkeypatch.setattr(replayfit, "pick_by_replay", lambda bundle, pair, bench, **kw: seen.append(bench))
-    path = tmp_path / "topology-stdlib.json"
-    save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
-    paths = _regime_topologies(_exported(8), "stdlib", str(path), 8, bundle=object(), config=None,
-                               prompt_set="sets/stdlib.jsonl")
+    exported = _exported(8)
+    paths = _regime_topologies(exported, "stdlib", _saved(exported, tmp_path / "topology-stdlib.json"), 8,
+                               bundle=object(), config=None, prompt_set="sets/stdlib.jsonl")
     assert seen == ["sets/stdlib.jsonl"] and len(paths) == 2
 
 
 def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
     # rates harvested by smaller trees run low (docs/two-regime.md section 14): the loop says so
     from goose_runtime.validate_cli import _regime_topologies
-    from goose_theory.acceptance import Acceptance
-    from goose_theory.optimize import build_topology
-    from goose_theory.topology import load_topology, save_topology
+    from goose_theory.topology import load_topology
     for budget, noted in ((15, True), (10, False)):
-        path = tmp_path / f"topology-stdlib-{budget}.json"
-        save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=budget).topology, path)
-        paths = _regime_topologies(_exported(budget), "stdlib", str(path), budget)
+        exported = _exported(budget)
+        paths = _regime_topologies(exported, "stdlib", _saved(exported, tmp_path / f"topology-stdlib-{budget}.json"),
+                                   budget)
         assert load_topology(paths[1]).meta["provenance"]["regime_budgets"] == [8, 8]  # goose@8, iso:2@8
         err = capsys.readouterr().err
         assert ("note: fitted on traces at budget 8, exported at 15" in err) is noted
@@ -320,12 +320,9 @@ def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
 def test_the_loop_notes_traces_recorded_without_the_prior_when_it_validates_with_it(tmp_path, capsys):
     # the prior fills slots a table alone leaves empty, so fit and validation must agree on it
     from goose_runtime.validate_cli import _regime_topologies
-    from goose_theory.acceptance import Acceptance
-    from goose_theory.optimize import build_topology
-    from goose_theory.topology import save_topology
     for prior in (True, False):
-        path = tmp_path / f"topology-stdlib-{prior}.json"
-        save_topology(build_topology("optimal", Acceptance.parse(0.8, 0.2), budget=8).topology, path)
-        _regime_topologies(_exported(8), "stdlib", str(path), 8, prior=prior)
+        exported = _exported(8)
+        _regime_topologies(exported, "stdlib", _saved(exported, tmp_path / f"topology-stdlib-{prior}.json"), 8,
+                           prior=prior)
         err = capsys.readouterr().err
         assert ("note: fitted on traces recorded without the prior (goose@8, iso:2@8), validated with it" in err) is prior
