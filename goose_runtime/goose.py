@@ -65,8 +65,7 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     """
     if budget <= 0 or tree.depth[node] >= max_depth or adj is None:
         return 0
-    width = min(top_k, max(1, math.ceil(budget / 2)))
-    cands = candidates(adj, tree, node, before_anchor, exclude, limit=width, min_score=min_score)
+    cands = candidates(adj, tree, node, before_anchor, exclude, limit=_width(budget, top_k), min_score=min_score)
     width = len(cands)
     if width == 0:
         return 0
@@ -80,6 +79,11 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
         carry = share + carry - placed
         used += placed
     return used
+
+
+def _width(budget: int, top_k: int) -> int:
+    """How many direct children :func:`grow_branches` gives a node with ``budget`` below it."""
+    return min(top_k, max(1, math.ceil(budget / 2)))
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,
@@ -119,15 +123,18 @@ def _unmatched_tree(policy: GoosePolicy, match: Match, adj: AdjacencyTable | Non
     if store_token < 0:
         grow_branches(tree, 0, budget, adj, before_anchor, **kw)
         return tree
-    placed = grow_branches(tree, 0, budget - 1, adj, before_anchor, **kw)
-    if any(tree.token[kid] == store_token for kid in tree.children[0]):
-        tree = new_tree(anchor, match)  # the table drafts the guess itself: its full-budget tree
+    # the root children grow_branches would draft at budget - 1 (its first step): if the guess is
+    # among them the table drafts it itself, and the tree is the table's at the full budget
+    roots = (candidates(adj, tree, 0, before_anchor, limit=_width(budget - 1, top_k), min_score=policy.min_score)
+             if budget > 1 and max_depth > 0 else [])
+    if any(token == store_token for _, token, _ in roots):
         grow_branches(tree, 0, budget, adj, before_anchor, **kw)
-    else:
-        guess = tree.add(0, TRANSITION, top_k, store_token)
-        # budget the table could not place under the root (no row for the anchor: a third of the
-        # unmatched cycles) passes to the guess, as a sibling's unused budget does in grow_branches
-        grow_branches(tree, guess, budget - 1 - placed, adj, before_anchor, **kw)
+        return tree
+    placed = grow_branches(tree, 0, budget - 1, adj, before_anchor, **kw)
+    guess = tree.add(0, TRANSITION, top_k, store_token)
+    # budget the table could not place under the root (no row for the anchor: a third of the
+    # unmatched cycles) passes to the guess, as a sibling's unused budget does in grow_branches
+    grow_branches(tree, guess, budget - 1 - placed, adj, before_anchor, **kw)
     return tree
 
 

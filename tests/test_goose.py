@@ -3,6 +3,7 @@ shapes (iso_topology, tr_topology)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from goose_theory.topology import SPINE, TRANSITION
@@ -186,3 +187,36 @@ def test_store_guess_takes_the_last_node_of_an_unmatched_tree():
     m = Match((40, 41, 42), 3, 1, 1)
     assert build_goose(GoosePolicy(), m, table, 1, 2, budget=6, store_token=guess).token == \
         build_goose(GoosePolicy(), m, table, 1, 2, budget=6).token
+
+
+def _unmatched_reference(table, budget, guess, **kw):
+    """The store's unmatched tree as first written (grown at budget - 1, grown again at the full
+    budget when the guess turned out to be a root child): what the builder must still produce."""
+    from goose_runtime.goose import grow_branches
+    from goose_runtime.trees import new_tree
+    tree = new_tree(2, Match((), 0, 0, 0))
+    placed = grow_branches(tree, 0, budget - 1, table, 1, **kw)
+    if any(tree.token[kid] == guess for kid in tree.children[0]):
+        tree = new_tree(2, Match((), 0, 0, 0))
+        grow_branches(tree, 0, budget, table, 1, **kw)
+    else:
+        kid = tree.add(0, TRANSITION, kw["top_k"], guess)
+        grow_branches(tree, kid, budget - 1 - placed, table, 1, **kw)
+    return tree
+
+
+@pytest.mark.parametrize("min_score", [0.0, 0.5])
+def test_store_tree_equals_the_grow_twice_reference(min_score):
+    # the builder checks the root's candidates before growing instead of growing twice
+    table, none = full_table(seed=3), Match((), 0, 0, 0)
+    policy = GoosePolicy(min_score=min_score)
+    kw = dict(top_k=10, max_depth=6, min_score=min_score, power=policy.branch_power)
+    duplicates = 0
+    for budget in range(1, 22):
+        plain = build_goose(policy, none, table, 1, 2, budget=budget)
+        for guess in range(V):
+            tree = build_goose(policy, none, table, 1, 2, budget=budget, store_token=guess)
+            ref = _unmatched_reference(table, budget, guess, **kw)
+            assert (tree.token, tree.parent, tree.rank) == (ref.token, ref.parent, ref.rank), (budget, guess)
+            duplicates += tree.token == plain.token
+    assert duplicates > 20  # both branches ran
