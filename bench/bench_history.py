@@ -31,7 +31,7 @@ from goose_runtime.decoder import DecodeConfig, Decoder
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import load_prompts
-from goose_runtime.runner import encode_all, parse_labeled, summarize
+from goose_runtime.runner import decode_all, encode_all, parse_labeled, summarize
 from goose_theory.topology import write_json_atomic
 
 from bench_runtime import machine  # run as a script from the repo root: bench/ is on sys.path
@@ -44,10 +44,7 @@ def one_round(bundle, labels: list[str], prompts, ids, config) -> dict:
     for label in labels:
         decoders[label] = Decoder(bundle, parse_labeled(label), config)
         decoders[f"{label} +history"] = Decoder(bundle, parse_labeled(label), history)
-    results = {label: [] for label in decoders}
-    for prompt, prompt_ids in zip(prompts, ids):
-        for label, dec in decoders.items():
-            results[label].append(dec.decode(prompt_ids, prompt_id=prompt.id, benchmark=prompt.benchmark))
+    results = decode_all(decoders, prompts, ids)  # the runtime bench's loop: prompts outer, methods inner
     out = {label: dataclasses.asdict(s) for label, s in summarize(results).items()}
     for label, runs in results.items():
         out[label]["modeled_speedup"] = modeled_speedup(config.latency, [c for r in runs for c in r.cycles])

@@ -126,6 +126,15 @@ def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
         warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
         Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")
     decoders = {label: Decoder(bundle, s, config) for label, s in distinct_methods(specs).items()}
+    return decode_all(decoders, prompts, ids, on_result=on_result)
+
+
+def decode_all(decoders: dict, prompts: list[Prompt], ids: list[list[int]], *,
+               on_result: Callable[[PromptResult], None] | None = None) -> dict[str, list[PromptResult]]:
+    """Decode every prompt (its token ids in ``ids``) with every decoder, prompts outer and
+    decoders inner, so that a drift of the host's speed falls on all methods alike; ``{label:
+    [PromptResult per prompt]}``, each result's ``method`` set to its label. :func:`run_methods`
+    runs through it, and so do benchmarks whose decoders differ in config, not only in method."""
     results: dict[str, list[PromptResult]] = {label: [] for label in decoders}
     for prompt, prompt_ids in zip(prompts, ids):
         for label, decoder in decoders.items():
