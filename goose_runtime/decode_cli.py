@@ -25,7 +25,6 @@ from goose_theory.cli_util import UsageError, format_table, print_json, split_li
 from .cli_checks import check_refresh, check_run_args, make_config
 
 FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
-MAX_PROFILE_SIZE = 4096  # tokens in one forward; the model's context is 8192 and trees stay far below
 
 DEFAULT_COMPARE = "ar"
 RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
@@ -268,6 +267,8 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 
 
 def profile_handler(args: argparse.Namespace) -> int:
+    from goose_theory.latency import MAX_SIZE as MAX_PROFILE_SIZE  # the format's limit (numba: not at start-up)
+
     check_run_args(args)
     items = split_list(args.sizes, "--sizes")
     try:

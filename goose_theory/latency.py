@@ -36,6 +36,7 @@ from .optimize import OptimizeResult, _check_int, build_topology
 from .topology import write_json_atomic
 
 SCHEMA = "goose-latency/1"
+MAX_SIZE = 4096  # tokens in one forward: the default model's context is 8192 and trees stay far below
 
 
 class LatencyError(InputError):
@@ -72,6 +73,8 @@ class LatencyProfile:
         for n in sizes:
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise LatencyError(f"sizes must be integers >= 1, got {n!r}")
+            if n > MAX_SIZE:  # a typo or a hand-made file: the budget scans would run for hours
+                raise LatencyError(f"sizes must be at most {MAX_SIZE} tokens (one forward), got {n}")
         for a, b in zip(sizes, sizes[1:]):
             if b <= a:
                 raise LatencyError(f"sizes must be strictly increasing (no duplicates), got {a} then {b}")

@@ -49,6 +49,9 @@ def test_round_trip(tmp_path):
     ({"sizes": [1, 2], "seconds": [0.1, -1]}, "> 0"),
     ({"sizes": [0, 2], "seconds": [0.1, 0.2]}, "integers >= 1"),
     ({"sizes": [1.5, 2], "seconds": [0.1, 0.2]}, "integers >= 1"),
+    # past int64 numpy's interpolation overflowed, and a size of 10**6 sent the budget scans on for hours
+    ({"sizes": [1, 10**30], "seconds": [0.1, 0.2]}, "at most 4096 tokens"),
+    ({"sizes": [1, 4097], "seconds": [0.1, 0.2]}, "at most 4096 tokens"),
     ({"sizes": [1, 2], "seconds": [0.1, "x"]}, "finite number"),
     ({"sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": -1}, "draft_s"),
     ({"sizes": [], "seconds": []}, "non-empty"),
