@@ -63,7 +63,10 @@ def _one_tree(spec: dict, where: str) -> Topology:
         raise TopologyError(f"{where}: schema {spec['schema']!r} is not {SCHEMA!r}")
     if "regimes" in spec:
         raise TopologyError(f"{where} holds regimes of its own")
-    return topology_from_dict({**spec, "schema": SCHEMA})
+    try:
+        return topology_from_dict({**spec, "schema": SCHEMA})
+    except TopologyError as exc:  # say which tree: "node 1: ..." alone reads as the file's own nodes
+        raise TopologyError(f"{where}: {exc}") from None
 
 
 def unmatched_topology(topology: Topology) -> Topology | None:
@@ -93,7 +96,7 @@ def confident_topology(topology: Topology) -> tuple[Topology, int] | None:
     spec = _spec(topology, "confident")
     if spec is None:
         return None
-    tree = topology_from_dict({**spec, "schema": SCHEMA})
+    tree = _one_tree(spec, "regimes.confident")
     n = spec.get("min_match", MIN_MATCH)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise TopologyError(f"regimes.confident.min_match must be a positive integer, got {n!r}")

@@ -173,8 +173,9 @@ def _validate(name: str, schema: pa.Schema, num_rows: int) -> None:
     version = meta.get(VERSION_KEY)
     if version is None:
         raise TraceFileError(f"{name}: no goose_trace_version in the parquet metadata (not a goose trace)")
-    if version.decode() != TRACE_VERSION:
-        raise TraceFileError(f"{name}: goose_trace_version {version.decode()!r} is not supported (expected {TRACE_VERSION})")
+    text = version.decode("utf-8", errors="replace")  # bytes that are not text: named, not a traceback
+    if text != TRACE_VERSION:
+        raise TraceFileError(f"{name}: goose_trace_version {text!r} is not supported (expected {TRACE_VERSION})")
     missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise TraceFileError(f"{name}: missing required column(s) {', '.join(missing)}")

@@ -42,7 +42,15 @@ def test_a_regimes_entry_of_the_wrong_type_is_one_topology_error(regimes):
     ({"matched_by_length": []}, "regimes.matched_by_length is empty"),
     ({"unmatchd": {"nodes": [{"source": "root"}]}}, "unknown entry 'unmatchd'"),
     ({"unmatched": {"nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}},
-     "parent 5 is not an earlier node"),
+     "regimes.unmatched: node 1: parent 5 is not an earlier node"),  # which tree, not the file's own nodes
+    ({"confident": {"nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}], "min_match": 8}},
+     "regimes.confident: node 1: parent 5"),
+    ({"matched_by_length": [{"nodes": [{"source": "root"}], "budget": 3}]},
+     r"regimes.matched_by_length\[0\]: 'budget' is 3"),
+    # the confident tree skipped the checks the other trees get (found by fuzzing the CLIs)
+    ({"confident": {"schema": "zzz", "nodes": [{"source": "root"}]}}, "regimes.confident: schema 'zzz' is not"),
+    ({"confident": {"nodes": [{"source": "root"}], "regimes": {"unmatched": {"nodes": [{"source": "root"}]}}}},
+     "regimes.confident holds regimes of its own"),
     ({}, "regimes is empty"),  # the CLI audit: these three loaded without a word
     ({"unmatched": {"schema": "zzz", "nodes": [{"source": "root"}]}}, "regimes.unmatched: schema 'zzz' is not"),
     ({"matched_by_length": [{"nodes": [{"source": "root"}], "regimes": {"unmatched": {"nodes": [{"source": "root"}]}}}]},

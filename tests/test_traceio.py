@@ -26,10 +26,12 @@ def _bad(good, tmp):
     meta = dict(table.schema.metadata)
     pq.write_table(table.drop_columns(["match"]), tmp / "nomatch.parquet")
     pq.write_table(table.replace_schema_metadata({**meta, b"goose_trace_version": b"2"}), tmp / "v2.parquet")
+    # bytes that are not UTF-8 there ended in a UnicodeDecodeError traceback
+    pq.write_table(table.replace_schema_metadata({**meta, b"goose_trace_version": b"\xff\xfe"}), tmp / "vbin.parquet")
     pq.write_table(table.slice(0, 0), tmp / "empty.parquet")
     pq.write_table(table.replace_schema_metadata({}), tmp / "plain.parquet")
     (tmp / "notes.parquet").write_text("this is not parquet\n")
-    return [tmp / n for n in ("nomatch.parquet", "v2.parquet", "empty.parquet", "plain.parquet", "notes.parquet",
+    return [tmp / n for n in ("nomatch.parquet", "v2.parquet", "vbin.parquet", "empty.parquet", "plain.parquet", "notes.parquet",
                               "absent.parquet")]
 
 
