@@ -21,6 +21,9 @@ MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faste
 # the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
 # minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
 MAX_TOP_K = 1000
+# depth multiplies the same cost: at budget 10000, depth and spine 64 take about a minute, 128 two
+# (10000 x 10000 ran out of memory); the paper's trees stop at depth 6, its spine at 20
+MAX_DEPTH = 64
 MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 43 PiB of chunk keys
 
 
@@ -88,6 +91,9 @@ def _check_shape(args: argparse.Namespace) -> None:
         raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
     if args.top_k > MAX_TOP_K:
         raise UsageError(f"--top-k must be at most {MAX_TOP_K}, got {args.top_k}")
+    for name in ("max_depth", "max_spine"):
+        if getattr(args, name) > MAX_DEPTH:
+            raise UsageError(f"--{name.replace('_', '-')} must be at most {MAX_DEPTH}, got {getattr(args, name)}")
 
 
 def cmd_yield(args: argparse.Namespace) -> int:

@@ -110,6 +110,10 @@ def test_compare_lists_rules(capsys):
     (["optimize", "--budget", "1000000000", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "at most 10000"),
     (["compare", "--budget", "1000", "--p-s", "0.9", "--p-t", "0.0001", "--top-k", "2000"],
      "--top-k must be at most 1000, got 2000"),  # ran for minutes
+    (["optimize", "--budget", "10000", "--p-s", "0.6", "--p-t", "0.1", "--max-depth", "10000", "--out", "OUT"],
+     "--max-depth must be at most 64, got 10000"),  # ran for minutes, with --max-spine too out of memory
+    (["compare", "--budget", "100", "--p-s", "0.6", "--p-t", "0.1", "--max-spine", "65"],
+     "--max-spine must be at most 64, got 65"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", ""], "--out: '' is empty"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "DIR"], "is a directory"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", "/dev/null"], "not a regular file"),
