@@ -21,7 +21,7 @@ import os
 import stat
 import sys
 import tempfile
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from .errors import OutputPathError
@@ -99,7 +99,10 @@ def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
         raise OutputPathError(f"{os.fspath(path)}: cannot be written ({exc.strerror or exc})") from None
     os.close(fd)
     try:
-        yield tmp
+        try:
+            yield tmp
+        except OSError as exc:  # a full disk says only "No space left on device": name the file
+            raise OutputPathError(f"{os.fspath(path)}: cannot be written ({_os_reason(exc)})") from None
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; written files are meant to be shared
         try:
             os.replace(tmp, path)
@@ -132,11 +135,36 @@ def write_files_together(writers: Mapping[str, Callable[[str], None]]) -> None:
         >>> os.listdir(folder)  # the first file was not put in place either
         []
     """
-    with ExitStack() as stack:
-        temps = [stack.enter_context(atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".tmp"))
-                 for path in writers]
-        for write, tmp in zip(writers.values(), temps):
-            write(tmp)
+    made = _missing_folders(writers)
+    try:
+        with ExitStack() as stack:
+            temps = [stack.enter_context(atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".tmp"))
+                     for path in writers]
+            for (path, write), tmp in zip(writers.items(), temps):
+                try:
+                    write(tmp)
+                except OSError as exc:  # named here: the innermost temp's context would name the last file
+                    raise OutputPathError(f"{os.fspath(path)}: cannot be written ({_os_reason(exc)})") from None
+    except BaseException:
+        for folder in made:  # a folder made for the set goes with it (only if empty: never anything else)
+            with suppress(OSError):
+                os.rmdir(folder)
+        raise
+
+
+def _missing_folders(paths) -> list[str]:
+    """The folders above ``paths`` that do not exist yet, deepest first."""
+    missing = set()
+    for path in paths:
+        folder = os.path.dirname(os.path.abspath(path))
+        while folder and not os.path.exists(folder):
+            missing.add(folder)
+            folder = os.path.dirname(folder)
+    return sorted(missing, key=len, reverse=True)
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

@@ -7,7 +7,8 @@ import stat
 import pytest
 
 from goose_theory.errors import InputError, OutputPathError
-from goose_theory.fileio import atomic_output, output_dir_problem, output_file_problem, read_json, write_text_atomic
+from goose_theory.fileio import (atomic_output, output_dir_problem, output_file_problem, read_json, write_files_together,
+                                 write_text, write_text_atomic)
 
 
 def test_success_renames_with_shared_mode(tmp_path):
@@ -27,6 +28,31 @@ def test_failure_keeps_the_old_file_and_leaves_no_temp(tmp_path):
                 fh.write("half")
             raise RuntimeError("crash mid-write")
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_write_error_names_the_file_it_was_writing(tmp_path):
+    # a full disk raised a bare "No space left on device" (no file, no option) from the writer
+    def full(tmp):
+        raise OSError(28, "No space left on device")
+    with pytest.raises(OutputPathError, match=r"out\.txt: cannot be written \(No space left on device\)$"):
+        with atomic_output(tmp_path / "out.txt", ".txt") as tmp:
+            full(tmp)
+    with pytest.raises(OutputPathError, match=r"/b\.txt: cannot be written \(No space left on device\)$"):
+        write_files_together({str(tmp_path / "a.txt"): lambda tmp: write_text(tmp, "a"), str(tmp_path / "b.txt"): full,
+                              str(tmp_path / "c.txt"): lambda tmp: write_text(tmp, "c")})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_set_removes_the_folders_it_made_and_nothing_else(tmp_path):
+    def boom(tmp):
+        raise RuntimeError("renderer failed")
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "old.txt").write_text("old")
+    with pytest.raises(RuntimeError):
+        write_files_together({str(tmp_path / "new" / "deep" / "a.txt"): boom,
+                              str(tmp_path / "kept" / "b.txt"): lambda tmp: write_text(tmp, "b")})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["old.txt"]
 
 
 def test_read_json_errors_name_the_file(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from goose_runtime import charts
 from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, write_report
+from goose_theory.errors import OutputPathError
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import count_files
@@ -128,7 +129,9 @@ def test_write_report_replaces_no_file_when_one_fails_part_way(analysis, tmp_pat
             raise OSError("disk full")
         chart.save(path, format="html")
     monkeypatch.setattr(charts, "write_html", fail_second)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OutputPathError) as err:  # one line that names the file (the CLIs print it)
         write_report(a, tmp_path)
     assert len(calls) == 2 and first
+    second = [f"{name}.html" for name, frame in chart_frames(a).items() if not frame.empty][1]
+    assert str(err.value) == f"{os.path.join(tmp_path, second)}: cannot be written (disk full)"
     assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before  # no temp file left either
