@@ -85,7 +85,7 @@ _RULES = {
     "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
     "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
     "keep_history": ("must be True or False", lambda v: isinstance(v, bool)),
-    "store_corpus": ("must be a tuple of paths", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
+    "store_corpus": ("must be paths of files or folders (an empty one names nothing)", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
     "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
 }
 

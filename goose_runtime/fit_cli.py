@@ -114,10 +114,11 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
             good.append(check_trace(f))
         except TraceFileError as exc:
             bad.append(str(exc))
-    for line in bad:
-        print(f"{'skipped' if skip_bad else 'error'}: {line}", file=sys.stderr)
+    hint = f"; pass --skip-bad to fit the other {len(good)}" if len(bad) == 1 and good and not skip_bad else ""
+    for line in bad:  # one bad file: one line, the hint on it; several: a line each, then the count
+        print(f"{'skipped' if skip_bad else 'error'}: {line}{hint}", file=sys.stderr)
     if bad and not skip_bad:
-        if len(files) > 1:
+        if len(bad) > 1:
             print(f"error: {len(bad)} of {len(files)} file(s) unusable; pass --skip-bad to fit the rest", file=sys.stderr)
         return None
     if not good:

@@ -221,6 +221,9 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     known = confident_methods(frames) if split else ()
     everything = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
     psi, psi_ci = psi_estimate(everything[everything["node"] == 0], seed=seed)
+    if psi != psi:  # it surfaced as "need 0 <= psi_confident <= psi <= 1, got 0.0, nan"
+        raise ValueError("no cycle of these traces says whether the matcher offered a spine (spine_avail): the "
+                         "two-regime fit needs traces of a method with a context matcher, such as goose")
     frames = _select(frames, methods)
     if not frames:
         raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")

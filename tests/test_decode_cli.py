@@ -260,6 +260,8 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--method", "tr+store"], "'+store' applies to goose and auto only"),
     (["--prompt", "x", "--store-corpus", "."], "--store-corpus applies to +store methods only"),
     (["--prompt", "x", "--method", "goose+store", "--store-corpus", "absent/dir"], "absent/dir: no such file or folder"),
+    (["--prompt", "x", "--method", "goose+store", "--store-corpus", ""], "--store-corpus must be paths of files or "
+     "folders (an empty one names nothing)"),  # said "a tuple of paths" (fuzzing)
     (["--bench", "stdlib-wide", "--limit", "1", "--method", "goose+store"], "+store on stdlib-wide: its prompts are cut"),
 ])
 def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):

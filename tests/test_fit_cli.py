@@ -73,6 +73,10 @@ def test_several_files_stop_unless_skip_bad(good, tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.err.count("skipped:") == 2
     assert json.loads(captured.out)["files"] == [str(good)]
+    # one bad file among good ones: one line, which names it and says how to go on
+    assert main([str(good), str(bad["version"]), "--bootstrap", "50"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {bad['version']}: ") and line.endswith("; pass --skip-bad to fit the other 1")
 
 
 def test_json_keys_bound_flag_and_exported_topology(good, tmp_path, capsys):

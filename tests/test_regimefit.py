@@ -90,6 +90,13 @@ def test_method_choice_by_budget():
         fit_regimes(frames, methods=("tr",))
 
 
+def test_traces_without_a_matcher_are_refused_in_their_own_words():
+    # iso records no spine_avail, so no cycle has a known regime: psi was NaN and the error an invariant's
+    frame, meta = _frames(prompts=2, cycles=3)[0]
+    with pytest.raises(ValueError, match="needs traces of a method with a context matcher"):
+        fit_regimes([(frame[frame["method"] == "iso:1@2"], meta)])
+
+
 P_CONF, P_OTHER, CONF_SHARE = 0.95, 0.5, 0.6
 
 
