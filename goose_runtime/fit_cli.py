@@ -139,7 +139,12 @@ def _handler(args) -> int:
     if not counts.files:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
-    analysis = analyze(fit_counts(counts, n_boot=args.bootstrap, seed=args.seed), budget=args.budget, latency=latency)
+    fit = fit_counts(counts, n_boot=args.bootstrap, seed=args.seed)
+    if fit.overall.p_s.n == 0 and fit.overall.p_t.n == 0:  # else NaN tables and a budget-0 "recommendation"
+        print("error: the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    analysis = analyze(fit, budget=args.budget, latency=latency)
     if args.out:  # a blocked output file is refused now, not after the regime fit's minutes
         check_outputs(analysis, args.out, siblings=("-regimes",) if args.regimes else ())
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written

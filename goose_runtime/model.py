@@ -165,10 +165,11 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
         # transformers' messages run over several lines (a list of tokenizer files tried...): the
-        # whole text, on one line, and a hint where the folder holds no model at all
+        # whole text, on one line; where the folder holds no model at all, that alone (its text
+        # then lists tokenizer backends, which says nothing of the cause)
         text = " ".join(str(exc).split()) or type(exc).__name__
         if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
-            text = f"{path} holds no config.json, so it is not a model folder ({text[:200]})"
+            text = f"{path} holds no config.json, so it is not a model folder"
         raise ModelLoadError(f"cannot load model {name!r}: {text[:400]}") from None
     model.to(torch_device).eval()
     # fp32 on a CPU: every Linear through oneDNN with prepacked weights -- 1.8-2.1x faster forwards

@@ -306,3 +306,17 @@ def test_values_the_schema_cannot_check_are_refused(good, tmp_path, capsys, edit
     assert main([str(bad), "--bootstrap", "5"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_traces_of_roots_only_are_refused(good, tmp_path, capsys):
+    # ar runs draft nothing: the fit was all NaN, and a budget-0 tree was "recommended" and written
+    table = pq.read_table(good)
+    frame = table.to_pandas()
+    roots = tmp_path / "roots.parquet"  # as ar records them: the root alone, one token a cycle
+    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1), schema=table.schema,
+                                        preserve_index=False), roots)
+    out = tmp_path / "fit"
+    assert main([str(roots), "--bootstrap", "20", "--out", str(out)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated"
+    assert not out.exists()

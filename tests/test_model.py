@@ -32,6 +32,14 @@ def test_bad_input_is_one_line(kwargs, needle):
     assert "\n" not in str(info.value)
 
 
+def test_a_folder_without_a_model_says_so_alone(tmp_path):
+    # transformers' own text there lists tokenizer backends it tried, which says nothing of the cause
+    (tmp_path / "readme.txt").write_text("no model here")
+    with pytest.raises(ModelLoadError) as info:
+        load_model(str(tmp_path), device="cpu")
+    assert str(info.value) == f"cannot load model {str(tmp_path)!r}: {tmp_path} holds no config.json, so it is not a model folder"
+
+
 def test_uncached_hub_id_fails_without_download(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(ModelLoadError, match="cannot load model") as info:
