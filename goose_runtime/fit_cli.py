@@ -114,6 +114,10 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
             good.append(check_trace(f))
         except TraceFileError as exc:
             bad.append(str(exc))
+    for copy, original in trace_copies(good):
+        good.remove(copy)
+        bad.append(f"{copy.path}: the same trace as {original.path} (an identical parquet footer): its cycles would "
+                   "count twice")
     hint = f"; pass --skip-bad to fit the other {len(good)}" if len(bad) == 1 and good and not skip_bad else ""
     for line in bad:  # one bad file: one line, the hint on it; several: a line each, then the count
         print(f"{'skipped' if skip_bad else 'error'}: {line}{hint}", file=sys.stderr)
@@ -125,6 +129,21 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
         print("error: no usable trace files", file=sys.stderr)
         return None
     return good
+
+
+def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
+    """(copy, original) for each file whose parquet footer equals an earlier file's: the same trace
+    under a second name (the same path twice is already one entry), whose rows a fit would count
+    twice and so narrow every interval. A footer holds the row count and each column's statistics
+    and offsets, so two different traces do not share one."""
+    copies, seen = [], []
+    for info in infos:
+        original = next((o for o in seen if o.num_rows == info.num_rows and o.footer.equals(info.footer)), None)
+        if original is None:
+            seen.append(info)
+        else:
+            copies.append((info, original))
+    return copies
 
 
 def _handler(args) -> int:

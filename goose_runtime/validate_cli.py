@@ -202,6 +202,14 @@ def _trace_files(spec: str) -> list[str]:
         files = sorted(glob.glob(spec))
     if not files:
         raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
+    from goose_theory.traceio import check_trace
+
+    from .fit_cli import trace_copies
+    copies = trace_copies([check_trace(f) for f in files])  # a bad file: its one line, here
+    if copies:
+        (copy, original), *_ = copies
+        raise UsageError(f"--traces: {copy.path} is the same trace as {original.path} (an identical parquet "
+                         "footer): its cycles would count twice")
     return files
 
 

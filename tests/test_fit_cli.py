@@ -320,3 +320,15 @@ def test_traces_of_roots_only_are_refused(good, tmp_path, capsys):
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == "error: the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated"
     assert not out.exists()
+
+
+def test_one_trace_under_two_names_counts_once(good, tmp_path, capsys):
+    copy = tmp_path / "copy.parquet"
+    shutil.copy(good, copy)
+    assert main([str(good), str(copy), "--bootstrap", "20"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: {copy}: the same trace as {good} (an identical parquet footer)")
+    assert main([str(good), str(copy), "--bootstrap", "20", "--skip-bad", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main([str(good), "--bootstrap", "20", "--json"]) == 0
+    assert alone["files"] == [str(good)] and alone["p_s"] == json.loads(capsys.readouterr().out)["p_s"]

@@ -5,6 +5,7 @@ The fast tests fail before any model loads (the ``no_model`` fixture makes sure 
 from __future__ import annotations
 
 import pathlib
+import shutil
 
 import pytest
 
@@ -42,6 +43,15 @@ def _fails(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+def test_loop_refuses_one_trace_under_two_names(capsys, tmp_path, no_model):
+    # a copy's cycles would count twice in the fit, and narrow every interval with it
+    for name in ("a.parquet", "b.parquet"):
+        shutil.copy("traces/stdlib-b8.parquet", tmp_path / name)
+    _fails(capsys, ["loop", "--traces", str(tmp_path), "--out-dir", str(tmp_path / "out")],
+           f"--traces: {tmp_path / 'b.parquet'} is the same trace as {tmp_path / 'a.parquet'}")
+    assert not (tmp_path / "out").exists()
 
 
 def test_loop_refresh_latency_refuses_an_explicit_latency_file(capsys, tmp_path, no_model):
