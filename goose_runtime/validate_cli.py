@@ -168,13 +168,31 @@ def validate_handler(args: argparse.Namespace) -> int:
     from goose_theory.topology import load_topology
 
     from .validate import provenance_traces
-    fitted = [f for path in args.topology for f in provenance_traces(load_topology(path))]
+    fitted = []
+    for path in args.topology:
+        traces = provenance_traces(load_topology(path))
+        _check_provenance(path, traces)
+        fitted += traces
     _note_token_cap(fitted, args.max_new_tokens)
     bundle = load_quietly(args)
     plan = [(b, list(args.topology)) for b in benches]
     rows = _run_validation(args, bundle, plan, config, _held_out(bundle, benches, fitted, args, config))
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
+
+
+def _check_provenance(topology_path: str, traces: list[str]) -> None:
+    """The fit traces a topology names (its prompts are held out) that exist must be readable, checked
+    before the model loads; the error names the topology, as the trace alone did not say where it came
+    from. A missing one is a warning later (its prompts cannot be held out), not an error."""
+    from goose_theory.traceio import TraceFileError, check_trace
+
+    for trace in dict.fromkeys(traces):
+        if os.path.exists(trace):
+            try:
+                check_trace(trace)
+            except TraceFileError as exc:
+                raise UsageError(f"--topology {topology_path}: provenance.traces: {exc}") from None
 
 
 def _note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:

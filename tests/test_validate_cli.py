@@ -54,6 +54,17 @@ def test_loop_refuses_one_trace_under_two_names(capsys, tmp_path, no_model):
     assert not (tmp_path / "out").exists()
 
 
+def test_validate_names_the_topology_whose_fit_trace_is_unreadable(capsys, tmp_path, no_model):
+    # the trace's own error did not say where it came from, and it came after the model load
+    from goose_theory.topology import Topology, save_topology
+    (tmp_path / "notes.parquet").write_text("not parquet")
+    topo = tmp_path / "t.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
+        provenance={"traces": [str(tmp_path / "notes.parquet")]}), topo)
+    _fails(capsys, ["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1"],
+           f"--topology {topo}: provenance.traces: {tmp_path / 'notes.parquet'}: not a readable parquet file")
+
+
 def test_loop_refresh_latency_refuses_an_explicit_latency_file(capsys, tmp_path, no_model):
     _fails(capsys, ["loop", "--refresh-latency", "--latency", str(tmp_path / "l.json"), "--out-dir", str(tmp_path)],
            "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE")
