@@ -219,8 +219,9 @@ def config_problem(raw: bytes | None) -> str | None:
         return f"not a JSON object but {type(config).__name__}"
     if not isinstance(config.get("decode") or {}, dict) or not isinstance(config.get("methods") or [], list):
         return "decode must be an object and methods a list"
-    if not isinstance((config.get("decode") or {}).get("max_new_tokens") or 0, int):
-        return "decode.max_new_tokens is not an integer"
+    cap = (config.get("decode") or {}).get("max_new_tokens")
+    if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
+        return f"decode.max_new_tokens is not a positive integer: {cap!r}"[:200]  # validate quotes it
     for i, method in enumerate(config.get("methods") or []):
         if not isinstance(method, dict):
             return f"methods[{i}] is not an object"

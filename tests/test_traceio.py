@@ -77,7 +77,8 @@ def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
     (b'"goose@8"', "not a JSON object but str"),
     (b"[" * 50_000, "not JSON (nested too deeply)"),
     (b'{"methods": 5}', "decode must be an object and methods a list"),
-    (b'{"decode": {"max_new_tokens": "128"}}', "decode.max_new_tokens is not an integer"),
+    (b'{"decode": {"max_new_tokens": "128"}}', "decode.max_new_tokens is not a positive integer: '128'"),
+    (b'{"decode": {"max_new_tokens": -5}}', "decode.max_new_tokens is not a positive integer: -5"),  # validate quoted it
     (b'{"methods": [7]}', "methods[0] is not an object"),
     (b'{"methods": [{"name": "ar", "budget": 0}]}', "methods[0].label is not a string: None"),
     (b'{"methods": [{"label": "goose@8", "budget": true}]}', "methods[0].budget is not an integer: True"),
