@@ -33,6 +33,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
+from goose_theory.errors import OutputPathError
 from goose_theory.fileio import loads_json
 from goose_theory.topology import write_json_atomic
 
@@ -182,5 +183,5 @@ def _write_plan(path: str, data: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_json_atomic(path, data)
-    except OSError:
+    except (OSError, OutputPathError):  # atomic_output names a failed write as an OutputPathError
         pass

@@ -103,8 +103,8 @@ def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
             yield tmp
         except OSError as exc:  # a full disk says only "No space left on device": name the file
             raise OutputPathError(f"{os.fspath(path)}: cannot be written ({_os_reason(exc)})") from None
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; written files are meant to be shared
-        try:
+        try:  # both named here: an OSError escaping to an enclosing atomic_output would be named as its file
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; written files are meant to be shared
             os.replace(tmp, path)
         except OSError as exc:  # e.g. an immutable file stands there: name it, not the temp file
             raise OutputPathError(f"{os.fspath(path)}: cannot be replaced ({exc.strerror or exc})") from None
@@ -117,8 +117,9 @@ def atomic_output(path: str | os.PathLike, suffix: str) -> Iterator[str]:
 def write_files_together(writers: Mapping[str, Callable[[str], None]]) -> None:
     """Write files that belong together (a report and the files it names): each writer is called
     with a temp path beside its target, and the targets are replaced only once every writer has
-    finished; an exception in any writer leaves every target as it was. (The renames themselves
-    follow one another, so a crash in those few microseconds could still leave a mixed set.)
+    finished; an exception in any writer leaves every target as it was. The renames then follow one
+    another in the order given (list a report last: it goes in place after the files it names), so
+    only a crash or a failed rename among them could still leave a mixed set.
 
     Example:
         >>> import os, tempfile
@@ -138,11 +139,13 @@ def write_files_together(writers: Mapping[str, Callable[[str], None]]) -> None:
     made = _missing_folders(writers)
     try:
         with ExitStack() as stack:
-            temps = [stack.enter_context(atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".tmp"))
-                     for path in writers]
-            for (path, write), tmp in zip(writers.items(), temps):
+            # entered last to first, so that they are renamed first to last (an ExitStack unwinds in
+            # reverse): a report listed last goes in place after the files it names
+            temps = {path: stack.enter_context(atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".tmp"))
+                     for path in reversed(list(writers))}
+            for path, write in writers.items():
                 try:
-                    write(tmp)
+                    write(temps[path])
                 except OSError as exc:  # named here: the innermost temp's context would name the last file
                     raise OutputPathError(f"{os.fspath(path)}: cannot be written ({_os_reason(exc)})") from None
     except BaseException:

@@ -126,3 +126,26 @@ def test_a_failed_replace_names_the_target_and_keeps_the_old_file(tmp_path, monk
     with pytest.raises(OutputPathError, match=rf"^{target}: cannot be replaced \(Operation not permitted\)$"):
         write_text_atomic(target, "new")
     assert target.read_text() == "old" and not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
+
+
+def test_a_set_goes_in_place_in_the_order_given(tmp_path, monkeypatch):
+    # an ExitStack unwinds in reverse: the report (listed last) went in place first
+    import goose_theory.fileio as fileio
+    renamed, real = [], os.replace
+    monkeypatch.setattr(fileio.os, "replace", lambda src, dst: (renamed.append(os.path.basename(dst)), real(src, dst)))
+    write_files_together({str(tmp_path / n): (lambda tmp: write_text(tmp, "x")) for n in ("a.json", "b.html", "report.md")})
+    assert renamed == ["a.json", "b.html", "report.md"]
+
+
+def test_a_failed_chmod_is_named_as_its_own_file(tmp_path, monkeypatch):
+    # it escaped to the enclosing contexts, whose files were then named instead
+    import goose_theory.fileio as fileio
+    real = os.chmod
+    def chmod(path, mode):
+        if path.endswith(".md"):
+            raise PermissionError(1, "Operation not permitted")
+        real(path, mode)
+    monkeypatch.setattr(fileio.os, "chmod", chmod)
+    with pytest.raises(OutputPathError, match=r"report\.md: cannot be replaced \(Operation not permitted\)$"):
+        write_files_together({str(tmp_path / n): (lambda tmp: write_text(tmp, "x")) for n in ("a.json", "report.md")})
+    assert [p.name for p in tmp_path.iterdir()] == ["a.json"]  # the report, last, never went in place; no temp file

@@ -118,6 +118,19 @@ def test_an_unwritable_cache_folder_only_costs_a_measurement(monkeypatch, tmp_pa
     assert info["stock_rows"] == 3 and stock_rows_of(model) == {3}
 
 
+def test_a_failed_cache_write_only_costs_a_measurement(monkeypatch, tmp_path):
+    # a full disk: atomic_output names the file in an OutputPathError, which the cache must swallow too
+    import goose_theory.topology as topology_mod
+    monkeypatch.delenv("GOOSE_STOCK_ROWS", raising=False)
+    monkeypatch.setattr(plan_mod, "measure_stock_rows", fixed_measure(3, []))
+    def full(path, text):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(topology_mod, "write_text", full)
+    model = tuned_model()
+    assert plan_linears(model, cache_dir=str(tmp_path), model_name="m")["stock_rows"] == 3
+    assert os.listdir(tmp_path) == []  # and no temp file left
+
+
 def test_the_environment_pins_the_plan_without_measuring(monkeypatch, tmp_path):
     monkeypatch.setenv("GOOSE_STOCK_ROWS", "4")
     calls = []
