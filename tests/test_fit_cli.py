@@ -332,3 +332,17 @@ def test_one_trace_under_two_names_counts_once(good, tmp_path, capsys):
     alone = json.loads(capsys.readouterr().out)
     assert main([str(good), "--bootstrap", "20", "--json"]) == 0
     assert alone["files"] == [str(good)] and alone["p_s"] == json.loads(capsys.readouterr().out)["p_s"]
+
+
+def test_a_group_of_roots_only_gets_no_topology(good, tmp_path, capsys):
+    # beside drafted traces an ar group was fitted as NaN and "recommended" a budget-0 tree, written to a file
+    table = pq.read_table(good)
+    frame = table.to_pandas()
+    roots = tmp_path / "ar.parquet"
+    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1, method="ar"), schema=table.schema,
+                                        preserve_index=False), roots)
+    out = tmp_path / "fit"
+    assert main([str(good), str(roots), "--group-by", "method", "--bootstrap", "20", "--out", str(out), "--json"]) == 0
+    groups = {g["label"]: g for g in json.loads(capsys.readouterr().out)["groups"]}
+    assert groups["ar"]["file"] is None and groups["goose"]["file"] == str(out / "topology-goose.json")
+    assert not (out / "topology-ar.json").exists()
