@@ -267,7 +267,7 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
 
 
 def profile_handler(args: argparse.Namespace) -> int:
-    from goose_theory.latency import MAX_SIZE as MAX_PROFILE_SIZE  # the format's limit (numba: not at start-up)
+    from goose_theory.latency import MAX_SIZE  # the format's limit (imported here: numba, not at start-up)
 
     check_run_args(args)
     items = split_list(args.sizes, "--sizes")
@@ -275,8 +275,8 @@ def profile_handler(args: argparse.Namespace) -> int:
         sizes = sorted({int(s) for s in items})
     except ValueError:
         raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
-    if sizes[0] < 1 or sizes[-1] > MAX_PROFILE_SIZE:
-        raise UsageError(f"--sizes must be integers in 1..{MAX_PROFILE_SIZE}, got {args.sizes!r}")
+    if sizes[0] < 1 or sizes[-1] > MAX_SIZE:
+        raise UsageError(f"--sizes must be integers in 1..{MAX_SIZE}, got {args.sizes!r}")
     if sizes[0] != 1:
         print("[goose] note: without size 1 (a plain decode step) the profile serves goose optimize, not "
               "decode --method auto", file=sys.stderr)

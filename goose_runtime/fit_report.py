@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -18,7 +18,7 @@ from goose_theory.errors import OutputPathError
 from goose_theory.fileio import output_file_problem, write_files_together, write_text
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.regimefile import regime_pair_path, with_fit_provenance
-from goose_theory.topology import json_text
+from goose_theory.topology import Topology, json_text
 
 from . import charts
 
@@ -241,7 +241,8 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
     return written
 
 
-def _topology_writer(topology):
+def _topology_writer(topology: Topology) -> Callable[[str], None]:
+    """A writer of ``topology``'s JSON to a given (temp) path, for :func:`write_files_together`."""
     return functools.partial(write_text, text=json_text(topology.to_dict()))
 
 

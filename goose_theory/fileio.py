@@ -178,6 +178,7 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temp file beside it: never a half file."""
     with atomic_output(path, os.path.splitext(os.fspath(path))[1] or ".txt") as tmp:
         write_text(tmp, text)
 

@@ -221,7 +221,7 @@ def config_problem(raw: bytes | None) -> str | None:
         return "decode must be an object and methods a list"
     cap = (config.get("decode") or {}).get("max_new_tokens")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
-        return f"decode.max_new_tokens is not a positive integer: {cap!r}"[:200]  # validate quotes it
+        return f"decode.max_new_tokens is not a positive integer: {cap!r}"[:200]  # 10**1000 stays one short line
     for i, method in enumerate(config.get("methods") or []):
         if not isinstance(method, dict):
             return f"methods[{i}] is not an object"
