@@ -41,7 +41,7 @@ from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import BENCHMARKS
 from goose_runtime.validate import holdout_prompts, provenance_traces, validate_benchmark
-from goose_runtime.validate_cli import _trace_files
+from goose_runtime.fit_inputs import trace_files
 
 
 def export_at(files: list[str], bench: str, budget: int, provenance: dict, out_dir: str) -> str:
@@ -63,7 +63,7 @@ def _check(args) -> tuple:
         if name not in BENCHMARKS:
             raise UsageError(f"--sets: unknown prompt set {name!r} (use {', '.join(BENCHMARKS)})")
     traces = args.traces or ("traces/prior" if args.prior else "traces")  # a fit of the kind that is validated
-    return make_config(max_new_tokens=args.max_new_tokens, record=True), _trace_files(traces), budgets
+    return make_config(max_new_tokens=args.max_new_tokens, record=True), trace_files(traces), budgets
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,7 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.topology import write_json_atomic
 from goose_runtime.model import load_model
 from goose_runtime.profile import DEVICE_PROFILE_SIZES, profile_latency
-from goose_runtime.validate_cli import _trace_files
+from goose_runtime.fit_inputs import trace_files
 
 
 def main(argv=None) -> int:
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/results/profile_stability.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    files = _trace_files(args.traces)  # goose loop's own reading of --traces (a folder, a glob or files)
+    files = trace_files(args.traces)  # goose loop's own reading of --traces (a folder, a glob or files)
     fit = fit_traces(files, group_by=("benchmark",), n_boot=50, seed=0)
     bundle = load_model(device="cpu")
     runs = []

@@ -25,6 +25,7 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
+from .fit_inputs import trace_copies
 from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
 
 
@@ -129,21 +130,6 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
         print("error: no usable trace files", file=sys.stderr)
         return None
     return good
-
-
-def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
-    """(copy, original) for each file whose parquet footer equals an earlier file's: the same trace
-    under a second name (the same path twice is already one entry), whose rows a fit would count
-    twice and so narrow every interval. A footer holds the row count and each column's statistics
-    and offsets, so two different traces do not share one."""
-    copies, seen = [], []
-    for info in infos:
-        original = next((o for o in seen if o.num_rows == info.num_rows and o.footer.equals(info.footer)), None)
-        if original is None:
-            seen.append(info)
-        else:
-            copies.append((info, original))
-    return copies
 
 
 def _handler(args) -> int:

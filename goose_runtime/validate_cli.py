@@ -9,7 +9,6 @@ beside the fit report.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
+from .fit_inputs import check_provenance, note_token_cap, trace_files
 from .prompts import load_prompts, set_name
 
 
@@ -171,64 +171,14 @@ def validate_handler(args: argparse.Namespace) -> int:
     fitted = []
     for path in args.topology:
         traces = provenance_traces(load_topology(path))
-        _check_provenance(path, traces)
+        check_provenance(path, traces)
         fitted += traces
-    _note_token_cap(fitted, args.max_new_tokens)
+    note_token_cap(fitted, args.max_new_tokens)
     bundle = load_quietly(args)
     plan = [(b, list(args.topology)) for b in benches]
     rows = _run_validation(args, bundle, plan, config, _held_out(bundle, benches, fitted, args, config))
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
-
-
-def _check_provenance(topology_path: str, traces: list[str]) -> None:
-    """The fit traces a topology names (its prompts are held out) that exist must be readable, checked
-    before the model loads; the error names the topology, as the trace alone did not say where it came
-    from. A missing one is a warning later (its prompts cannot be held out), not an error."""
-    from goose_theory.traceio import TraceFileError, check_trace
-
-    for trace in dict.fromkeys(traces):
-        if os.path.exists(trace):
-            try:
-                check_trace(trace)
-            except TraceFileError as exc:
-                raise UsageError(f"--topology {topology_path}: provenance.traces: {exc}") from None
-
-
-def _note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
-    """Say so when the fit traces were decoded with another --max-new-tokens: the cap cuts each
-    prompt's last cycle, and a fit of short runs predicts long ones badly (and the other way)."""
-    from goose_theory.traceio import TraceFileError, open_trace, trace_metadata
-
-    caps = set()
-    for path in dict.fromkeys(trace_files):
-        try:
-            with open_trace(path) as pf:
-                caps.add(((trace_metadata(pf).get("config") or {}).get("decode") or {}).get("max_new_tokens"))
-        except TraceFileError:
-            continue  # only a note: a missing or bad trace is reported where it matters
-    caps.discard(None)
-    if caps and caps != {max_new_tokens}:
-        _progress(f"note: the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
-                  f"this run with {max_new_tokens}: predictions assume the traces' length")
-
-
-def _trace_files(spec: str) -> list[str]:
-    if os.path.isdir(spec):
-        files = sorted(glob.glob(os.path.join(spec, "*.parquet")))
-    else:
-        files = sorted(glob.glob(spec))
-    if not files:
-        raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
-    from goose_theory.traceio import check_trace
-
-    from .fit_cli import trace_copies
-    copies = trace_copies([check_trace(f) for f in files])  # a bad file: its one line, here
-    if copies:
-        (copy, original), *_ = copies
-        raise UsageError(f"--traces: {copy.path} is the same trace as {original.path} (an identical parquet "
-                         "footer): its cycles would count twice")
-    return files
 
 
 def _regime_topologies(exported: tuple, bench: str, paths: list[str], budget: int, *, bundle=None, config=None,
@@ -279,14 +229,14 @@ def loop_handler(args: argparse.Namespace) -> int:
     # the loop's own files now; the report's names depend on the fit (check_outputs, below)
     for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):
         check_output_file(os.path.join(args.out_dir, name), "--out-dir")
-    files = _trace_files(args.traces)
+    files = trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
     from .fit_report import check_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
-    _note_token_cap(files, args.max_new_tokens)
+    note_token_cap(files, args.max_new_tokens)
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     held = [g.key.get("benchmark") for g in fit.groups]
     missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem

@@ -281,15 +281,6 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     assert display_row(one)["vs goose@B [95% CI]"] == "-11.8%" and display_row(one)["measured [95% CI]"] == "3.902"
 
 
-def test_validate_says_when_the_fit_traces_ran_another_length(capsys):
-    from goose_runtime.validate_cli import _note_token_cap
-    _note_token_cap(["traces/stdlib-b8.parquet"], 128)
-    assert capsys.readouterr().err == ""
-    _note_token_cap(["traces/stdlib-b8.parquet", "traces/stdlib-b8.parquet"], 32)
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "decoded with --max-new-tokens 128, this run with 32" in err
-
-
 def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_model):
     from goose_theory.topology import Topology, save_topology
     for folder, nodes in (("a", [(-1, "root", 0), (0, "spine", 0)]), ("b", [(-1, "root", 0), (0, "transition", 0)])):

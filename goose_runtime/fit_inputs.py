@@ -1,0 +1,81 @@
+"""The fit traces the validation commands read, checked before any long work.
+
+``goose loop --traces`` takes a folder, a glob or files; ``goose validate`` finds the traces a
+topology was fitted on in its provenance (their prompts are held out); ``fit-acceptance`` takes
+paths. What each needs checked up front, before a fit of seconds or a model load:
+
+- :func:`trace_files`: ``--traces`` as files, none unreadable, none a copy of another;
+- :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
+- :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
+- :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``.
+
+Example:
+    >>> [f.rsplit("/", 1)[-1] for f in trace_files("traces/prior")]
+    ['humaneval-b8.parquet', 'mtbench-b8.parquet', 'stdlib-b8.parquet']
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from goose_theory.cli_util import UsageError
+from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
+
+
+def trace_files(spec: str) -> list[str]:
+    """``--traces``: a folder's parquet files or a glob's matches, sorted; each must read as a trace
+    (its one-line error here) and none may be a copy of another."""
+    files = sorted(glob.glob(os.path.join(spec, "*.parquet") if os.path.isdir(spec) else spec))
+    if not files:
+        raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
+    copies = trace_copies([check_trace(f) for f in files])
+    if copies:
+        (copy, original), *_ = copies
+        raise UsageError(f"--traces: {copy.path} is the same trace as {original.path} (an identical parquet "
+                         "footer): its cycles would count twice")
+    return files
+
+
+def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
+    """(copy, original) for each file whose parquet footer equals an earlier file's: the same trace
+    under a second name (the same path twice is already one entry), whose rows a fit would count
+    twice and so narrow every interval. A footer holds the row count and each column's statistics
+    and offsets, so two different traces do not share one."""
+    copies, seen = [], []
+    for info in infos:
+        original = next((o for o in seen if o.num_rows == info.num_rows and o.footer.equals(info.footer)), None)
+        if original is None:
+            seen.append(info)
+        else:
+            copies.append((info, original))
+    return copies
+
+
+def check_provenance(topology_path: str, traces: list[str]) -> None:
+    """The fit traces a topology names that exist must be readable, checked before the model loads;
+    the error names the topology, as the trace alone did not say where it came from. A missing one
+    is a warning later (its prompts cannot be held out), not an error."""
+    for trace in dict.fromkeys(traces):
+        if os.path.exists(trace):
+            try:
+                check_trace(trace)
+            except TraceFileError as exc:
+                raise UsageError(f"--topology {topology_path}: provenance.traces: {exc}") from None
+
+
+def note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
+    """Say so (one line on stderr) when the fit traces were decoded with another --max-new-tokens:
+    the cap cuts each prompt's last cycle, and a fit of short runs predicts long ones badly (and the
+    other way)."""
+    caps = set()
+    for path in dict.fromkeys(trace_files):
+        try:
+            with open_trace(path) as pf:
+                caps.add(((trace_metadata(pf).get("config") or {}).get("decode") or {}).get("max_new_tokens"))
+        except TraceFileError:
+            continue  # only a note: a missing or bad trace is reported where it matters
+    caps.discard(None)
+    if caps and caps != {max_new_tokens}:
+        print(f"[goose] note: the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
+              f"this run with {max_new_tokens}: predictions assume the traces' length", file=sys.stderr, flush=True)

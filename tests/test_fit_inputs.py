@@ -1,0 +1,31 @@
+"""The fit traces goose loop / goose validate read, checked before any long work."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from goose_runtime.fit_inputs import note_token_cap, trace_copies, trace_files
+from goose_theory.cli_util import UsageError
+from goose_theory.traceio import check_trace
+
+
+def test_validate_says_when_the_fit_traces_ran_another_length(capsys):
+    note_token_cap(["traces/stdlib-b8.parquet"], 128)
+    assert capsys.readouterr().err == ""
+    note_token_cap(["traces/stdlib-b8.parquet", "traces/stdlib-b8.parquet"], 32)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "decoded with --max-new-tokens 128, this run with 32" in err
+
+
+def test_copies_are_found_by_their_footer_not_their_name(tmp_path):
+    shutil.copy("traces/stdlib-b8.parquet", tmp_path / "copy.parquet")
+    infos = [check_trace(p) for p in ("traces/stdlib-b8.parquet", "traces/mtbench-b8.parquet", tmp_path / "copy.parquet")]
+    assert [(c.path, o.path) for c, o in trace_copies(infos)] == [(str(tmp_path / "copy.parquet"), "traces/stdlib-b8.parquet")]
+    assert trace_copies(infos[:2]) == []
+
+
+def test_trace_files_reads_a_folder_or_a_glob(tmp_path):
+    assert trace_files("traces/prior") == sorted(trace_files("traces/prior/*.parquet"))
+    with pytest.raises(UsageError, match="no parquet files"):
+        trace_files(str(tmp_path))
