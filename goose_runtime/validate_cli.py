@@ -18,7 +18,6 @@ from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
-from .fit_inputs import check_provenance, note_token_cap, trace_files
 from .prompts import load_prompts, set_name
 
 
@@ -167,6 +166,7 @@ def validate_handler(args: argparse.Namespace) -> int:
         os.makedirs(args.trace_dir, exist_ok=True)
     from goose_theory.topology import load_topology
 
+    from .fit_inputs import check_provenance, note_token_cap
     from .validate import provenance_traces
     fitted = []
     for path in args.topology:
@@ -229,6 +229,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     # the loop's own files now; the report's names depend on the fit (check_outputs, below)
     for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):
         check_output_file(os.path.join(args.out_dir, name), "--out-dir")
+    from .fit_inputs import note_token_cap, trace_files  # here: pyarrow is not for every command's start-up
+
     files = trace_files(args.traces)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
