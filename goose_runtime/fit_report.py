@@ -227,8 +227,9 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
             writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g)))
             continue
         single, pair = with_fit_provenance(*regimes[g.label][:2], _provenance(analysis, g))
-        writers[path], writers[regime_pair_path(path)] = _topology_writer(single), _topology_writer(pair)
-        exports.append(regime_export(g.label, single, pair, path, regime_pair_path(path)))
+        pair_path = regime_pair_path(path)
+        writers[path], writers[pair_path] = _topology_writer(single), _topology_writer(pair)
+        exports.append(regime_export(g.label, single, pair, path, pair_path))
     chart_files = []
     for name, frame in chart_frames(analysis).items():
         if not frame.empty:
