@@ -145,7 +145,7 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     fit = fit_counts(counts, n_boot=args.bootstrap, seed=args.seed)
-    if fit.overall.p_s.n == 0 and fit.overall.p_t.n == 0:  # else NaN tables and a budget-0 "recommendation"
+    if fit.overall.roots_only:  # else NaN tables and no tree to recommend
         print("error: the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated",
               file=sys.stderr)
         return EXIT_BAD_INPUT

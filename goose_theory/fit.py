@@ -122,6 +122,11 @@ class GroupFit:
     def parent(self, source: str) -> ParentFit | None:
         return next((p for p in self.p_t_by_parent if p.source == source), None)
 
+    @property
+    def roots_only(self) -> bool:
+        """No drafted node was reached (``ar`` records the root alone): nothing to estimate from."""
+        return self.p_s.n == 0 and self.p_t.n == 0
+
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "key": self.key, "p_s": self.p_s.to_dict(), "p_t": self.p_t.to_dict(),
                 "ratio": self.ratio.to_dict(), "observed_tau": self.observed_tau.to_dict(),

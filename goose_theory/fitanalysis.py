@@ -108,7 +108,7 @@ def _analyze_group(group: GroupFit, fit: FitResult, topologies: list, *, budget:
     calib = calibration(group, counts, topologies, checks.selected)
     use_budget = group.budget if budget is None else budget
     top_k = int(group.transition_by_rank.index.max()) + 1 if len(group.transition_by_rank) else 10
-    if group.p_s.n == 0 and group.p_t.n == 0:  # roots only (an ar group): nothing fitted, no tree to recommend
+    if group.roots_only:  # an ar group: nothing fitted, no tree to recommend
         return GroupAnalysis(group, checks, gof, bound, calib, None)
     rec = recommend(checks.for_recommendation, budget=use_budget, budget_source="recorded" if budget is None else "given",
                     latency=latency, top_k=max(1, min(top_k, 64)))
