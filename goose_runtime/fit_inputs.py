@@ -6,6 +6,7 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 
 - :func:`trace_files`: ``--traces`` as files, none unreadable, none a copy of another;
 - :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
+- :func:`trace_sets`: the prompt sets the traces hold (``goose loop`` refuses others before its fit);
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
 - :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``.
 
@@ -18,6 +19,9 @@ from __future__ import annotations
 import glob
 import os
 import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
@@ -50,6 +54,18 @@ def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
         else:
             copies.append((info, original))
     return copies
+
+
+def trace_sets(files: list[str]) -> list[str]:
+    """The prompt sets (``benchmark`` values) trace ``files`` hold, sorted; reads that one column in
+    batches, so a trace of millions of rows costs a fraction of a second and little memory."""
+    sets: set[str] = set()
+    for path in dict.fromkeys(files):
+        with open_trace(path) as pf:
+            for batch in pf.iter_batches(columns=["benchmark"], batch_size=1 << 20):
+                sets.update(pc.unique(batch.column(0).cast(pa.string())).to_pylist())
+    sets.discard(None)
+    return sorted(sets)
 
 
 def check_provenance(topology_path: str, traces: list[str]) -> None:

@@ -229,9 +229,14 @@ def loop_handler(args: argparse.Namespace) -> int:
     # the loop's own files now; the report's names depend on the fit (check_outputs, below)
     for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):
         check_output_file(os.path.join(args.out_dir, name), "--out-dir")
-    from .fit_inputs import note_token_cap, trace_files  # here: pyarrow is not for every command's start-up
+    from .fit_inputs import note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
 
     files = trace_files(args.traces)
+    held = trace_sets(files)
+    missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
+    if missing:  # before the fit, the model load and any file written
+        raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
+                         f"(they hold {', '.join(held)})")
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
@@ -240,11 +245,6 @@ def loop_handler(args: argparse.Namespace) -> int:
     _progress(f"fitting {len(files)} trace files per prompt set")
     note_token_cap(files, args.max_new_tokens)
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
-    held = [g.key.get("benchmark") for g in fit.groups]
-    missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
-    if missing:  # before the model loads and before any file is written
-        raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
-                         f"(they hold {', '.join(map(str, held))})")
     _progress("loading the model")
     bundle = load_quietly(args)
     from .profile import device_profile

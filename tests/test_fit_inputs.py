@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from goose_runtime.fit_inputs import note_token_cap, trace_copies, trace_files
+from goose_runtime.fit_inputs import note_token_cap, trace_copies, trace_files, trace_sets
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import check_trace
 
@@ -29,3 +29,8 @@ def test_trace_files_reads_a_folder_or_a_glob(tmp_path):
     assert trace_files("traces/prior") == sorted(trace_files("traces/prior/*.parquet"))
     with pytest.raises(UsageError, match="no parquet files"):
         trace_files(str(tmp_path))
+
+
+def test_trace_sets_names_the_prompt_sets_the_files_hold():
+    assert trace_sets(["traces/stdlib-b8.parquet"]) == ["stdlib"]
+    assert trace_sets(trace_files("traces/prior") + ["traces/stdlib-b8.parquet"]) == ["humaneval", "mtbench", "stdlib"]

@@ -103,6 +103,20 @@ def test_loop_with_traces_of_other_sets_writes_nothing(capsys, tmp_path, no_mode
     assert not out.exists()
 
 
+def test_loop_refuses_a_set_the_traces_lack_before_fitting(capsys, tmp_path, no_model, monkeypatch):
+    import goose_theory.fit
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the traces were fitted before the prompt sets were checked")
+    monkeypatch.setattr(goose_theory.fit, "fit_traces", no_fit)
+    jsonl = tmp_path / "mine.jsonl"
+    jsonl.write_text('{"prompt": "def f(x):"}\n')
+    code = main(["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", str(jsonl), "--out-dir", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: the traces hold no prompt set {str(jsonl)!r} (they hold stdlib)"]
+    assert not (tmp_path / "o").exists()
+
+
 def test_loop_matches_a_jsonl_set_by_its_stem(tmp_path, no_model):
     # traces label a JSONL set by its file stem: --bench some/dir/stdlib.jsonl is the traces'
     # "stdlib", so the guard lets it through and the loop goes on to load the model
