@@ -8,19 +8,23 @@ from __future__ import annotations
 from goose_theory.cli_util import UsageError, check_output_dir, check_output_file
 
 MAX_THREADS = 1024  # more only allocates thread pools (100000 ran out of memory)
+MAX_REPEATS = 1000  # timed forwards per size: 1000 at 128 nodes already take minutes, 100000 hours
 
 
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`), and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
-    ``--out-dir`` folders) can be written; else a UsageError naming the flag."""
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), and its output flags (``--out``,
+    ``--trace-out`` files; ``--trace-dir``, ``--out-dir`` folders) can be written; else a
+    UsageError naming the flag."""
     for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads", *extra):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-    if getattr(args, "threads", None) is not None and args.threads > MAX_THREADS:
-        raise UsageError(f"--threads must be at most {MAX_THREADS}, got {args.threads}")
+    for flag, cap in (("threads", MAX_THREADS), ("repeats", MAX_REPEATS)):
+        value = getattr(args, flag, None)
+        if value is not None and value > cap:
+            raise UsageError(f"--{flag} must be at most {cap}, got {value}")
     # output paths: refused now, not after a run of minutes
     for flag in ("out", "trace_out"):
         check_output_file(getattr(args, flag, None), f"--{flag.replace('_', '-')}")

@@ -191,5 +191,8 @@ def topology_method(topo: Topology, name: str, *, budget: int | None = None) -> 
     except TopologyError as exc:
         raise MethodError(f"bad topology: {exc}") from None
     b = topo.budget if budget is None else min(budget, topo.budget)
+    if b > MAX_BUDGET:  # the cap NAME@B and --budget keep; a smaller --budget cuts the file to it
+        raise MethodError(f"topology {name} has {topo.budget} nodes, more than the {MAX_BUDGET} a verification "
+                          f"takes (--budget {MAX_BUDGET} or less cuts it)")
     return MethodSpec(f"topology:{name}", "topology", b, topo, unmatched=unmatched, confident=confident,
                       min_match=min_match, matched=matched, by_length=by_length)

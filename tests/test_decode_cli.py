@@ -278,6 +278,7 @@ def test_output_paths_refused_before_any_work(capsys, tmp_path, no_model):
                           ("", "'' is empty"), ("/dev/null", "not a regular file")):
         _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--trace-out", str(path)], message)
     _fails(capsys, ["profile-latency", "--out", str(tmp_path)], "--out: ")
+    _fails(capsys, ["profile-latency", "--repeats", "100000", "--out", str(tmp_path / "l.json")], "--repeats must be at most 1000, got 100000")
     assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from goose_theory.topology import Topology, save_topology
+from goose_runtime.goose import iso_topology
 from goose_runtime.methods import MethodError, parse_method
 from goose_runtime.trees import build_from_topology
 
@@ -53,6 +54,14 @@ def test_invalid_topology_file(tmp_path):
     save_topology(pair, tmp_path / "pair.json")
     with pytest.raises(MethodError, match="bad topology"):  # a malformed unmatched tree is refused too
         parse_method(f"topology:{tmp_path / 'pair.json'}")
+
+
+def test_a_topology_past_the_verification_cap_is_refused_unless_cut(tmp_path):
+    path = tmp_path / "wide.json"
+    save_topology(iso_topology(1100, 1100), path)  # one level of 1100 transitions
+    with pytest.raises(MethodError, match="topology wide has 1100 nodes, more than the 1024 a verification takes"):
+        parse_method(f"topology:{path}")
+    assert parse_method(f"topology:{path}", budget=1024).budget == 1024
 
 
 def test_bad_budget():
