@@ -13,9 +13,12 @@ Example:
     True
     >>> meta_problem({"provenance": "fit.json"})
     "provenance must be an object, got 'fit.json'"
+    >>> meta_problem({"predicted_tau": float("nan")})
+    'predicted_tau must be a number of tokens per cycle, at least 1, got nan'
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from .acceptance import Acceptance, AcceptanceError
@@ -42,6 +45,9 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
     if misfit:
         key, what, value = misfit
         return f"{key} must be {what}, got {value!r}"[:200]
+    tau = meta.get("predicted_tau")
+    if tau is not None and not 1 <= tau < math.inf:  # NaN too: a file with no prediction leaves the key out
+        return f"predicted_tau must be a number of tokens per cycle, at least 1, got {tau!r}"
     if not all(isinstance(t, str) for t in json_at(meta, "provenance.traces") or []):
         return "provenance.traces must be a list of file names"
     for key in ACCEPTANCE_KEYS:  # validate predicts with these: a bad value is named with its file now

@@ -56,3 +56,12 @@ def test_an_acceptance_validate_predicts_with_is_checked_naming_the_file(tmp_pat
     named = "acceptance" if key == "acceptance" else "provenance.fitted.selected"
     with pytest.raises(TopologyError, match=rf"t\.json: meta: {named}: p_s"):
         load_topology(_file(tmp_path, **{key: acc}))
+
+
+@pytest.mark.parametrize("tau", ["NaN", "Infinity", "0.5", "-2"])
+def test_a_prediction_that_is_no_number_of_tokens_is_refused(tmp_path, tau):
+    # validate read NaN as "no prediction" and printed 0.5 as one; the writer never makes either
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(TREE.to_dict())[:-1] + f', "predicted_tau": {tau}}}')
+    with pytest.raises(TopologyError, match=r"t\.json: meta: predicted_tau must be a number of tokens per cycle, at least 1"):
+        load_topology(path)
