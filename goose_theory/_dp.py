@@ -68,6 +68,17 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
     return F, choice, alt
 
 
+def best_values(candidate, *, budget: int) -> np.ndarray:
+    """The best expected accepted nodes (bonus excluded) with at most b nodes, for every b in
+    0..``budget``, from the one table :func:`solve` fills for ``budget`` (a type's row does not
+    depend on the budget it was filled for, only how far it goes)."""
+    spec = _types(candidate, budget)
+    order, n_child, child_q, child_type, _, _, capacity, variant = spec
+    F, _, _ = dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
+                        candidate.acceptance.independent)
+    return np.maximum.accumulate(F[0])  # at most b: a smaller tree may be best (independent model)
+
+
 def solve(candidate, *, budget: int):
     """Exact best tree with at most ``budget`` nodes; returns a TreeBuilder (BFS order).
 

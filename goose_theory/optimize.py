@@ -41,7 +41,7 @@ from .acceptance import Acceptance
 from .allocation import paper_tree, weighted_tree
 from .candidate import Candidate
 from .errors import InputError
-from .shapes import isotropic_tree, optimal_tree, source_blind_tree, spine_chain_tree, transition_only_tree
+from .shapes import isotropic_tree, optimal_taus, optimal_tree, source_blind_tree, spine_chain_tree, transition_only_tree
 from .topology import Topology
 from .yields import exact_yield
 
@@ -127,6 +127,23 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
     else:
         builder, details = transition_only_tree(cand, budget=budget)
     return _finish(rule, builder.topology(), acceptance, budget, top_k, details)
+
+
+def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
+                      top_k: int = 10) -> list[float]:
+    """The ``optimal`` rule's E[tau] at every budget 0..``budget`` from one optimisation (equal,
+    to 1e-12, to ``build_topology("optimal", ..., budget=b).predicted_tau`` for each b).
+
+    Example:
+        >>> [round(t, 3) for t in optimal_tau_curve(Acceptance.parse(0.5, 0.1), budget=2)]
+        [1.0, 1.5, 1.75]
+    """
+    _check_int("budget", budget, 0)
+    _check_int("max_depth", max_depth, 0)
+    _check_int("max_spine", max_spine, 0)
+    _check_int("top_k", top_k, 1)
+    cand = Candidate(acceptance, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
+    return optimal_taus(cand, budget=budget).tolist()
 
 
 def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, top_k: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import doctest
 import json
 
+import numpy as np
 import pytest
 
 import goose_theory.latency as latency_module
@@ -115,3 +116,16 @@ def test_cost_aware_other_rules_budgets_and_profiles_without_size_one():
 
 def test_docstring_examples():
     assert doctest.testmod(latency_module).failed == 0
+
+
+@pytest.mark.parametrize("acc", [Acceptance.parse("0.9,0.85,0.8,0.7,0.6", "0.25,0.1,0.05,0.03"),
+                                 Acceptance.parse(0.7, "0.3,0.2", "independent")])
+def test_cost_aware_optimal_matches_a_tree_per_budget(acc):
+    # the scan reads E[tau] off one optimisation; the reference builds and scores every budget's tree
+    prof = LatencyProfile(sizes=(1, 8, 24, 64), seconds=(0.04, 0.046, 0.063, 0.11), draft_s=0.0006)
+    res = cost_aware(acc, prof)
+    want = [build_topology("optimal", acc, budget=b).predicted_tau for b in range(64)]
+    np.testing.assert_allclose([row["predicted_tau"] for row in res.table], want, rtol=1e-12, atol=0)
+    rates = [tau / row["cycle_s"] for tau, row in zip(want, res.table)]
+    assert res.best.budget == rates.index(max(rates)) and 5 < res.best.budget < 40
+    assert res.table[res.best.budget]["predicted_tau"] == res.best.predicted_tau == want[res.best.budget]

@@ -92,3 +92,30 @@ def test_source_blind_equals_optimal_when_sources_look_alike():
 
 def test_docstring_examples():
     assert doctest.testmod(shapes_module).failed == 0
+
+
+@pytest.mark.parametrize("acc", [
+    Acceptance.parse(0.6, 0.1),                                          # exclusive: best-first
+    Acceptance.parse("0.9,0.8,0.5,0.3", "0.3,0.2,0.1,0.05"),             # depth- and rank-dependent
+    Acceptance.parse(0.7, "0.2,0.1", model="independent"),                # the dynamic programme
+    Acceptance.parse(0.5, "0.3,0.3,0.2"),                                 # truncation: spine-less variants
+])
+def test_optimal_taus_equal_one_tree_per_budget(acc):
+    # the cost-aware scan reads every budget's E[tau] from one optimisation; the reference is the
+    # optimal tree built and scored exactly at each budget, as the scan did before
+    cand = Candidate(acc, max_depth=4, max_spine=6, top_k=4)
+    taus = shapes_module.optimal_taus(cand, budget=70)
+    want = [build_topology("optimal", acc, budget=b, max_depth=4, max_spine=6, top_k=4).predicted_tau
+            for b in range(71)]
+    np.testing.assert_allclose(taus, want, rtol=1e-12, atol=0)
+    assert np.all(np.diff(taus) >= 0)
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_optimal_taus_stay_flat_once_the_candidate_tree_runs_out(model):
+    acc = Acceptance.parse(0.6, "0.2,0.1", model=model)
+    cand = Candidate(acc, max_depth=2, max_spine=2, top_k=2)
+    taus = shapes_module.optimal_taus(cand, budget=40)
+    full = build_topology("optimal", acc, budget=40, max_depth=2, max_spine=2, top_k=2)
+    assert full.topology.budget < 20  # the whole candidate tree
+    np.testing.assert_allclose(taus[full.topology.budget:], full.predicted_tau, rtol=1e-12)
