@@ -29,7 +29,6 @@ from .fit_inputs import trace_copies
 from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
 
 
-SLOW_REGIME_BUDGET = 32  # from here up --regimes says that it will take a while
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace
 
 
@@ -150,10 +149,10 @@ def _handler(args) -> int:
               file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit, budget=args.budget, latency=latency)
-    if args.out:  # a blocked output file is refused now, not after the regime fit's minutes
+    if args.out:  # a blocked output file is refused now, not after the regime fit
         check_outputs(analysis, args.out, siblings=("-regimes",) if args.regimes else ())
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
-    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}", note_slow=True,
+    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
                                  log=lambda line: print(line, file=sys.stderr, flush=True)) if args.regimes else {}
     written = write_report(analysis, args.out, regimes=pairs) if args.out else ReportFiles({}, [])
     # a group whose file holds its regime export, not the recommended tree, is named only there
@@ -187,21 +186,18 @@ def regime_exports(files: list[str], *, bench: str | None, budget: int, context:
 
 
 def group_regime_exports(analysis, files: list[str], *, context: str, labels: set[str] | None = None,
-                         note_slow: bool = False, log=None) -> dict[str, tuple]:
+                         log=None) -> dict[str, tuple]:
     """:func:`regime_exports` of each group that has a recommendation (of ``labels`` only, if given):
     group label -> (single, pair, fit, methods). Without a latency profile at the recommended
     budget; with one (a cost table) at the budget where the regime file's own predicted tau per
     cycle second peaks (:mod:`goose_theory.regimebudget`; ``log`` gets one line per group).
-    ``context`` names the group in an error (``{}`` is its label); ``note_slow`` says when a budget
-    will take minutes. ``fit-acceptance --regimes`` and ``goose loop`` both export through it."""
+    ``context`` names the group in an error (``{}`` is its label). ``fit-acceptance --regimes``
+    and ``goose loop`` both export through it."""
     out = {}
     for g in analysis.groups:
         if g.recommendation is None or (labels is not None and g.label not in labels):
             continue
         budget, bench = g.recommendation.best.topology.budget, g.fit.key.get("benchmark")
-        if note_slow and budget >= SLOW_REGIME_BUDGET:  # measured: 8.5 min at 80 for three sets, 6 s at 8
-            print(f"--regimes: optimising {g.label}'s trees at budget {budget} takes minutes "
-                  "(--budget or --latency picks a smaller one)", file=sys.stderr, flush=True)
         if not g.recommendation.cost_table:
             out[g.label] = regime_exports(files, bench=bench, budget=budget, context=context.format(g.label))
             continue

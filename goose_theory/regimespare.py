@@ -34,7 +34,6 @@ import pandas as pd
 
 from ._numba import jit
 from .acceptance import Acceptance
-from .regimefill import bfs_order
 from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology
 
 DRAWS = 64          # fill draws per match length
@@ -139,37 +138,128 @@ def _kernel(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths, w
     return tau_sum, node_sum
 
 
-class _Pricer:
-    """The per-node arrays of :func:`_kernel` for one (acceptance, spine, fill, budget)."""
+@jit
+def _fill_order(parent, kind, rank):
+    """:func:`goose_theory.regimefill.bfs_order` on arrays (the pricer calls it once per trial slot):
+    breadth-first, each node's children spine first, then by rank, ties in index order."""
+    n = parent.shape[0]
+    start = np.zeros(n + 1, dtype=np.int64)
+    for v in range(1, n):
+        start[parent[v] + 1] += 1
+    for v in range(n):
+        start[v + 1] += start[v]
+    kids = np.empty(max(n - 1, 0), dtype=np.int64)
+    filled = start[:n].copy()
+    for v in range(1, n):  # in index order, so an insertion sort below keeps ties in index order
+        kids[filled[parent[v]]] = v
+        filled[parent[v]] += 1
+    for v in range(n):
+        for i in range(start[v] + 1, start[v + 1]):
+            c = kids[i]
+            key = (0 if kind[c] == SPINE else 1, rank[c])
+            j = i - 1
+            while j >= start[v] and (0 if kind[kids[j]] == SPINE else 1, rank[kids[j]]) > key:
+                kids[j + 1] = kids[j]
+                j -= 1
+            kids[j + 1] = c
+    out = np.empty(max(n - 1, 0), dtype=np.int64)
+    queue = np.empty(n, dtype=np.int64)
+    queue[0], head, tail, m = 0, 0, 1, 0
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for i in range(start[v], start[v + 1]):
+            out[m] = kids[i]
+            queue[tail] = kids[i]
+            m += 1
+            tail += 1
+    return out
 
-    def __init__(self, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int,
-                 max_nodes: int, *, draws: int = DRAWS, seed: int = 0):
-        pmf = spine.length_pmf()
-        keep = np.flatnonzero(pmf > 1e-9)
-        self.lengths, self.weights = keep.astype(np.int64), pmf[keep] / pmf[keep].sum()
-        full = all(f >= 1.0 for f in fill)
-        self.u = np.random.default_rng(seed).random((1 if full else draws, max_nodes))
-        self.acc, self.spine, self.fill, self.budget = acceptance, spine, tuple(fill), budget
 
-    def price(self, parent: Sequence[int], kind: Sequence[int], rank: Sequence[int]) -> tuple[float, float]:
-        n = len(parent)
-        depth = np.zeros(n, dtype=np.int64)
-        q_mid, q_end, q_spine, exist = np.ones(n), np.ones(n), np.ones(n), np.ones(n)
-        p_s, end, fill = self.spine.p_s, self.spine.end, self.fill
-        for v in range(1, n):
-            p = parent[v]
-            depth[v] = depth[p] + 1
-            if kind[v] == SPINE:
-                q_spine[v] = p_s[min(depth[v], len(p_s)) - 1]
-                continue
-            f = fill[kind[p]]
-            exist[v] = f
-            q_mid[v] = min(self.acc.transition_q(rank[v], kind[p]) / f, 1.0) if f > 0 else 0.0
-            q_end[v] = min(end[min(rank[v], len(end) - 1)] / fill[SPINE], 1.0) if fill[SPINE] > 0 else 0.0
-        tau, nodes = _kernel(bfs_order(parent, kind, rank), np.asarray(parent, dtype=np.int64),
-                             np.asarray(kind, dtype=np.int64), depth, q_mid, q_end, q_spine, exist,
-                             self.lengths, self.weights, self.u[:, :n], int(self.budget))
-        return float(tau), float(nodes)
+@jit
+def _set_slot(v, p, k, r, tree, model):
+    """Node ``v`` (parent ``p``, kind ``k``, rank ``r``) of ``tree``; its entries depend only on
+    those and its parent's, so a trial slot is one more entry (module docstring's rates)."""
+    parent, kind, rank, depth, q_mid, q_end, q_spine, exist = tree
+    q_t, p_s, end, fill = model
+    parent[v], kind[v], rank[v] = p, k, r
+    depth[v] = depth[p] + 1
+    q_mid[v], q_end[v], q_spine[v], exist[v] = 1.0, 1.0, 1.0, 1.0
+    if k == SPINE:
+        q_spine[v] = p_s[min(depth[v], p_s.shape[0]) - 1]
+        return
+    f = fill[kind[p]]
+    exist[v] = f
+    q_mid[v] = min(q_t[kind[p], r] / f, 1.0) if f > 0 else 0.0
+    q_end[v] = min(end[min(r, end.shape[0] - 1)] / fill[SPINE], 1.0) if fill[SPINE] > 0 else 0.0
+
+
+@jit
+def _price(n, tree, draws, budget):
+    """(E[tau], nodes placed) of ``tree``'s first ``n`` nodes."""
+    parent, kind, rank, depth, q_mid, q_end, q_spine, exist = tree
+    lengths, weights, u = draws
+    return _kernel(_fill_order(parent[:n], kind[:n], rank[:n]), parent[:n], kind[:n], depth[:n], q_mid[:n],
+                   q_end[:n], q_spine[:n], exist[:n], lengths, weights, u[:, :n], budget)
+
+
+@jit
+def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
+    """:func:`grow_spare` on ``tree``'s first ``n`` nodes (its arrays have room for the most
+    slots); returns the grown tree's node count. Trials in node order, each node's next rank
+    before its spine child; the first of equal prices wins."""
+    parent, kind = tree[0], tree[1]
+    depth, size = tree[3], tree[0].shape[0]
+    n_trans = np.zeros(size, dtype=np.int64)
+    spined = np.zeros(size, dtype=np.bool_)
+    for v in range(1, n):
+        if kind[v] == TRANSITION:
+            n_trans[parent[v]] += 1
+        else:
+            spined[parent[v]] = True
+    best = _price(n, tree, draws, budget)[0]
+    while n < size:
+        found, top, tv, tk, tr = False, 0.0, 0, 0, 0
+        for v in range(n):
+            if depth[v] < max_depth and n_trans[v] < top_k:
+                _set_slot(n, v, TRANSITION, n_trans[v], tree, model)
+                tau = _price(n + 1, tree, draws, budget)[0]
+                if not found or tau > top:
+                    found, top, tv, tk, tr = True, tau, v, TRANSITION, n_trans[v]
+            if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
+                _set_slot(n, v, SPINE, 0, tree, model)
+                tau = _price(n + 1, tree, draws, budget)[0]
+                if not found or tau > top:
+                    found, top, tv, tk, tr = True, tau, v, SPINE, 0
+        if not found or top <= best + tol:
+            break
+        best = top
+        _set_slot(n, tv, tk, tr, tree, model)
+        if tk == TRANSITION:
+            n_trans[tv] += 1
+        else:
+            spined[tv] = True
+        n += 1
+    return n
+
+
+def _arrays(topology: Topology, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], size: int,
+            top_k: int, draws: int, seed: int):
+    """(tree, model, draws) for the kernels: ``topology`` set in arrays of ``size`` nodes, the rates
+    (p_t by parent kind and rank, p_s, end-of-spine, fill) and the match lengths and fill draws."""
+    width = max([top_k, *(r + 1 for r in topology.rank)])
+    model = (np.array([[acceptance.transition_q(r, k) for r in range(width)] for k in range(3)]),
+             np.asarray(spine.p_s, dtype=np.float64), np.asarray(spine.end, dtype=np.float64),
+             np.asarray(fill, dtype=np.float64))
+    tree = (*(np.zeros(size, dtype=np.int64) for _ in range(4)), *(np.ones(size) for _ in range(4)))
+    tree[0][0] = -1
+    for v in range(1, len(topology.parent)):
+        _set_slot(v, topology.parent[v], topology.source[v], topology.rank[v], tree, model)
+    pmf = spine.length_pmf()
+    keep = np.flatnonzero(pmf > 1e-9)
+    full = all(f >= 1.0 for f in fill)
+    u = np.random.default_rng(seed).random((1 if full else draws, size))
+    return tree, model, (keep.astype(np.int64), pmf[keep] / pmf[keep].sum(), u)
 
 
 def spare_tau(topology: Topology, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, *,
@@ -178,8 +268,10 @@ def spare_tau(topology: Topology, acceptance: Acceptance, spine: SpineModel, fil
     at ``budget`` (module docstring): exact over the match length L, Monte Carlo (``draws`` per L)
     over slot fill. ``acceptance`` gives the mid-spine and chain p_t's with ``fill`` folded in
     (as fitted); its p_s is not used (``spine`` has it)."""
-    pricer = _Pricer(acceptance, spine, fill, budget, len(topology.parent), draws=draws, seed=seed)
-    return pricer.price(topology.parent, topology.source, topology.rank)
+    n = len(topology.parent)
+    tree, _, fill_draws = _arrays(topology, acceptance, spine, fill, n, 1, draws, seed)
+    tau, nodes = _price(n, tree, fill_draws, int(budget))
+    return float(tau), float(nodes)
 
 
 def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, *,
@@ -187,30 +279,11 @@ def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fi
     """``topology`` plus the slots (each the next-ranked transition child or the spine child of a
     node, within its depth limits) that, added one at a time where :func:`spare_tau` rises most,
     raise it by more than ``tol``; at most ``max_slots`` non-root nodes. Same meta."""
-    parent, kind, rank = list(topology.parent), list(topology.source), list(topology.rank)
-    if len(parent) - 1 > max_slots:  # the pricer's draws are sized for max_slots nodes
-        raise ValueError(f"the tree already has {len(parent) - 1} nodes, more than max_slots={max_slots}")
-    pricer = _Pricer(acceptance, spine, fill, budget, max_slots + 1, draws=draws, seed=seed)
-    best, _ = pricer.price(parent, kind, rank)
-    while len(parent) - 1 < max_slots:
-        depth = [0] * len(parent)
-        for v in range(1, len(parent)):
-            depth[v] = depth[parent[v]] + 1
-        trials = []
-        for v in range(len(parent)):
-            ranks = [rank[c] for c in range(1, len(parent)) if parent[c] == v and kind[c] == TRANSITION]
-            if depth[v] < topology.max_depth and len(ranks) < top_k:
-                trials.append((v, TRANSITION, len(ranks)))
-            if kind[v] != TRANSITION and depth[v] < topology.max_spine and not any(
-                    parent[c] == v and kind[c] == SPINE for c in range(1, len(parent))):
-                trials.append((v, SPINE, 0))
-        scored = [(pricer.price(parent + [v], kind + [k], rank + [r])[0], (v, k, r)) for v, k, r in trials]
-        if not scored:
-            break
-        tau, (v, k, r) = max(scored, key=lambda x: x[0])
-        if tau <= best + tol:
-            break
-        best = tau
-        parent.append(v); kind.append(k); rank.append(r)
+    if len(topology.parent) - 1 > max_slots:  # the draws are sized for max_slots nodes
+        raise ValueError(f"the tree already has {len(topology.parent) - 1} nodes, more than max_slots={max_slots}")
+    tree, model, fill_draws = _arrays(topology, acceptance, spine, fill, max_slots + 1, top_k, draws, seed)
+    n = _grow(len(topology.parent), tree, model, fill_draws, int(budget), topology.max_depth, topology.max_spine,
+              top_k, tol)
+    parent, kind, rank = (a[:n].tolist() for a in tree[:3])
     return Topology.from_nodes([(p, SOURCE_NAMES[k], r) for p, k, r in zip(parent, kind, rank)],
                                max_depth=topology.max_depth, max_spine=topology.max_spine, meta=topology.meta)

@@ -181,7 +181,7 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     assert export["regime_file"]["predicted_tau"] == pytest.approx(load_topology(pair).meta["predicted_tau"])
     # the recommended (single-regime optimal) tree is not what the file holds now, so no file is named for it
     [group] = [g for g in result["groups"] if g["label"] == "mtbench"]
-    assert group["file"] is None and captured.err == ""  # budget 4: quick, so no "takes minutes" line
+    assert group["file"] is None and captured.err == ""
     assert load_topology(single).meta["rule"] == "regime-optimal"
     spec = parse_method(f"topology:{pair}")
     assert spec.unmatched is not None and spec.topology.budget <= 4

@@ -11,7 +11,8 @@ from hypothesis import given, settings, strategies as st
 from goose_runtime.matcher import Match
 from goose_runtime.trees import build_from_topology
 from goose_theory.acceptance import Acceptance
-from goose_theory.regimespare import PRIOR_N, SpineModel, bfs_order, end_rates, grow_spare, spare_tau
+from goose_theory.regimefill import bfs_order
+from goose_theory.regimespare import PRIOR_N, SpineModel, end_rates, grow_spare, spare_tau
 from goose_theory.topology import SPINE, TRANSITION, Topology
 from goose_theory.yields import exact_yield
 
@@ -98,6 +99,18 @@ def test_bfs_order_is_breadth_first_spine_first():
     # root: t1 (rank 1), spine, t0; spine: spine child; t0: chain
     parent, kind, rank = [-1, 0, 0, 0, 2, 3], [0, 2, 1, 2, 1, 2], [0, 1, 0, 0, 0, 0]
     assert bfs_order(parent, kind, rank).tolist() == [2, 3, 1, 4, 5]
+
+
+def test_the_pricers_fill_order_is_bfs_order():
+    # the pricer's array version against the reference, on random trees with repeated ranks
+    from goose_theory.regimespare import _fill_order
+    rng = np.random.default_rng(3)
+    for n in [1, 2, 3, 10, 40, 160] * 5:
+        parent = [-1] + [int(rng.integers(0, v)) for v in range(1, n)]
+        kind = [0] + [int(k) for k in rng.integers(1, 3, n - 1)]
+        rank = [0] + [int(r) for r in rng.integers(0, 4, n - 1)]
+        got = _fill_order(np.asarray(parent, np.int64), np.asarray(kind, np.int64), np.asarray(rank, np.int64))
+        assert got.tolist() == bfs_order(parent, kind, rank).tolist()
 
 
 def test_grow_spare_places_the_end_of_a_short_match():
