@@ -32,7 +32,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ._numba import jit
+from numba import prange
+
+from ._numba import jit, parallel_jit
 from .acceptance import Acceptance
 from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology
 
@@ -204,10 +206,21 @@ def _price(n, tree, draws, budget):
 
 
 @jit
+def _trial_tau(n, tree, v, k, r, model, draws, budget):
+    """E[tau] of ``tree``'s first ``n`` nodes plus the slot (parent ``v``, kind ``k``, rank ``r``),
+    priced on copies of the arrays: one step's trials run in parallel."""
+    m = n + 1
+    trial = (tree[0][:m].copy(), tree[1][:m].copy(), tree[2][:m].copy(), tree[3][:m].copy(),
+             tree[4][:m].copy(), tree[5][:m].copy(), tree[6][:m].copy(), tree[7][:m].copy())
+    _set_slot(n, v, k, r, trial, model)
+    return _price(m, trial, draws, budget)[0]
+
+
+@parallel_jit
 def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     """:func:`grow_spare` on ``tree``'s first ``n`` nodes (its arrays have room for the most
     slots); returns the grown tree's node count. Trials in node order, each node's next rank
-    before its spine child; the first of equal prices wins."""
+    before its spine child; the first of equal prices wins (whatever the thread count)."""
     parent, kind = tree[0], tree[1]
     depth, size = tree[3], tree[0].shape[0]
     n_trans = np.zeros(size, dtype=np.int64)
@@ -217,28 +230,33 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
             n_trans[parent[v]] += 1
         else:
             spined[parent[v]] = True
+    slot_v = np.zeros(2 * size, dtype=np.int64)  # one step's trials: parent, kind, rank
+    slot_k = np.zeros(2 * size, dtype=np.int64)
+    slot_r = np.zeros(2 * size, dtype=np.int64)
     best = _price(n, tree, draws, budget)[0]
     while n < size:
-        found, top, tv, tk, tr = False, 0.0, 0, 0, 0
+        t = 0
         for v in range(n):
             if depth[v] < max_depth and n_trans[v] < top_k:
-                _set_slot(n, v, TRANSITION, n_trans[v], tree, model)
-                tau = _price(n + 1, tree, draws, budget)[0]
-                if not found or tau > top:
-                    found, top, tv, tk, tr = True, tau, v, TRANSITION, n_trans[v]
+                slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, n_trans[v]
+                t += 1
             if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
-                _set_slot(n, v, SPINE, 0, tree, model)
-                tau = _price(n + 1, tree, draws, budget)[0]
-                if not found or tau > top:
-                    found, top, tv, tk, tr = True, tau, v, SPINE, 0
-        if not found or top <= best + tol:
+                slot_v[t], slot_k[t], slot_r[t] = v, SPINE, 0
+                t += 1
+        if t == 0:
             break
-        best = top
-        _set_slot(n, tv, tk, tr, tree, model)
-        if tk == TRANSITION:
-            n_trans[tv] += 1
+        taus = np.empty(t)
+        for i in prange(t):
+            taus[i] = _trial_tau(n, tree, slot_v[i], slot_k[i], slot_r[i], model, draws, budget)
+        i = np.argmax(taus)  # the first of equal prices
+        if taus[i] <= best + tol:
+            break
+        best = taus[i]
+        _set_slot(n, slot_v[i], slot_k[i], slot_r[i], tree, model)
+        if slot_k[i] == TRANSITION:
+            n_trans[slot_v[i]] += 1
         else:
-            spined[tv] = True
+            spined[slot_v[i]] = True
         n += 1
     return n
 

@@ -223,3 +223,19 @@ def test_grow_spare_picks_the_slots_of_the_python_reference(p_s, avail, end, p_t
     grown = grow_spare(base, acc, spine, fill, budget, max_slots=2 * budget, top_k=top_k, draws=16, seed=seed)
     want = _reference_grow(base, acc, spine, fill, budget, 2 * budget, top_k, draws=16, seed=seed)
     assert (list(grown.parent), list(grown.source), list(grown.rank)) == want
+
+
+def test_grow_spare_is_the_same_on_one_thread():
+    # one step's trial slots are priced in parallel; the pick must not depend on the thread count
+    import numba
+    spine = SpineModel(p_s=(0.9, 0.8), avail=(1.0, 0.9, 0.7, 0.5), end=(0.6, 0.2, 0.1))
+    base = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)], max_depth=4, max_spine=6)
+    fill = (0.8, 0.7, 0.9)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = grow_spare(base, ACC, spine, fill, 10, max_slots=20, top_k=4)
+    finally:
+        numba.set_num_threads(threads)
+    many = grow_spare(base, ACC, spine, fill, 10, max_slots=20, top_k=4)
+    assert one.budget > 10 and (one.parent, one.source, one.rank) == (many.parent, many.source, many.rank)
