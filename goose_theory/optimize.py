@@ -77,6 +77,15 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return value
 
 
+def _check_inputs(acceptance: Any, *, budget: Any, max_depth: Any, max_spine: Any, top_k: Any) -> None:
+    _check_int("budget", budget, 0)
+    _check_int("max_depth", max_depth, 0)
+    _check_int("max_spine", max_spine, 0)
+    _check_int("top_k", top_k, 1)
+    if not isinstance(acceptance, Acceptance):
+        raise OptimizeError(f"acceptance must be an Acceptance, got {type(acceptance).__name__}")
+
+
 def parse_rule(rule: str, top_k: int) -> tuple[str, int | None]:
     """Split ``"isotropic:5"`` into ``("isotropic", 5)``; validate the name and K."""
     if not isinstance(rule, str):
@@ -104,12 +113,7 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
     (then ``details["unplaced"]`` counts the missing ones; ``spine-only`` is capped at
     max_spine by definition). Raises :class:`OptimizeError` for a bad rule or limit.
     """
-    _check_int("budget", budget, 0)
-    _check_int("max_depth", max_depth, 0)
-    _check_int("max_spine", max_spine, 0)
-    _check_int("top_k", top_k, 1)
-    if not isinstance(acceptance, Acceptance):
-        raise OptimizeError(f"acceptance must be an Acceptance, got {type(acceptance).__name__}")
+    _check_inputs(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     name, k = parse_rule(rule, top_k)
     cand = Candidate(acceptance, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     if name == "optimal":
@@ -138,10 +142,7 @@ def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = 6
         >>> [round(t, 3) for t in optimal_tau_curve(Acceptance.parse(0.5, 0.1), budget=2)]
         [1.0, 1.5, 1.75]
     """
-    _check_int("budget", budget, 0)
-    _check_int("max_depth", max_depth, 0)
-    _check_int("max_spine", max_spine, 0)
-    _check_int("top_k", top_k, 1)
+    _check_inputs(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     cand = Candidate(acceptance, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     return optimal_taus(cand, budget=budget).tolist()
 

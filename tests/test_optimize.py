@@ -230,6 +230,14 @@ def test_bad_input_is_one_clear_line(rule, kwargs, needle):
     assert isinstance(err.value, ValueError)
 
 
+@pytest.mark.parametrize("acc,kwargs,needle", [
+    (Acceptance.parse(0.5, 0.05), {"budget": -1}, "-1"), (Acceptance.parse(0.5, 0.05), {"top_k": 0}, "top_k"),
+    ((0.5, 0.05), {}, "must be an Acceptance, got tuple")])
+def test_the_tau_curve_refuses_what_build_topology_refuses(acc, kwargs, needle):
+    with pytest.raises(OptimizeError, match=needle):
+        optimize_module.optimal_tau_curve(acc, **{"budget": 10, **kwargs})
+
+
 def test_compare_rules_default_list_and_small_top_k():
     acc = Acceptance.parse(0.5, 0.05)
     assert [r.rule for r in compare_rules(acc, budget=12)] == list(DEFAULT_COMPARE)
