@@ -52,7 +52,7 @@ def _kernel(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths, w
                 p = parent[v]
                 if not placed[p]:
                     continue
-                if kind[v] == 1:
+                if kind[v] == SPINE:
                     if depth[v] > L:
                         continue
                     q = q_spine[v]
@@ -60,7 +60,7 @@ def _kernel(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths, w
                 else:
                     if u[s, v] >= exist[v]:
                         continue
-                    q = q_end[v] if (kind[p] == 1 and not spined[p]) else q_mid[v]
+                    q = q_end[v] if (kind[p] == SPINE and not spined[p]) else q_mid[v]
                 placed[v] = True
                 reach[v] = reach[p] * q
                 if record is not None:
@@ -107,7 +107,7 @@ def _leaf_tau(pos, v, rates, parent_kind, record, weights, u, c, budget):
             d = i * u.shape[0] + s
             k = before[d, pos]
             if placed[d, v] and u[s, c] < exist and k < budget:
-                q = q_end if (parent_kind == 1 and not spined[d, v]) else q_mid
+                q = q_end if (parent_kind == SPINE and not spined[d, v]) else q_mid
                 tau = after[d, k] + reach[d, v] * q
                 placed_now, nxt = k + 1, k
                 while placed_now < budget and nxt < count[d]:
@@ -122,7 +122,7 @@ def _leaf_tau(pos, v, rates, parent_kind, record, weights, u, c, budget):
 
 @jit
 def _fill_order(parent, kind, rank):
-    """:func:`goose_theory.regimefill.bfs_order` on arrays (the pricer calls it once per trial slot):
+    """:func:`goose_theory.regimefill.bfs_order` on arrays (every simulated price starts from it):
     breadth-first, each node's children spine first, then by rank, ties in index order."""
     n = parent.shape[0]
     start = np.zeros(n + 1, dtype=np.int64)
