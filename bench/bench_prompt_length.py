@@ -19,28 +19,16 @@ Printed per prediction: mean error (bias), sd, the share of splits within 5%.
 """
 from __future__ import annotations
 
-import argparse
-import json
-
 import numpy as np
 
-from goose_runtime.prompts import MTBENCH_FILE
-from goose_theory.validation import prompt_totals
+import bench_split_strata as strata  # run as a script from the repo root: bench/ is on sys.path
 
 
 def per_question(paths: list[str], method: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tokens, cycles, log characters of the question's first turn) per question, over the
     traces (a question once; it must be in them all alike: greedy, table reset per prompt)."""
-    rows: dict[str, tuple[float, float]] = {}
-    for path in paths:
-        part = prompt_totals(path).loc[method]
-        for (_, prompt_id), r in part.iterrows():
-            rows.setdefault(str(prompt_id), (float(r["tokens"]), float(r["cycles"])))
-    with open(MTBENCH_FILE, encoding="utf-8") as fh:
-        chars = {str(q["question_id"]): len(q["turns"][0]) for q in map(json.loads, fh)}
-    ids = sorted(rows)
-    tokens, cycles = (np.array([rows[i][j] for i in ids]) for j in (0, 1))
-    return tokens, cycles, np.log([chars[i] for i in ids])
+    tokens, cycles, chars = strata.per_question(paths, method, key=lambda q: len(q["turns"][0]))
+    return tokens, cycles, np.log(chars)
 
 
 def by_length(tokens, cycles, x, fit, held) -> float:
@@ -64,12 +52,7 @@ def errors(tokens, cycles, x, *, draws: int, seed: int) -> dict[str, np.ndarray]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("traces", nargs="+")
-    ap.add_argument("--method", default="goose+prior@15")
-    ap.add_argument("--draws", type=int, default=4000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    args = strata.split_args(argv, __doc__.splitlines()[0])
     tokens, cycles, x = per_question(args.traces, args.method)
     tau = tokens / cycles
     print(f"{args.method}: {tokens.size} questions, pooled tau {tokens.sum() / cycles.sum():.3f}, "

@@ -20,18 +20,29 @@ from goose_runtime.prompts import MTBENCH_FILE
 from goose_theory.validation import prompt_totals
 
 
-def per_question(paths: list[str], method: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(tokens, cycles, category) per question id, over the traces (a question once)."""
+def per_question(paths: list[str], method: str, key=lambda q: q["category"]) -> tuple[np.ndarray, np.ndarray, list]:
+    """(tokens, cycles, ``key`` of the question's JSON: its category) per question id, over the
+    traces (a question once)."""
     rows: dict[str, tuple[float, float]] = {}
     for path in paths:
         part = prompt_totals(path).loc[method]
         for (_, prompt_id), r in part.iterrows():
             rows.setdefault(str(prompt_id), (float(r["tokens"]), float(r["cycles"])))
     with open(MTBENCH_FILE, encoding="utf-8") as fh:
-        category = {str(q["question_id"]): q["category"] for q in map(json.loads, fh)}
+        keys = {str(q["question_id"]): key(q) for q in map(json.loads, fh)}
     ids = sorted(rows)
     tokens, cycles = (np.array([rows[i][j] for i in ids]) for j in (0, 1))
-    return tokens, cycles, [category[i] for i in ids]
+    return tokens, cycles, [keys[i] for i in ids]
+
+
+def split_args(argv, description: str) -> argparse.Namespace:
+    """The command line both split benchmarks take: traces, --method, --draws, --seed."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--method", default="goose+prior@15")
+    ap.add_argument("--draws", type=int, default=4000)
+    ap.add_argument("--seed", type=int, default=0)
+    return ap.parse_args(argv)
 
 
 def spread(tokens, cycles, cats, *, stratified: bool, draws: int, seed: int) -> np.ndarray:
@@ -51,12 +62,7 @@ def spread(tokens, cycles, cats, *, stratified: bool, draws: int, seed: int) -> 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("traces", nargs="+")
-    ap.add_argument("--method", default="goose+prior@15")
-    ap.add_argument("--draws", type=int, default=4000)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    args = split_args(argv, __doc__.splitlines()[0])
     tokens, cycles, cats = per_question(args.traces, args.method)
     print(f"{tokens.size} questions, {args.method}, pooled tau {tokens.sum() / cycles.sum():.3f}")
     for cat in sorted(set(cats)):
