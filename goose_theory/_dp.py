@@ -68,14 +68,19 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
     return F, choice, alt
 
 
+def _filled(candidate, budget: int):
+    """The node types of ``candidate`` (:func:`_types`) and their tables (:func:`dp_tables`)."""
+    spec = _types(candidate, budget)
+    order, n_child, child_q, child_type, _, _, capacity, variant = spec
+    return spec, dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
+                           candidate.acceptance.independent)
+
+
 def best_values(candidate, *, budget: int) -> np.ndarray:
     """The best expected accepted nodes (bonus excluded) with at most b nodes, for every b in
     0..``budget``, from the one table :func:`solve` fills for ``budget`` (a type's row does not
     depend on the budget it was filled for, only how far it goes)."""
-    spec = _types(candidate, budget)
-    order, n_child, child_q, child_type, _, _, capacity, variant = spec
-    F, _, _ = dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
-                        candidate.acceptance.independent)
+    _, (F, _, _) = _filled(candidate, budget)
     return np.maximum.accumulate(F[0])  # at most b: a smaller tree may be best (independent model)
 
 
@@ -88,10 +93,8 @@ def solve(candidate, *, budget: int):
     """
     from .candidate import TreeBuilder  # local import: candidate does not depend on this module
 
-    spec = _types(candidate, budget)
-    order, n_child, child_q, child_type, child_kind, child_rank, capacity, variant = spec
-    F, choice, alt = dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
-                               candidate.acceptance.independent)
+    spec, (F, choice, alt) = _filled(candidate, budget)
+    _, n_child, _, child_type, child_kind, child_rank, capacity, variant = spec
     top = min(budget, int(capacity[0]))
     values = F[0, : top + 1]
     best = float(values.max())

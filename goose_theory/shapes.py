@@ -43,12 +43,16 @@ def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
     return details
 
 
+def _needs_dp(cand: Candidate) -> bool:
+    """Independent model, or an exclusive model whose truncation lets a spine-less node hold more
+    ranks: best-first is not exact there (a node's qeff, or its room for ranks, depends on which
+    siblings exist), the dynamic programme of :mod:`goose_theory._dp` is."""
+    return cand.acceptance.independent or has_spine_variants(cand)
+
+
 def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
-    """Exclusive model: best-first (exact). Independent model, or an exclusive model whose
-    truncation lets a spine-less node hold more ranks: the exact dynamic programme of
-    :mod:`goose_theory._dp` (best-first is not exact there: a node's qeff, or its room for
-    ranks, depends on which siblings exist)."""
-    if cand.acceptance.independent or has_spine_variants(cand):
+    """Exclusive model: best-first (exact); where :func:`_needs_dp`, the exact dynamic programme."""
+    if _needs_dp(cand):
         builder = solve(cand, budget=budget)
         details = _base_details(builder, budget, len(builder) - 1)
         details["method"] = "dynamic programme over node types"
@@ -71,7 +75,7 @@ def optimal_taus(cand: Candidate, *, budget: int) -> np.ndarray:
         >>> [round(float(t), 4) for t in optimal_taus(Candidate(Acceptance.parse(0.5, 0.1)), budget=3)]
         [1.0, 1.5, 1.75, 1.875]
     """
-    if cand.acceptance.independent or has_spine_variants(cand):
+    if _needs_dp(cand):
         return 1.0 + best_values(cand, budget=budget)
     builder = TreeBuilder(cand)
     placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine)
