@@ -185,12 +185,15 @@ def _set_slot(v, p, k, r, tree, model):
 
 
 @jit
-def _price(n, tree, draws, budget, record=None):
-    """(E[tau], nodes placed) of ``tree``'s first ``n`` nodes (their fills kept in ``record``)."""
+def _price(n, tree, draws, budget, record=None, order=None):
+    """(E[tau], nodes placed) of ``tree``'s first ``n`` nodes (their fills kept in ``record``;
+    ``order``: their fill order, if the caller has it)."""
     parent, kind, rank, depth, q_mid, q_end, q_spine, exist = tree
     lengths, weights, u = draws
-    return _kernel(_fill_order(parent[:n], kind[:n], rank[:n]), parent[:n], kind[:n], depth[:n], q_mid[:n],
-                   q_end[:n], q_spine[:n], exist[:n], lengths, weights, u[:, :n], budget, record)
+    if order is None:
+        order = _fill_order(parent[:n], kind[:n], rank[:n])
+    return _kernel(order, parent[:n], kind[:n], depth[:n], q_mid[:n], q_end[:n], q_spine[:n], exist[:n],
+                   lengths, weights, u[:, :n], budget, record)
 
 
 @jit
@@ -256,10 +259,11 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     slot_r = np.zeros(2 * size, dtype=np.int64)
     slot_pos = np.zeros(2 * size, dtype=np.int64)
     record = _record(lengths.shape[0] * u.shape[0], size)
-    best = _price(n, tree, draws, budget, record)[0]
+    order = _fill_order(parent[:n], kind[:n], rank[:n])
+    best = _price(n, tree, draws, budget, record, order)[0]
     while n < size:
         t = 0
-        block = _blocks(n, tree, _fill_order(parent[:n], kind[:n], rank[:n]))
+        block = _blocks(n, tree, order)
         for v in range(n):
             if depth[v] < max_depth and n_trans[v] < top_k:
                 slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, n_trans[v]
@@ -287,5 +291,6 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
         else:
             spined[slot_v[i]] = True
         n += 1
-        _price(n, tree, draws, budget, record)  # the new tree's fills, for the next step's trials
+        order = _fill_order(parent[:n], kind[:n], rank[:n])
+        _price(n, tree, draws, budget, record, order)  # the new tree's fills, for the next step's trials
     return n
