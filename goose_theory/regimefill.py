@@ -22,9 +22,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ._spare_kernels import _fill_order
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
-from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology, topology_from_dict
+from .topology import SOURCE_NAMES, TRANSITION, Topology, topology_from_dict
 from .validation import cluster_ratio_ci
 from .yields import yield_with_fallback
 
@@ -100,21 +101,14 @@ def root_fill(nodes: pd.DataFrame) -> float | None:
 
 
 def bfs_order(parent: Sequence[int], kind: Sequence[int], rank: Sequence[int]) -> np.ndarray:
-    """Non-root nodes in the runtime's fill order: breadth-first, children spine first then by rank.
+    """Non-root nodes in the runtime's fill order: breadth-first, children spine first then by rank
+    (ties in index order; the pricing kernels' own fill order, on plain sequences).
 
     Example:
         >>> bfs_order([-1, 0, 0, 1], [0, 2, 1, 2], [0, 0, 0, 0]).tolist()
         [2, 1, 3]
     """
-    kids: list[list[int]] = [[] for _ in parent]
-    for v in range(1, len(parent)):
-        kids[parent[v]].append(v)
-    out, queue, head = [], [0], 0
-    while head < len(queue):
-        v = queue[head]; head += 1
-        for c in sorted(kids[v], key=lambda c: (kind[c] != SPINE, rank[c])):
-            out.append(c); queue.append(c)
-    return np.asarray(out, dtype=np.int64)
+    return _fill_order(*(np.asarray(a, dtype=np.int64) for a in (parent, kind, rank)))
 
 
 def first_nodes(topology: Topology, budget: int) -> Topology:

@@ -9,7 +9,6 @@ from hypothesis import given, settings, strategies as st
 from goose_theory._spare_kernels import (_blocks, _fill_order, _kernel, _leaf_position, _leaf_rates, _leaf_tau,
                                          _price, _record, _trial_tau)
 from goose_theory.acceptance import Acceptance
-from goose_theory.regimefill import bfs_order
 from goose_theory.regimespare import SpineModel, _arrays, grow_spare
 from goose_theory.topology import SPINE, TRANSITION, Topology
 
@@ -17,6 +16,20 @@ from conftest import random_topology
 
 ACC = Acceptance.parse([0.7, 0.85], [0.15, 0.03, 0.01, 0.0], p_t_spine=[0.1, 0.03, 0.0],
                        p_t_chain=[0.4, 0.1, 0.02, 0.0])
+
+
+def bfs_order(parent, kind, rank):
+    """The reference fill order: breadth-first, each node's children spine first, then by rank,
+    ties in index order (Python's sort is stable)."""
+    kids = [[] for _ in parent]
+    for v in range(1, len(parent)):
+        kids[parent[v]].append(v)
+    out, queue, head = [], [0], 0
+    while head < len(queue):
+        v = queue[head]; head += 1
+        for c in sorted(kids[v], key=lambda c: (kind[c] != SPINE, rank[c])):
+            out.append(c); queue.append(c)
+    return np.asarray(out, dtype=np.int64)
 
 
 def test_the_pricers_fill_order_is_bfs_order():
