@@ -163,7 +163,7 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
     cycles = [latency.cycle_seconds(_check_int("budget", budget, 0)) for budget in budgets]
     optimal = parse_rule(rule, top_k)[0] == "optimal"
     # optimal trees: every budget's E[tau] from one optimisation; other rules: a tree per budget
-    curve = optimal_tau_curve(acceptance, budget=max(budgets), **shape) if optimal else None
+    curve = optimal_tau_curve(acceptance, budget=max(budgets), **shape) if optimal else []
     ar = latency.verify_seconds(1) if lo == 1 else None
 
     def row(budget: int, tau: float, cycle: float) -> dict:
@@ -171,14 +171,10 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
         return {"budget": budget, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
                 "speedup_vs_ar": None if ar is None else rate * ar}
 
-    best, best_at, table = None, 0, []
-    for i, (budget, cycle) in enumerate(zip(budgets, cycles)):
-        result = None if optimal else build_topology(rule, acceptance, budget=budget, **shape)
-        table.append(row(budget, curve[budget] if curve is not None else result.predicted_tau, cycle))
-        if table[-1]["tokens_per_s"] > table[best_at]["tokens_per_s"]:
-            best_at = i
-        if i == best_at:
-            best = result
+    results = [None if optimal else build_topology(rule, acceptance, budget=b, **shape) for b in budgets]
+    table = [row(b, curve[b] if optimal else r.predicted_tau, c) for b, r, c in zip(budgets, results, cycles)]
+    best_at = max(range(len(table)), key=lambda i: table[i]["tokens_per_s"])  # the first of equal rates
+    best = results[best_at]
     if best is None:  # the chosen tree, and its row scored as that tree (the curve's sums run in another order)
         best = build_topology(rule, acceptance, budget=budgets[best_at], **shape)
         table[best_at] = row(budgets[best_at], best.predicted_tau, cycles[best_at])
