@@ -10,15 +10,20 @@ The growth prices every trial slot of a step. A transition leaf changes nothing 
 fill order and nothing after it but the budget's cut, so :func:`_leaf_tau` prices it from the
 current tree's recorded fills with the same sums in the same order as a new simulation, bit for
 bit (``tests/test__spare_kernels.py`` checks it); a spine trial changes the rates of its parent's
-later transitions and is simulated anew. One step's trials are priced in parallel; the first of
-equal prices wins, whatever the thread count.
+later transitions and is simulated anew; the first of equal prices wins.
+
+The growth is serial: a step's trials were once priced in a ``prange``, but one growth makes
+hundreds of small parallel regions, and with another process on the 2 cores every region waits
+for a descheduled thread (``fit-acceptance traces/*.parquet --group-by benchmark --regimes``: 11.5
+s quiet, 83 s beside one busy loop, against 13.8 s and 27 s on one thread). The callers run whole
+growths side by side instead (:func:`goose_theory.regimelength.length_trees`), which the ``nogil``
+kernels allow.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
-from ._numba import jit, parallel_jit
+from ._numba import jit
 from .topology import SPINE, TRANSITION
 
 
@@ -199,7 +204,7 @@ def _price(n, tree, draws, budget, record=None, order=None):
 @jit
 def _trial_tau(n, tree, v, k, r, model, draws, budget):
     """E[tau] of ``tree``'s first ``n`` nodes plus the slot (parent ``v``, kind ``k``, rank ``r``),
-    priced on copies of the arrays: one step's trials run in parallel."""
+    priced on copies of the arrays, so the current tree and its recorded fills stay as they are."""
     m = n + 1
     trial = (tree[0][:m].copy(), tree[1][:m].copy(), tree[2][:m].copy(), tree[3][:m].copy(),
              tree[4][:m].copy(), tree[5][:m].copy(), tree[6][:m].copy(), tree[7][:m].copy())
@@ -237,11 +242,11 @@ def _blocks(n, tree, order):
     return block
 
 
-@parallel_jit
+@jit
 def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     """:func:`grow_spare` on ``tree``'s first ``n`` nodes (its arrays have room for the most
     slots); returns the grown tree's node count. Trials in node order, each node's next rank
-    before its spine child; the first of equal prices wins (whatever the thread count). A
+    before its spine child; the first of equal prices wins. A
     transition trial is priced from the current tree's recorded fills (:func:`_leaf_tau`), a
     spine trial, which changes the rates of its later siblings' subtrees, by a new simulation."""
     parent, kind, rank = tree[0], tree[1], tree[2]
@@ -274,7 +279,7 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
         if t == 0:
             break
         taus = np.empty(t)
-        for i in prange(t):
+        for i in range(t):
             if slot_k[i] == TRANSITION:
                 slot_pos[i] = _leaf_position(slot_v[i], slot_r[i], n, tree, block)
                 rates = _leaf_rates(slot_v[i], slot_r[i], tree, model)

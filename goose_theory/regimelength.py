@@ -33,8 +33,11 @@ Example:
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Sequence
 
+import numba
 import numpy as np
 
 from .acceptance import Acceptance
@@ -73,10 +76,24 @@ def length_tree(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float]
 
 def length_trees(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], *, budget: int,
                  scale: float = 1.0, **limits) -> tuple[Topology, ...]:
-    """:func:`length_tree` for L = 1 .. min(budget, max_spine): a longer match drafts the last."""
+    """:func:`length_tree` for L = 1 .. min(budget, max_spine): a longer match drafts the last.
+
+    The lengths are built side by side on numba's thread count (``NUMBA_NUM_THREADS``), as the
+    growth kernel releases the GIL; each tree depends on its own L only, so the result is the same
+    whatever the thread count. The longest lengths (the most spines to try) start first."""
     n = min(budget, limits.get("max_spine", 20))
-    return tuple(length_tree(acceptance, spine, fill, budget=budget, length=L, scale=scale, **limits)
-                 for L in range(1, n + 1))
+    build = partial(_tree_of_length, acceptance, spine, fill, budget, scale, limits)
+    longest_first = range(n, 0, -1)
+    workers = min(n, numba.get_num_threads())
+    if workers <= 1:
+        return tuple(reversed([build(L) for L in longest_first]))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return tuple(reversed(list(pool.map(build, longest_first))))
+
+
+def _tree_of_length(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, scale: float,
+                    limits: dict, length: int) -> Topology:
+    return length_tree(acceptance, spine, fill, budget=budget, length=length, scale=scale, **limits)
 
 
 def length_tau(trees: Sequence[Topology], acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], *,

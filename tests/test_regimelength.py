@@ -2,6 +2,7 @@
 trees), and the mixture over lengths is exactly the spare-slot price of a random length."""
 from __future__ import annotations
 
+import numba
 import pytest
 
 from goose_theory.acceptance import Acceptance
@@ -67,3 +68,17 @@ def test_length_trees_use_the_budget_and_one_tree_per_length():
     assert sum(t.spine_length for t in lower) < sum(t.spine_length for t in length_trees(ACC, SPINE_MODEL, FULL, budget=5))
     with pytest.raises(ValueError, match="no match"):
         length_tau(trees, ACC, SpineModel((0.9,), (0.0,), (0.5,)), FULL, budget=5)
+
+
+def test_length_trees_are_the_same_built_side_by_side_or_one_at_a_time():
+    # length_trees builds the lengths on numba's thread count; each must still be its own
+    # length_tree, in the order of L, whatever that count.
+    fill = (0.9, 0.8, 0.7)
+    one_by_one = tuple(length_tree(ACC, SPINE_MODEL, fill, budget=6, length=L) for L in range(1, 7))
+    before = numba.get_num_threads()
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(threads)
+            assert length_trees(ACC, SPINE_MODEL, fill, budget=6) == one_by_one
+    finally:
+        numba.set_num_threads(before)
