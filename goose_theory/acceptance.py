@@ -37,20 +37,32 @@ class AcceptanceError(InputError):
     """Bad acceptance parameters; the message names the bad value."""
 
 
+def _is_number(value: Any) -> bool:  # JSON's true and false are no probabilities
+    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+
+
+def _to_float(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # JSON allows an integer of any length; float() refuses one past 1.8e308
+        raise AcceptanceError(f"{name}: an integer too large for a float is not a probability in [0, 1]") from None
+
+
 def _as_probabilities(name: str, value: Any) -> tuple[float, ...]:
+    if isinstance(value, np.ndarray):
+        value = value.tolist()  # plain Python values (a 0-d array: a scalar), checked as the JSON forms are
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(",")]
         try:
             values = [float(p) for p in parts]
         except ValueError:
             raise AcceptanceError(f"{name}: {value!r} is not a number or a comma-separated list of numbers") from None
-    elif isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-        values = [float(value)]
-    elif isinstance(value, (list, tuple, np.ndarray)):
-        try:
-            values = [float(v) for v in value]
-        except (TypeError, ValueError):
-            raise AcceptanceError(f"{name}: {value!r} is not a list of numbers") from None
+    elif _is_number(value):
+        values = [_to_float(name, value)]
+    elif isinstance(value, (list, tuple)):
+        if not all(_is_number(v) for v in value):  # float() would take "0.5" and true as well
+            raise AcceptanceError(f"{name}: {value!r} is not a list of numbers")
+        values = [_to_float(name, v) for v in value]
     else:
         raise AcceptanceError(f"{name}: {value!r} is not a probability or a list of probabilities")
     if not values:

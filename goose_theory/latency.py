@@ -44,11 +44,17 @@ class LatencyError(InputError):
 
 
 def _number(name: str, value: Any, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LatencyError(f"{name} must be a finite number, got {value!r}")
-    if (value <= 0) if positive else (value < 0):
+    try:
+        number = float(value)
+    except OverflowError:  # JSON allows an integer of any length; float() refuses one past 1.8e308
+        raise LatencyError(f"{name} must be a finite number, got an integer too large for a float") from None
+    if not math.isfinite(number):
+        raise LatencyError(f"{name} must be a finite number, got {value!r}")
+    if (number <= 0) if positive else (number < 0):
         raise LatencyError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)
+    return number
 
 
 @dataclass(frozen=True)

@@ -224,13 +224,13 @@ def topology_from_dict(data: Any) -> Topology:
         for key, value in (("parent", p), ("rank", r)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")
-        if s not in _SOURCE_CODES:
+        if not isinstance(s, str) or s not in _SOURCE_CODES:  # a list or an object is unhashable: no dict lookup
             raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
         triples.append((p, s, r))
     meta = {k: v for k, v in data.items() if k not in ("schema", "nodes", "max_depth", "max_spine", "budget")}
     topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
                                max_spine=data.get("max_spine", 20), meta=meta)
-    if "budget" in data and data["budget"] != topo.budget:
+    if "budget" in data and (isinstance(data["budget"], bool) or data["budget"] != topo.budget):  # true == 1
         raise TopologyError(f"'budget' is {data['budget']!r} but the file has {topo.budget} non-root nodes")
     if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)
         from .regimefile import check_regimes

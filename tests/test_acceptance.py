@@ -58,3 +58,23 @@ def test_parent_overrides_round_trip():
 def test_parent_override_validated():
     with pytest.raises(AcceptanceError, match=r"p_t_chain: 1\.5 is not a probability"):
         Acceptance.parse(0.5, 0.1, p_t_chain="1.5")
+
+
+@pytest.mark.parametrize("p_s", [10**400, [0.5, 10**400], (-10**400,)], ids=["scalar", "list", "negative"])
+def test_an_integer_too_large_for_a_float_is_named(p_s):
+    # a topology file's acceptance as JSON: float(10**400) raised OverflowError, a traceback
+    with pytest.raises(AcceptanceError, match=r"^p_s: an integer too large for a float is not a probability in \[0, 1\]$"):
+        Acceptance.from_dict({"p_s": p_s, "p_t": 0.1})
+
+
+@pytest.mark.parametrize("p_t", [[True], [0.1, "0.2"], [[0.1]], [None]])
+def test_a_list_holds_numbers_only(p_t):
+    # float() took JSON's true as 1.0 and "0.2" as 0.2
+    with pytest.raises(AcceptanceError, match=r"^p_t: .* is not a list of numbers$"):
+        Acceptance.from_dict({"p_s": 0.5, "p_t": p_t})
+
+
+def test_numpy_values_still_parse():
+    import numpy as np
+    a = Acceptance.parse(np.array([0.6, 0.5]), np.float32(0.25), p_t_chain=np.array(0.5))
+    assert a.p_s == (0.6, 0.5) and a.p_t == (0.25,) and a.p_t_chain == (0.5,)

@@ -54,6 +54,11 @@ def test_round_trip(tmp_path):
     ({"sizes": [1, 10**30], "seconds": [0.1, 0.2]}, "at most 4096 tokens"),
     ({"sizes": [1, 4097], "seconds": [0.1, 0.2]}, "at most 4096 tokens"),
     ({"sizes": [1, 2], "seconds": [0.1, "x"]}, "finite number"),
+    # JSON's integers have no size limit: math.isfinite(10**400) raised OverflowError, a traceback
+    ({"sizes": [1, 2], "seconds": [10**400, 0.2]}, "seconds entry must be a finite number, got an integer too large"),
+    ({"draft_s": 10**400}, "draft_s must be a finite number, got an integer too large for a float"),
+    ({"draft_s_per_node": -10**400}, "draft_s_per_node must be a finite number, got an integer too large"),
+    ({"draft_s": True}, "draft_s must be a finite number, got True"),
     ({"sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": -1}, "draft_s"),
     ({"sizes": [], "seconds": []}, "non-empty"),
     ({"sizes": 3, "seconds": [0.1]}, "lists"),

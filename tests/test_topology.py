@@ -47,11 +47,14 @@ def _doc(nodes, **extra):
     (_doc(SAMPLE[:3] + [(2, "spine", 0)]), "spine node must hang on the root or a spine node"),
     (_doc(SAMPLE[:2] + [(0, "transition", 0), (0, "transition", 0)]), "already has a transition child of rank 0"),
     (_doc(SAMPLE[:1] + [(0, "leaf", 0)]), "unknown source 'leaf'"),
+    (_doc(SAMPLE[:1] + [(0, ["spine"], 0)]), r"node 1: unknown source \['spine'\]"),  # was TypeError: unhashable
+    (_doc(SAMPLE[:1] + [(0, {"a": 1}, 0)]), r"node 1: unknown source \{'a': 1\}"),
     (_doc(SAMPLE[:1] + [(0, "spine", 1)]), "spine rank must be 0"),
     (_doc(SAMPLE[:1] + [(0, "transition", -1)]), "rank -1 is negative"),
     (_doc(SAMPLE[:1] + [(0, "transition", "a")]), "rank must be an integer"),
     (_doc([(0, "transition", 0)]), "node 0 must be the root"),
     (_doc(SAMPLE, budget=3), "'budget' is 3 but the file has 6"),
+    (_doc(SAMPLE[:2], budget=True), "'budget' is True but the file has 1"),  # JSON's true is no count, though == 1
     (_doc(SAMPLE[:1] + [(0, "transition", 0), (1, "transition", 0)], max_depth=1), "exceeds max_depth 1"),
     (_doc(SAMPLE[:2] + [(1, "spine", 0)], max_spine=1), "exceeds max_spine 1"),
     ({"schema": "goose-topology/2", "nodes": []}, "unknown schema 'goose-topology/2'"),

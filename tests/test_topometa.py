@@ -12,7 +12,9 @@ TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 
 WRITTEN = {"predicted_tau": 1.9, "acceptance": {"p_s": 0.6, "p_t": 0.1},
            "provenance": {"traces": ["a.parquet"], "fitted": {"selected": {"p_s": 0.6, "p_t": 0.1}},
                           "group_key": {"benchmark": "mtbench"}, "prompts": 40, "regime_budgets": [2, 8]},
-           "regime_fit": {"unmatched": {"p_s": 0.5, "p_t": 0.1}, "matched": None, "spines": [None, None]}}
+           "regime_fit": {"psi": 0.3, "psi_ci95": [0.2, 0.4], "matched": {"p_s": [0.9, 0.8], "p_t": 0.05},
+                          "unmatched": {"p_s": 0.0, "p_t": 0.1}, "fill": {"root": 0.6, "spine": 0.6, "transition": 0.8},
+                          "cycles": 900, "prompts": 40, "spines": [{"p_s": [0.9], "avail": [1.0, 0.5], "end": [0.2]}, None]}}
 
 
 def _file(tmp_path, **meta):
@@ -65,3 +67,55 @@ def test_a_prediction_that_is_no_number_of_tokens_is_refused(tmp_path, tau):
     path.write_text(json.dumps(TREE.to_dict())[:-1] + f', "predicted_tau": {tau}}}')
     with pytest.raises(TopologyError, match=r"t\.json: meta: predicted_tau must be a number of tokens per cycle, at least 1"):
         load_topology(path)
+
+
+def test_a_prediction_too_large_for_a_float_is_refused(tmp_path):
+    # 1 <= 10**400 < inf held, and validate's float(predicted_tau) raised OverflowError after decoding
+    with pytest.raises(TopologyError, match=r"t\.json: meta: predicted_tau must be a number of tokens per cycle, "
+                                            r"at least 1, got an integer too large for a float$"):
+        load_topology(_file(tmp_path, predicted_tau=10**400))
+
+
+def _regime_fit(**change):
+    fit = json.loads(json.dumps(WRITTEN["regime_fit"]))
+    fit.update(change)
+    return {k: v for k, v in fit.items() if v is not None}
+
+
+@pytest.mark.parametrize("fit, message", [
+    # each crashed goose validate's goose prediction (KeyError, ValueError...) after the model loaded
+    (_regime_fit(matched=None, unmatched=None), r"regime_fit\.matched is missing"),
+    (_regime_fit(unmatched=None), r"regime_fit\.unmatched is missing"),
+    (_regime_fit(psi=None), r"regime_fit\.psi is missing"),
+    (_regime_fit(matched={"p_t": 0.1}), r"regime_fit\.matched\.p_s is missing"),
+    (_regime_fit(unmatched={"p_s": 0.0}), r"regime_fit\.unmatched\.p_t is missing"),
+    (_regime_fit(matched={"p_s": [10**400], "p_t": 0.1}), r"regime_fit\.matched: p_s: an integer too large for a float"),
+    (_regime_fit(confident={"p_s": 2, "p_t": 0.1}), r"regime_fit\.confident: p_s: 2\.0 is not a probability"),
+    (_regime_fit(psi="abc"), r"regime_fit\.psi must be a number, got 'abc'"),
+    (_regime_fit(psi=7), r"regime_fit\.psi must be a share of tokens in \[0, 1\], got 7"),
+    (_regime_fit(psi=-0.1), r"regime_fit\.psi must be a share of tokens in \[0, 1\], got -0\.1"),
+    (_regime_fit(psi=float("nan")), r"regime_fit\.psi must be a share of tokens in \[0, 1\], got nan"),
+    (_regime_fit(psi_confident=1.5), r"regime_fit\.psi_confident must be a share of tokens in \[0, 1\]"),
+    (_regime_fit(psi_confident=0.4), r"regime_fit\.psi_confident 0\.4 exceeds psi 0\.3$"),
+    (_regime_fit(spines=["x"]), r"regime_fit\.spines\[0\] must be an object, got 'x'"),
+    (_regime_fit(spines=[{"p_s": [], "avail": [1.0], "end": [0.1]}]), r"regime_fit\.spines\[0\]\.p_s must be a non-empty"),
+    (_regime_fit(spines=[None, {"p_s": [0.9], "avail": [True], "end": [0.1]}]), r"regime_fit\.spines\[1\]\.avail must be"),
+    (_regime_fit(spines=[{"p_s": [0.9], "avail": [1.0]}]), r"regime_fit\.spines\[0\]\.end must be a non-empty list of "
+                                                          r"probabilities in \[0, 1\]$"),
+])
+def test_a_regime_fit_validate_cannot_price_with_is_refused_naming_the_file(tmp_path, fit, message):
+    with pytest.raises(TopologyError, match=rf"t\.json: meta: {message}") as err:
+        load_topology(_file(tmp_path, regime_fit=fit))
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("meta, message", [
+    # validate's noise band divides by the count: 1.0 / 10**400 raised OverflowError after decoding
+    ({"provenance": {"prompts": 10**400}}, r"provenance\.prompts must be a number of prompts, at least 0, got 1000"),
+    ({"provenance": {"prompts": -3}}, r"provenance\.prompts must be a number of prompts, at least 0, got -3$"),
+    ({"provenance": {"prompts": True}}, r"provenance\.prompts must be a number of prompts, got True"),  # read as 1
+    ({"regime_fit": _regime_fit(prompts=10**400)}, r"regime_fit\.prompts must be a number of prompts, at least 0"),
+], ids=["huge", "negative", "bool", "regime-huge"])
+def test_a_prompt_count_validate_divides_by_is_checked(tmp_path, meta, message):
+    with pytest.raises(TopologyError, match=rf"t\.json: meta: {message}"):
+        load_topology(_file(tmp_path, **meta))

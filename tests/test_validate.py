@@ -163,3 +163,26 @@ def test_validate_benchmark_with_the_prior_drafts_goose_and_each_topology_with_i
     # a +prior fit does not describe the paper's goose: neither predicted nor replayed; goose+prior is both
     assert math.isnan(by["goose"].predicted_tau) and math.isnan(by["goose"].replayed_tau)
     assert by["goose+prior"].predicted_tau > 1 and by["goose+prior"].replayed_tau == 1.7
+
+
+@pytest.mark.parametrize("meta, message", [
+    ({"predicted_tau": 10**400},
+     "predicted_tau must be a number of tokens per cycle, at least 1, got an integer too large for a float"),
+    ({"regime_fit": {"matched": {"p_t": 0.1}, "unmatched": {"p_s": 0.0, "p_t": 0.1}, "psi": 0.5}},
+     "regime_fit.matched.p_s is missing"),
+    ({"regime_fit": {"matched": {"p_s": 0.9, "p_t": 0.1}, "unmatched": {"p_s": 0.0, "p_t": 0.1}, "psi": 7}},
+     "regime_fit.psi must be a share of tokens in [0, 1], got 7"),
+], ids=["tau-huge", "regime-no-p_s", "regime-psi-7"])
+def test_validate_benchmark_refuses_a_file_it_cannot_predict_with_before_decoding(monkeypatch, tmp_path, meta, message):
+    """float(predicted_tau) and the regime fit's goose prediction raised OverflowError / KeyError
+    mid-run, after the model loaded and --trace-dir was made; the file's load refuses them now."""
+    import goose_runtime.runner as runner
+    import goose_runtime.validate as validate
+    from goose_theory.topology import TopologyError, save_topology
+
+    path = str(tmp_path / "bad.json")
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)], meta=meta), path)
+    monkeypatch.setattr(runner, "run_methods", lambda *a, **k: pytest.fail("decoded a file it cannot predict with"))
+    with pytest.raises(TopologyError) as err:
+        validate.validate_benchmark(None, "stdlib", [path], ["p1"], config=None)
+    assert str(err.value) == f"{path}: meta: {message}"
