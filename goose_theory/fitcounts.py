@@ -10,8 +10,8 @@ run_id, benchmark, prompt_id)``; the fit resamples prompts over runs), we count 
 * cycles by tree *shape* (a 64-bit hash of every node's parent/source/rank) with the sum and sum
   of squares of the observed tau: the exact E[tau] of a recorded tree is computed once per shape.
 
-A node is *reached* when its parent was accepted (``reached`` column, else derived from
-``parent``/``accepted``). Observed tau of a cycle = accepted rows (root included: the bonus
+A node is *reached* when its parent was accepted (``reached`` column; where it is absent or null,
+derived from ``parent``/``accepted``). Observed tau of a cycle = accepted rows (root included: the bonus
 token). Rows must come grouped by cycle, root first, in node order, else a :class:`TraceFileError`.
 
 Example:
@@ -36,7 +36,8 @@ import pyarrow.parquet as pq
 
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
 from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
-from .traceio import TraceFileError, TraceInfo, check_cycle_tau, check_node_values, check_trace, per_cycle_values
+from .traceio import (TraceFileError, TraceInfo, check_cycle_tau, check_node_values, check_trace, per_cycle_values,
+                      signed_values)
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
@@ -104,8 +105,9 @@ class _Accumulator:
         out = {}
         for name in batch.schema.names:
             col = batch.column(name)
-            if name == "reached" and col.null_count:
-                continue  # an extra column the recorder did not fill: derive it instead
+            if name == "reached":  # null = not recorded on that row, derived there; decided per row, so that
+                out[name] = _reached_codes(col)  # batches with and without nulls carry the same keys
+                continue
             if name in _PER_CYCLE:  # null = not recorded
                 out[name] = per_cycle_values(file, col, name, lowest=_PER_CYCLE[name])
                 continue
@@ -114,7 +116,7 @@ class _Accumulator:
             else:
                 if col.null_count:
                     raise TraceFileError(f"{file}: column {name} has null values")
-                out[name] = col.to_numpy(zero_copy_only=False)
+                out[name] = signed_values(file, col, name).to_numpy(zero_copy_only=False)
         return out
 
     def add(self, a: dict[str, np.ndarray], file: str) -> None:
@@ -132,9 +134,13 @@ class _Accumulator:
         if np.any(nonroot & ((parent < 0) | (parent >= node))) or np.any(source[~nonroot] != ROOT) \
                 or np.any(source[nonroot] == ROOT):
             raise TraceFileError(f"{file}: bad tree rows (a parent that is not an earlier node, or a misplaced root)")
+        root_parent = parent[~nonroot]
+        if np.any(root_parent != -1):  # e.g. an unsigned column's 2**32 - 1, which no index reading makes -1
+            raise TraceFileError(f"{file}: column parent is {root_parent[root_parent != -1][0]} on a root row "
+                                 "(the root's parent is -1)")
         gparent = np.where(nonroot, start + parent, np.arange(node.shape[0]))
         depth, accepted, raw_rank = a["depth"].astype(np.int64), a["accepted"].astype(bool), a["rank"].astype(np.int64)
-        given = a["reached"].astype(bool) if "reached" in a else None
+        given = a.get("reached")  # 1 / 0, -1 where not recorded
         check_node_values(file, depth=depth, gparent=gparent, nonroot=nonroot, rank=raw_rank, accepted=accepted,
                           match=a["match"].astype(bool), reached=given)
         reached = accepted[gparent] | ~nonroot
@@ -226,6 +232,11 @@ class _Accumulator:
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
                          tuple(self.shapes), table, g["av"], tuple(files),
                          g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
+
+
+def _reached_codes(col: pa.Array) -> np.ndarray:
+    """A ``reached`` column as int8: 1 / 0, -1 where null (not recorded; also a null-type column)."""
+    return col.cast(pa.int8()).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
 
 
 def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:

@@ -51,7 +51,7 @@ from .rankcurve import bin_curve as _curve, rank_curve, rates_by as _rates, tail
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
 from .topology import SOURCE_NAMES
-from .traceio import open_trace, trace_metadata
+from .traceio import TraceFileError, open_trace, trace_metadata
 
 COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
            "reached", "spine_avail", "tau"]
@@ -99,12 +99,37 @@ def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[t
         if thresholded:  # fill_rates would read the threshold's cuts as a sparse adjacency table
             raise ValueError(f"{path}: {', '.join(thresholded)} recorded with --min-score; the regime fit "
                              f"needs traces of goose without it")
-        frame = pf.read(columns=COLUMNS + [c for c in ("bypass",) if c in pf.schema_arrow.names]).to_pandas()
+        extra = ["accepted"] + [c for c in ("bypass",) if c in pf.schema_arrow.names]  # accepted: for a null reached
+        frame = pf.read(columns=COLUMNS + extra).to_pandas()
+        _check_parents(path, frame)
         if benchmark is not None:
             frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)
         if len(frame):
             out.append((frame, meta))
     return out
+
+
+def _check_parents(path: str, frame: pd.DataFrame) -> None:
+    """The root's parent is -1, another node's an earlier node: :func:`_annotate` indexes rows by
+    them (an unsigned column's root, 2**32 - 1, ended in an IndexError)."""
+    node = frame["node"].to_numpy(dtype=float, na_value=np.nan)  # float: nulls and any width compare
+    parent = frame["parent"].to_numpy(dtype=float, na_value=np.nan)
+    ok = np.where(node == 0, parent == -1, (parent >= 0) & (parent < node))
+    if not ok.all():
+        i = int(np.argmin(ok))
+        raise TraceFileError(f"{path}: column parent is {parent[i]:.0f} on row {i} (node {node[i]:.0f}): "
+                             "the root's parent is -1, another node's an earlier node")
+
+
+def _reached(frame: pd.DataFrame, prow: np.ndarray) -> np.ndarray:
+    """The ``reached`` column; where null (not recorded on that row) the parent row's ``accepted``,
+    as :mod:`goose_theory.fitcounts` derives it, not a silent "not reached"."""
+    reached = frame["reached"]
+    if not reached.isna().any():
+        return reached.to_numpy(dtype=bool)
+    accepted = frame["accepted"].to_numpy(dtype=bool)
+    derived = np.where(prow >= 0, accepted[np.maximum(prow, 0)], True)
+    return np.where(reached.isna().to_numpy(), derived, reached.to_numpy(dtype=bool, na_value=False))
 
 
 def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
@@ -132,7 +157,7 @@ def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
         bypass = frame["bypass"].to_numpy(dtype=float, na_value=np.nan)[start]
         ok = (regime == 1) & frame["method"].isin(list(known)).to_numpy() & ~np.isnan(bypass)
         conf[ok] = (bypass[ok] > 0).astype(int)
-    return frame.assign(start=start, regime=regime, conf=conf,
+    return frame.assign(start=start, regime=regime, conf=conf, reached=_reached(frame, prow),
                         avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling,
                         spine_sibling_hit=sibling_hit)
 

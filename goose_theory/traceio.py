@@ -249,7 +249,8 @@ def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonr
     """What the schema cannot say about a batch of whole cycles (``gparent``: each row's parent row,
     a root its own): depths follow the parents, ranks are not negative, the root is accepted, and a
     node is accepted only if it matched under an accepted parent (``reached``, where recorded, is the
-    parent's ``accepted``). A file that breaks them would fit to numbers that mean nothing."""
+    parent's ``accepted``; -1: not recorded on that row). A file that breaks them would fit to
+    numbers that mean nothing."""
     if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
         raise TraceFileError(f"{file}: column depth disagrees with the parent links")
     if np.any(rank < 0):
@@ -258,8 +259,20 @@ def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonr
         raise TraceFileError(f"{file}: a cycle's root row is not accepted (the root always is)")
     if np.any(nonroot & accepted & ~(match & accepted[gparent])):
         raise TraceFileError(f"{file}: column accepted marks a node that did not match, or whose parent was not accepted")
-    if reached is not None and np.any(reached != (accepted[gparent] | ~nonroot)):
+    if reached is not None and np.any((reached != (accepted[gparent] | ~nonroot)) & (reached >= 0)):
         raise TraceFileError(f"{file}: column reached disagrees with the parent rows' accepted")
+
+
+def signed_values(file: str, col: pa.Array, name: str) -> pa.Array:
+    """An integer column as a signed one: an unsigned width is a legitimate choice of the writer,
+    but the readers mark "not recorded" with -1 and subtract rows, so it becomes int64; a value
+    past int64 is refused rather than wrapped to a negative number (-1, the root's parent)."""
+    if not pa.types.is_unsigned_integer(col.type):
+        return col
+    high = pc.max(col).as_py()  # nulls skipped; None when nothing is recorded
+    if high is not None and high > np.iinfo(np.int64).max:
+        raise TraceFileError(f"{file}: column {name} has values too large (found {high})")
+    return col.cast(pa.int64())
 
 
 def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.ndarray:
@@ -268,6 +281,7 @@ def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.
     the cycle's tokens."""
     if pa.types.is_null(col.type):  # a column the recorder left empty: nothing recorded
         return np.full(len(col), -1, np.int64)
+    col = signed_values(file, col, name)  # null -> -1 does not fit an unsigned column
     low = pc.min(col).as_py()  # nulls skipped; None when nothing is recorded
     if low is not None and low < lowest:
         raise TraceFileError(f"{file}: column {name} has values below {lowest} (found {low})")
@@ -292,10 +306,11 @@ def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:
 
 def _decode_metadata(schema: pa.Schema) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key, value in (schema.metadata or {}).items():
-        text = value.decode(errors="replace")
+    for raw_key, value in (schema.metadata or {}).items():
+        # keys too: bytes that are not UTF-8 were a UnicodeDecodeError naming no file
+        key, text = raw_key.decode(errors="replace"), value.decode(errors="replace")
         try:
-            out[key.decode()] = loads_json(text)
+            out[key] = loads_json(text)
         except json.JSONDecodeError:
-            out[key.decode()] = text
+            out[key] = text
     return out

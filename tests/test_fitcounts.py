@@ -79,6 +79,49 @@ def test_per_cycle_columns_the_regime_fit_reads_are_checked():
     assert fewer.shape_table.equals(ref.shape_table)
 
 
+def test_reached_null_in_some_batches_only_is_derived_row_by_row(tmp_path):
+    """A null ``reached`` (not recorded on that row) is derived per row: nulls in one batch and none
+    in the next used to give the batches different keys (KeyError 'reached'); a recorded value
+    that disagrees is still refused."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=3, cycles=10), seed=6)
+    ref = count_tables([table])
+    reached = table["reached"].to_pylist()
+    path = tmp_path / "t.parquet"
+    pq.write_table(_with_column(table, "reached", [None, None, *reached[2:]]), path)
+    got = count_files([path], batch_rows=7)  # the nulls are in the first batch only
+    assert np.array_equal(ref.spine_reached, got.spine_reached) and ref.shape_table.equals(got.shape_table)
+    wrong = [None, *reached[1:]]
+    wrong[1] = not wrong[1]  # row 1: the root's child, reached
+    with pytest.raises(TraceFileError, match="column reached disagrees"):
+        count_tables([_with_column(table, "reached", wrong)])
+
+
+def test_unsigned_integer_columns_are_read_as_their_values():
+    """An unsigned width is a writer's choice: tau / spine_avail of uint8 / uint16 count as int16
+    did (their nulls became -1 in an unsigned type: OverflowError); a value past int64 is refused."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    ref = count_tables([table])
+    for name, kind in (("tau", pa.uint8()), ("spine_avail", pa.uint16()), ("rank", pa.uint32()), ("node", pa.uint8())):
+        i = table.schema.get_field_index(name)
+        got = count_tables([table.set_column(i, pa.field(name, kind), table[name].cast(kind))])
+        assert got.shape_table.equals(ref.shape_table) and np.array_equal(got.spine_avail, ref.spine_avail), name
+    i = table.schema.get_field_index("tau")
+    huge = pa.array([2**63 + 5] * table.num_rows, pa.uint64())
+    with pytest.raises(TraceFileError, match=r"column tau has values too large \(found 9223372036854775813\)"):
+        count_tables([table.set_column(i, pa.field("tau", pa.uint64()), huge)])
+
+
+def test_a_root_whose_parent_is_not_minus_one_is_refused():
+    """An unsigned parent column stores the root's -1 as 2**32 - 1; it was taken silently (and the
+    regime fit indexed row 4294967295)."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    parent = [p if p >= 0 else 2**32 - 1 for p in table["parent"].to_pylist()]
+    i = table.schema.get_field_index("parent")
+    unsigned = table.set_column(i, pa.field("parent", pa.uint32()), pa.array(parent, pa.uint32()))
+    with pytest.raises(TraceFileError, match=r"column parent is 4294967295 on a root row \(the root's parent is -1\)"):
+        count_tables([unsigned])
+
+
 def _footer_reads(monkeypatch) -> list[str]:
     """Records every ParquetFile opened without a parsed footer (one that reads the footer)."""
     reads: list[str] = []

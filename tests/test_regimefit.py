@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from goose_theory.regimefit import fit_regimes, method_budgets, nearest_methods, psi_estimate, _annotate
+from goose_theory.regimefit import fit_regimes, method_budgets, nearest_methods, psi_estimate, read_frames, _annotate
+from goose_theory.synthetic import SyntheticSpec, write_synthetic
+from goose_theory.traceio import TraceFileError
+from tests.conftest import TREE
 
 P_S, PT_ROOT_M, PT_ROOT_U, PT_CHAIN, FILL, SHARE = 0.8, 0.1, 0.3, 0.4, 0.7, 0.25
 
@@ -168,3 +173,37 @@ def test_traces_recorded_with_min_score_are_refused(tmp_path):
     assert read_frames(["traces/mtbench-b8.parquet"])  # the shipped one reads
     with pytest.raises(ValueError, match="recorded with --min-score"):
         read_frames([str(bad)])
+
+
+def _trace(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_synthetic(path, SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    return path
+
+
+def test_a_parent_out_of_range_is_refused_when_read(tmp_path):
+    """An unsigned parent column (the root's -1 stored as 2**32 - 1) ended in an IndexError in
+    _annotate; it is a one-line error naming the file."""
+    path = _trace(tmp_path)
+    table = pq.read_table(path)
+    parent = [p if p >= 0 else 2**32 - 1 for p in table["parent"].to_pylist()]
+    i = table.schema.get_field_index("parent")
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table.set_column(i, pa.field("parent", pa.uint32()), pa.array(parent, pa.uint32())), bad)
+    with pytest.raises(TraceFileError, match=rf"^{bad}: column parent is 4294967295 on row 0 \(node 0\): the root's"):
+        read_frames([str(bad)])
+    parent = table["parent"].to_pylist()
+    parent[1] = 5  # node 1's parent: not an earlier node
+    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(parent, pa.int32())), bad)
+    with pytest.raises(TraceFileError, match="column parent is 5 on row 1 \\(node 1\\)"):
+        read_frames([str(bad)])
+
+
+def test_null_reached_rows_take_the_parent_rows_accepted(tmp_path):
+    """A null reached (not recorded on that row) is derived as the counts derive it, not read as
+    "not reached"."""
+    frame, _ = read_frames([str(_trace(tmp_path))])[0]
+    ref = _annotate(frame)["reached"].to_numpy()
+    holes = frame.assign(reached=frame["reached"].astype(object).where(frame.index % 3 != 1, None))
+    assert holes["reached"].isna().sum() > 3
+    assert np.array_equal(_annotate(holes)["reached"].to_numpy(), ref)
