@@ -102,20 +102,35 @@ class MethodSpec:
 MAX_BUDGET = 1024  # nodes per verification; the paper's largest tree has 80 (a bigger one only wastes a forward)
 
 
+def is_count(text: str) -> bool:
+    """``text`` is ASCII digits [0-9]+: str.isdigit also takes '²' (which int() refuses), and int()
+    reads '+3', ' 3', '1_0' and '٣', none of which a method name should be spelt with."""
+    return text.isascii() and text.isdigit()
+
+
 def _positive(value: str | int | None, what: str) -> int:
-    try:
-        n = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise MethodError(f"{what} must be a positive integer, got {value!r}") from None
-    if n < 1:
-        raise MethodError(f"{what} must be a positive integer, got {value!r}")
+    n = _integer(value)
+    if n is None or n < 1:
+        raise MethodError(f"{what} must be a positive integer, got {value!r}"[:200])  # 10**5000 stays one short line
     if n > MAX_BUDGET:
-        raise MethodError(f"{what} must be at most {MAX_BUDGET}, got {n}")
+        raise MethodError(f"{what} must be at most {MAX_BUDGET}, got {value}"[:200])
     return n
 
 
-def parse_method(spec: str, *, budget: int | None = None, topology_path: str | None = None) -> MethodSpec:
-    """Parse ``spec`` (see the module docstring). ``topology_path`` serves a bare ``topology``.
+def _integer(value: str | int | None) -> int | None:
+    """An int as it is, a text of ASCII digits as its number, else None. Past MAX_BUDGET the exact
+    number does not matter (and int() refuses a text of more than 4300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and is_count(value):
+        digits = value.lstrip("0") or "0"
+        return int(digits) if len(digits) <= 9 else MAX_BUDGET + 1
+    return None
+
+
+def parse_method(spec: str, *, budget: int | str | None = None, topology_path: str | None = None) -> MethodSpec:
+    """Parse ``spec`` (see the module docstring). ``topology_path`` serves a bare ``topology``;
+    ``budget`` may be a text of ASCII digits (the ``NAME@B`` of a label).
 
     Raises :class:`MethodError` (one line) for an unknown name, a bad K or budget, or a topology
     file that does not load or validate.

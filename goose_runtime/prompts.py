@@ -190,6 +190,9 @@ def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
         raise PromptError(f"{path}: " + ("is a directory, not a JSONL file" if path.is_dir() else
                                         "is not a regular file (save the prompts to a .jsonl file)"
                                         if path.exists() else "no such file"))
+    # the label and ids go into the trace (UTF-8): a name or id that cannot be written failed only
+    # there, after the whole decode
+    check_text(benchmark, f"{path}: the file name (the prompt set's label)")
     prompts: list[Prompt] = []
     try:
         with open(path, encoding="utf-8") as fh:
@@ -209,8 +212,9 @@ def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
 
 
 def check_text(text: str, where: str) -> None:
-    """A prompt the tokenizer can take: no lone surrogate (JSON's ``"\\ud800"``, or bytes that were
-    not UTF-8 on the command line, which Python keeps as surrogates)."""
+    """A prompt (or a prompt id, a set's label) the tokenizer and the trace writer can take: no lone
+    surrogate (JSON's ``"\\ud800"``, or bytes that were not UTF-8 on the command line or in a file
+    name, which Python keeps as surrogates)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -232,8 +236,9 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
     if not isinstance(text, str) or not text.strip():
         raise PromptError(f"{where}: needs a non-empty string in 'prompt', 'text' or 'turns'")
     check_text(text, where)
-    pid = obj.get("id", obj.get("question_id", obj.get("task_id", lineno)))
-    return Prompt(id=str(pid), text=text, benchmark=benchmark)
+    pid = str(obj.get("id", obj.get("question_id", obj.get("task_id", lineno))))
+    check_text(pid, f"{where}: id")
+    return Prompt(id=pid, text=text, benchmark=benchmark)
 
 
 def _stdlib_root() -> Path:

@@ -86,15 +86,15 @@ def distinct_methods(specs: list) -> dict:
 def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | None = None):
     """:func:`~goose_runtime.methods.parse_method`, plus the ``NAME@B`` form of :func:`method_label`
     (``goose@16``: goose with budget 16), so labels round-trip."""
-    from .methods import MethodError, parse_method
+    from .methods import MethodError, is_count, parse_method
 
     name, at, tail = spec.strip().rpartition("@")
-    if at and tail.isdigit():
+    if at and is_count(tail):  # ASCII digits: '²' passes str.isdigit, then int() raised a traceback
         if name.strip().lower() in ("ar", "ar+prior"):
             raise MethodError(f"{spec.strip()!r}: ar drafts nothing, so it takes no budget")
-        return parse_method(name, budget=int(tail), topology_path=topology_path)
-    if at and tail.lstrip("-").replace(".", "", 1).isdigit():
-        raise MethodError(f"{spec.strip()!r}: the budget after '@' must be a positive integer")
+        return parse_method(name, budget=tail, topology_path=topology_path)
+    if at and tail.lstrip("+-").replace(".", "", 1).isdigit():  # a number, but not [0-9]+ (-3, 2.5, ², ٣)
+        raise MethodError(f"{spec.strip()!r}: the budget after '@' must be a positive integer"[:200])
     return parse_method(spec, budget=budget, topology_path=topology_path)
 
 

@@ -69,6 +69,23 @@ def test_bad_budget():
         parse_method("goose", budget=0)
 
 
+@pytest.mark.parametrize("spec", ["iso:+3", "iso: 3", "iso:\u0663", "iso:\u00b2", "iso:1_0", "iso:3.0", "mixed-iso:-2"])
+def test_k_is_ascii_digits_only(spec):
+    # int() read '+3', ' 3', '1_0' and the Arabic-Indic three as 3 (and '²' passes str.isdigit)
+    with pytest.raises(MethodError, match=r"K in (mixed-)?iso:K must be a positive integer, got"):
+        parse_method(spec)
+    assert parse_method("iso:03").name == "iso:3"
+
+
+def test_a_budget_text_is_ascii_digits_and_huge_ones_stay_one_short_line():
+    assert parse_method("goose", budget="16").budget == 16
+    with pytest.raises(MethodError, match="budget must be a positive integer, got '\\+16'"):
+        parse_method("goose", budget="+16")
+    with pytest.raises(MethodError, match="budget must be at most 1024") as info:
+        parse_method("goose", budget="9" * 5000)  # int() refuses more than 4300 digits: a ValueError traceback
+    assert len(str(info.value)) <= 200
+
+
 def _regime_file(tmp_path, min_match=1):
     matched = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
     unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (1, "transition", 0)])

@@ -161,6 +161,18 @@ def test_missing_jsonl(tmp_path):
         load_prompts(str(tmp_path / "absent.jsonl"))
 
 
+def test_an_id_or_file_name_the_trace_cannot_hold_is_one_line(tmp_path):
+    # both went into the trace as they were and failed there, after the whole decode (UnicodeEncodeError)
+    ids = tmp_path / "ids.jsonl"
+    ids.write_text('{"prompt": "ok", "id": "a"}\n{"prompt": "hi", "id": "\\ud800"}\n', encoding="utf-8")
+    with pytest.raises(PromptError, match=r"ids.jsonl:2: id: not valid Unicode text \('\\ud800' at character 0"):
+        load_prompts(str(ids))
+    named = tmp_path / os.fsdecode(b"set_\xff.jsonl")  # the stem, 'set_\udcff', is the set's label
+    named.write_text('{"prompt": "hi", "id": "x"}\n', encoding="utf-8")
+    with pytest.raises(PromptError, match=r"the file name \(the prompt set's label\): not valid Unicode text"):
+        load_prompts(str(named))
+
+
 def test_split_is_deterministic_disjoint_and_ordered():
     prompts = load_prompts("humaneval", limit=40)
     fit, hold = split_prompts(prompts, holdout_fraction=0.25, seed=3)

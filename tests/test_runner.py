@@ -23,6 +23,14 @@ def test_labels_round_trip(spec, budget, label):
     assert (again.name, again.budget) == (s.name, s.budget)
 
 
+@pytest.mark.parametrize("spec", ["goose@\u00b2", "goose@\u00b9\u2070", "goose@\u0663", "goose@+3", "goose@-3",
+                                  "goose@2.5", "ar@\u00b2"])
+def test_a_budget_after_at_is_ascii_digits_only(spec):
+    # '²' passes str.isdigit and int() then raised a ValueError traceback; '٣' was read as 3
+    with pytest.raises(MethodError, match="the budget after '@' must be a positive integer"):
+        parse_labeled(spec)
+
+
 def test_distinct_methods_merges_one_method_and_refuses_two_under_one_label(tmp_path):
     from goose_theory.topology import Topology, save_topology
     paths = []
