@@ -26,10 +26,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from goose_theory.regimefit import reached_rows
+
 KINDS = ("root_u", "root_m", "spine_m", "end", "chain")
 PRIOR_N = 30  # pseudo-parents at the kind's pooled rate: 'end' and 'spine_m' parents are few
 COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "depth", "source", "rank", "match", "reached",
-           "tau", "spine_avail"]
+           "accepted", "tau", "spine_avail"]  # accepted: where reached was not recorded
 
 
 def bigram_seen(tokens: Sequence[int]) -> np.ndarray:
@@ -66,9 +68,10 @@ def child_outcomes(frame: pd.DataFrame, cues: dict[tuple[str, str], tuple[np.nda
         if cue is None:
             continue
         node, parent, src = g["node"].to_numpy(), g["parent"].to_numpy(), g["source"].to_numpy()
-        match, reached, depth = g["match"].to_numpy(bool), g["reached"].to_numpy(bool), g["depth"].to_numpy()
+        match, depth = g["match"].to_numpy(bool), g["depth"].to_numpy()
         tau = np.where(node == 0, g["tau"].to_numpy(), 0)
         start = np.maximum.accumulate(np.where(node == 0, np.arange(len(node)), 0))
+        reached = reached_rows(g, np.where(parent >= 0, start + np.maximum(parent, 0), -1))  # null: derived
         before = (np.cumsum(tau) - tau)[start]  # tokens emitted before each row's cycle
         avail = g["spine_avail"].to_numpy(dtype=float, na_value=np.nan)[start]
         unmatched = avail == 0

@@ -121,9 +121,10 @@ def _check_parents(path: str, frame: pd.DataFrame) -> None:
                              "the root's parent is -1, another node's an earlier node")
 
 
-def _reached(frame: pd.DataFrame, prow: np.ndarray) -> np.ndarray:
-    """The ``reached`` column; where null (not recorded on that row) the parent row's ``accepted``,
-    as :mod:`goose_theory.fitcounts` derives it, not a silent "not reached"."""
+def reached_rows(frame: pd.DataFrame, prow: np.ndarray) -> np.ndarray:
+    """The ``reached`` column; where null (not recorded on that row) the parent row's ``accepted``
+    (``prow``: each row's parent row, -1 for a root), as :mod:`goose_theory.fitcounts` derives it,
+    not a silent "not reached"."""
     reached = frame["reached"]
     if not reached.isna().any():
         return reached.to_numpy(dtype=bool)
@@ -157,7 +158,7 @@ def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
         bypass = frame["bypass"].to_numpy(dtype=float, na_value=np.nan)[start]
         ok = (regime == 1) & frame["method"].isin(list(known)).to_numpy() & ~np.isnan(bypass)
         conf[ok] = (bypass[ok] > 0).astype(int)
-    return frame.assign(start=start, regime=regime, conf=conf, reached=_reached(frame, prow),
+    return frame.assign(start=start, regime=regime, conf=conf, reached=reached_rows(frame, prow),
                         avail=avail, parent_source=psrc, root_has_spine=has_spine[start], spine_sibling=sibling,
                         spine_sibling_hit=sibling_hit)
 

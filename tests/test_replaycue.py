@@ -50,6 +50,9 @@ def test_child_outcomes_read_kind_cue_position_and_hit(tmp_path):
     got = child_outcomes(frame, {("b", "p"): (cue, 3)})
     assert got.to_dict("list") == {"kind": ["root_u", "root_u", "chain", "root_m"], "cue": [False, False, True, True],
                                    "rank": [0, 1, 0, 0], "hit": [True, False, False, False]}
+    # reached not recorded on some rows (null): derived from the parent's accepted, not "not reached"
+    blank = frame.assign(reached=frame["reached"].astype(object).where(frame.index % 2 == 0, None))
+    assert child_outcomes(blank, {("b", "p"): (cue, 3)}).equals(got)
 
 
 def test_multipliers_shrink_toward_the_pooled_rate():
