@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -161,6 +162,19 @@ def test_topology_method_is_what_parse_method_gives_for_the_file(tmp_path):
     save_topology(topo, tmp_path / "two.json")
     assert topology_method(topo, "two") == parse_method(f"topology:{tmp_path / 'two.json'}")
     assert topology_method(topo, "two", budget=1).budget == 1
+
+
+def test_a_topology_file_name_that_cannot_be_a_label_is_refused_before_decoding(tmp_path):
+    # the name is the method's label in the summary table and the trace; a non-UTF-8 byte (a lone
+    # surrogate in Python) made the trace writer fail after the whole decode
+    topo = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    for raw in (b"t\xff.json", b"two\nlines.json"):
+        path = tmp_path / os.fsdecode(raw)
+        save_topology(topo, path)
+        with pytest.raises(MethodError, match="its name .* is not printable UTF-8 text; rename the file"):
+            parse_method(f"topology:{path}")
+    save_topology(topo, tmp_path / "café.json")  # any printable name is fine
+    assert parse_method(f"topology:{tmp_path / 'café.json'}").name == "topology:café"
 
 
 def _by_length_file(tmp_path):
