@@ -14,10 +14,10 @@ later transitions and is simulated anew; the first of equal prices wins.
 
 The growth is serial: a step's trials were once priced in a ``prange``, but one growth makes
 hundreds of small parallel regions, and with another process on the 2 cores every region waits
-for a descheduled thread (``fit-acceptance traces/*.parquet --group-by benchmark --regimes``: 11.5
-s quiet, 83 s beside one busy loop, against 13.8 s and 27 s on one thread). The callers run whole
-growths side by side instead (:func:`goose_theory.regimelength.length_trees`), which the ``nogil``
-kernels allow.
+for a descheduled thread. The callers run whole growths side by side instead
+(:func:`goose_theory.regimelength.length_trees`), which the ``nogil`` kernels allow: the regime
+export of ``traces/*.parquet`` took 8.3-8.5 s against 11.6-12.8 s quiet, and 10.3 s against 25.7 s
+beside one busy loop (``docs/bench-theory.md``, "Step 2 undone").
 """
 from __future__ import annotations
 

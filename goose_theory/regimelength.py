@@ -78,9 +78,10 @@ def length_trees(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float
                  scale: float = 1.0, **limits) -> tuple[Topology, ...]:
     """:func:`length_tree` for L = 1 .. min(budget, max_spine): a longer match drafts the last.
 
-    The lengths are built side by side on numba's thread count (``NUMBA_NUM_THREADS``), as the
-    growth kernel releases the GIL; each tree depends on its own L only, so the result is the same
-    whatever the thread count. The longest lengths (the most spines to try) start first."""
+    The lengths are built side by side on ``numba.get_num_threads()`` threads (by default
+    ``NUMBA_NUM_THREADS``), as the growth kernel releases the GIL; each tree depends on its own L
+    only, so the result is the same whatever the thread count. The longest lengths (the most
+    spines to try) start first."""
     n = min(budget, limits.get("max_spine", 20))
     build = partial(_tree_of_length, acceptance, spine, fill, budget, scale, limits)
     longest_first = range(n, 0, -1)
