@@ -102,8 +102,8 @@ def test_export_writes_predictions_and_the_unmatched_tree():
         matched, unmatched, psi = M, U, 0.4
 
         @staticmethod
-        def to_dict():
-            return {"psi": 0.4}
+        def to_dict():  # what a file needs for validate to price it (topometa checks it on load)
+            return {"psi": 0.4, "matched": M.to_dict(), "unmatched": U.to_dict()}
 
     single, pair = export_topologies(Fit, 6, provenance={"traces": ["x.parquet"]})
     assert single.budget == pair.budget == 6
@@ -172,8 +172,8 @@ def test_export_with_a_split_fit_writes_the_confident_tree(tmp_path):
         matched, unmatched, psi, confident, psi_confident, fill = M, U, 0.4, None, 0.0, (1.0, 1.0, 1.0)
 
         @staticmethod
-        def to_dict():
-            return {"psi": 0.4}
+        def to_dict():  # what a file needs for validate to price it (topometa checks it on load)
+            return {"psi": 0.4, "matched": M.to_dict(), "unmatched": U.to_dict()}
 
     class Split(Fit):
         confident, psi_confident = C, 0.3
