@@ -62,16 +62,16 @@ def expand_paths(paths: list[str]) -> list[str]:
     for raw in paths:
         if not raw:  # was "error: : no such file"
             raise UsageError("a trace path is empty ('')")
-        if any(ch in raw for ch in "*?["):
+        if os.path.isdir(raw):  # escaped: a folder's name may hold '[' or '*'
+            found = sorted(glob.glob(os.path.join(glob.escape(raw), "*.parquet")))
+            if not found:
+                raise UsageError(f"{raw}: directory holds no *.parquet files")
+            out += found
+        elif any(ch in raw for ch in "*?[") and not os.path.lexists(raw):  # a file that exists is itself, '[' or not
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
                 raise UsageError(f"{raw}: no files match")
             out += [m for m in matches if not os.path.isdir(m)]
-        elif os.path.isdir(raw):
-            found = sorted(glob.glob(os.path.join(raw, "*.parquet")))
-            if not found:
-                raise UsageError(f"{raw}: directory holds no *.parquet files")
-            out += found
         else:
             out.append(raw)
     # one file under two spellings (x.parquet, ./x.parquet, a link) counts once, not twice

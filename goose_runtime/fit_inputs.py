@@ -30,7 +30,10 @@ from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_tr
 def trace_files(spec: str) -> list[str]:
     """``--traces``: a folder's parquet files or a glob's matches, sorted; each must read as a trace
     (its one-line error here) and none may be a copy of another."""
-    files = sorted(glob.glob(os.path.join(spec, "*.parquet") if os.path.isdir(spec) else spec))
+    if os.path.isdir(spec):  # escaped: a folder's name may hold '[' or '*'
+        files = sorted(glob.glob(os.path.join(glob.escape(spec), "*.parquet")))
+    else:  # a file that exists is itself, whatever its name holds; else a glob
+        files = [spec] if os.path.lexists(spec) else sorted(glob.glob(spec))
     if not files:
         raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
     copies = trace_copies([check_trace(f) for f in files])

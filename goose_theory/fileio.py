@@ -44,11 +44,13 @@ def output_file_problem(path: str | os.PathLike) -> str | None:
     text = os.fspath(path)
     if not text:
         return "is empty"
-    if text.endswith(os.sep) or os.path.isdir(text):
+    if os.path.isdir(text):
         return "is a directory"
+    if text.endswith(os.sep):
+        return "ends with a '/': that names a folder, not a file"
     if os.path.lexists(text) and not os.path.isfile(text):
         return "exists and is not a regular file"
-    reason = _blocked(os.path.dirname(os.path.abspath(text)))
+    reason = _too_long(text) or _blocked(os.path.dirname(os.path.abspath(text)))
     return None if reason is None else f"cannot be written: {reason}"
 
 
@@ -57,8 +59,25 @@ def output_dir_problem(path: str | os.PathLike) -> str | None:
     text = os.fspath(path)
     if not text:
         return "is empty"
-    reason = _blocked(os.path.abspath(text))
+    reason = _too_long(text) or _blocked(os.path.abspath(text))
     return None if reason is None else f"cannot be used: {reason}"
+
+
+def _too_long(text: str) -> str | None:
+    """A name past the file system's limit (255 bytes on most) fails only at the final rename,
+    after the work: say so now."""
+    folder = os.path.abspath(text)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    try:
+        limit = os.pathconf(folder if os.path.isdir(folder) else os.path.dirname(folder), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in os.path.abspath(text).split(os.sep):
+        size = len(os.fsencode(part))
+        if size > limit:
+            return f"a name of {size} bytes, more than the file system's {limit}"
+    return None
 
 
 def _blocked(folder: str) -> str | None:

@@ -107,6 +107,17 @@ def test_output_paths_checked_before_writing(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp-")]
 
 
+def test_a_trailing_slash_and_an_over_long_name_are_named_before_the_work(tmp_path):
+    # both failed only at the final rename, after the work; a trailing '/' on a file was "a directory"
+    (tmp_path / "file.json").write_text("x")
+    for name in ("file.json/", "missing.json/"):
+        assert output_file_problem(f"{tmp_path}/{name}") == "ends with a '/': that names a folder, not a file"
+    assert output_file_problem(tmp_path / ("x" * 300 + ".parquet")) == \
+        "cannot be written: a name of 308 bytes, more than the file system's 255"
+    assert "a name of 256 bytes" in output_dir_problem(tmp_path / ("y" * 256) / "sub")
+    assert output_file_problem(tmp_path / ("z" * 255)) is None  # at the limit is fine
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 def test_a_folder_where_nothing_can_be_made_is_refused_up_front():
     # os.access says /proc is writable to root: the run failed only at the end, naming its temp file

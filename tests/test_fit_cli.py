@@ -137,6 +137,16 @@ def test_a_directory_means_its_own_files_not_its_subfolders(good, tmp_path):
     assert expand_paths([str(top / "a.parquet"), str(sub / ".." / "a.parquet")]) == [str(top / "a.parquet")]
 
 
+def test_a_file_or_folder_whose_name_holds_glob_characters_is_itself(good, tmp_path):
+    # 'br[1].parquet' was read as a glob (matching 'br1.parquet') and refused: "no files match"
+    odd = tmp_path / "runs[1]"
+    odd.mkdir()
+    shutil.copy(good, odd / "br[1].parquet")
+    assert expand_paths([str(odd / "br[1].parquet")]) == [str(odd / "br[1].parquet")]
+    assert expand_paths([str(odd)]) == [str(odd / "br[1].parquet")]
+    assert expand_paths([str(tmp_path / "runs[[]1]" / "*.parquet")]) == [str(odd / "br[1].parquet")]  # a glob still globs
+
+
 @pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
                                          (["--budget", "1000000"], "--budget: 1000000 is not in 0..10000"),
                                          (["--bootstrap", "0"], "bootstrap"),

@@ -29,6 +29,10 @@ def test_trace_files_reads_a_folder_or_a_glob(tmp_path):
     assert trace_files("traces/prior") == sorted(trace_files("traces/prior/*.parquet"))
     with pytest.raises(UsageError, match="no parquet files"):
         trace_files(str(tmp_path))
+    odd = tmp_path / "runs[1]"  # a folder or file whose name holds glob characters is itself
+    odd.mkdir()
+    shutil.copy("traces/prior/stdlib-b8.parquet", odd / "s[1].parquet")
+    assert trace_files(str(odd)) == trace_files(str(odd / "s[1].parquet")) == [str(odd / "s[1].parquet")]
 
 
 def test_trace_sets_names_the_prompt_sets_the_files_hold():
