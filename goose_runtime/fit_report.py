@@ -7,6 +7,7 @@ callers validate all input first, so bad input never leaves a half-written repor
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -186,13 +187,31 @@ def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: t
     each topology file's ``siblings`` (suffixes such as ``-regimes``, the regime files written beside
     it). Raises :class:`OutputPathError` naming the file."""
     out_dir = os.fspath(out_dir)
-    stems = [g.file_stem for g in (*analysis.groups, analysis.overall) if g.recommendation is not None]
+    stems = list(topology_stems(analysis).values())
     names = [f"{stem}{suffix}.json" for stem in stems for suffix in ("", *siblings)]
     names += [f"{name}.html" for name, frame in chart_frames(analysis).items() if not frame.empty]
     for path in [os.path.join(out_dir, n) for n in (*names, "report.md")]:
         problem = output_file_problem(path)
         if problem:
             raise OutputPathError(f"output file {path} {problem}")
+
+
+def topology_stems(analysis: Analysis) -> dict[str, str]:
+    """Group label -> the file stem of its topology, for the groups with a recommendation (the
+    overall one only where no group has its label). Labels are cut to file-name characters, so
+    two ("a b", "a_b") may meet: the later one gets its label's short hash, not the other's file.
+
+    Example: sets "a b" and "a_b" -> ``topology-a_b.json`` and ``topology-a_b-<8 hex>.json``.
+    """
+    stems: dict[str, str] = {}
+    for g in (*analysis.groups, analysis.overall):
+        if g.recommendation is None or g.label in stems:
+            continue
+        stem = g.file_stem
+        if stem in stems.values():
+            stem += "-" + hashlib.sha1(g.label.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        stems[g.label] = stem
+    return stems
 
 
 @dataclass(frozen=True)
@@ -219,10 +238,11 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
     own. Callers check the paths first (:func:`check_outputs`)."""
     out_dir, regimes = os.fspath(out_dir), regimes or {}
     writers, topologies, exports = {}, {}, []
+    stems = topology_stems(analysis)
     for g in (*analysis.groups, analysis.overall):  # the overall file only where no group wrote its label
-        if g.recommendation is None or g.label in topologies:
+        if g.label not in stems or g.label in topologies:
             continue
-        path = topologies[g.label] = os.path.join(out_dir, g.file_stem + ".json")
+        path = topologies[g.label] = os.path.join(out_dir, stems[g.label] + ".json")
         if g.label not in regimes:
             writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g)))
             continue

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from goose_runtime import charts
-from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, write_report
+from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, topology_stems, write_report
 from goose_theory.errors import OutputPathError
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
@@ -135,3 +135,19 @@ def test_write_report_replaces_no_file_when_one_fails_part_way(analysis, tmp_pat
     second = [f"{name}.html" for name, frame in chart_frames(a).items() if not frame.empty][1]
     assert str(err.value) == f"{os.path.join(tmp_path, second)}: cannot be written (disk full)"
     assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before  # no temp file left either
+
+
+def test_groups_whose_labels_cut_to_one_file_name_get_a_file_each(tmp_path):
+    # "a b" and "a_b" both became topology-a_b.json: the second overwrote the first's tree
+    paths = []
+    for i, method in enumerate(("a b", "a_b")):
+        paths.append(tmp_path / f"{i}.parquet")
+        write_synthetic(paths[-1], SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=6, cycles=20, method=method,
+                                                 run_id=f"r{i}"), seed=i)
+    a = analyze(fit_counts(count_files(paths, group_by=["method"]), n_boot=20, seed=0))
+    stems = topology_stems(a)
+    assert stems["a b"] != stems["a_b"] and len(set(stems.values())) == len(stems)
+    files = write_report(a, tmp_path / "out").topologies
+    assert len(set(files.values())) == len(files) and all(os.path.isfile(p) for p in files.values())
+    names = sorted(os.path.basename(files[label]) for label in ("a b", "a_b"))
+    assert names[1] == "topology-a_b.json" and re.fullmatch(r"topology-a_b-[0-9a-f]{8}\.json", names[0])
