@@ -25,6 +25,7 @@ from ._numba import jit
 from .topology import ROOT, SPINE, TRANSITION
 
 NEG = -1e300
+TIE_TOL = 1e-12  # relative: values this close count as equal (see dp_tables)
 
 
 @jit
@@ -46,16 +47,24 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
             keep = 1.0 - q if independent else 1.0
             child_top = min(top, capacity[c] + 1)
             for b in range(top + 1):
-                best, arg = G[b], 0
-                for s in range(1, min(b, child_top) + 1):
-                    rest = G[b - s]
-                    sub = F[c, s - 1]
+                # Ties (to a relative TIE_TOL) go to *including* child j, with the most nodes:
+                # children come in priority order (spine, then ranks 0, 1, ...), and where the
+                # model rates ranks equally (ranks past the given p_t list share its last rate)
+                # the runtime still finds lower ranks likelier, so the earlier rank must win. One
+                # pass from the most nodes down to none (s = 0: child j left out); a later option
+                # replaces the chosen one only if better by more than TIE_TOL, so the chosen value
+                # is within TIE_TOL of the best one (no drift: each is compared with the chosen).
+                chosen, arg, bar = NEG, -1, NEG  # bar: what a later option must exceed
+                for s in range(min(b, child_top), 0, -1):
+                    rest, sub = G[b - s], F[c, s - 1]
                     if rest <= NEG or sub <= NEG:
                         continue
                     value = q * (1.0 + sub) + keep * rest
-                    if value > best:
-                        best, arg = value, s
-                H[b] = best
+                    if value > bar:
+                        chosen, arg, bar = value, s, value + TIE_TOL * abs(value)
+                if arg < 0 or G[b] > bar:
+                    chosen, arg = G[b], 0
+                H[b] = chosen
                 choice[t, j, b] = arg
             G[: top + 1] = H[: top + 1]
         F[t, : top + 1] = G[: top + 1]

@@ -170,7 +170,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .optimize import build_topology
     shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)
     extra: dict[str, Any] = {}
-    if args.latency:
+    if args.latency is not None:  # an empty path is refused, not taken as "not given"
+        if not args.latency:
+            raise UsageError(f"--latency: {args.latency!r} is empty (give a goose-latency/1 file or leave the flag out)")
         from .latency import cost_aware, load_latency
         profile = load_latency(args.latency)
         low, top = profile.sizes[0] - 1, min(args.budget, max(profile.sizes) - 1)  # the trees it can price
@@ -186,12 +188,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                                          acceptance=acceptance.to_dict(), **({"cost_aware": True} if extra else {}))
     save_topology(topology, args.out)
     truncated = list(result.details.get("truncated") or [])
-    out = {"predicted_tau": result.predicted_tau, "rule": result.rule, "budget": result.budget, "out": args.out,
-           "truncated": truncated, **extra}
+    # the tree's own budget: a small candidate tree (or a cost-aware choice) may hold fewer nodes
+    out = {"predicted_tau": result.predicted_tau, "rule": result.rule, "budget": topology.budget,
+           "requested_budget": args.budget, "out": args.out, "truncated": truncated, **extra}
     if args.json:
         print_json(out)
     else:
-        print(f"{result.rule}: budget {result.budget}, predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
+        print(f"{result.rule}: budget {topology.budget}{_requested(topology.budget, args.budget)}, "
+              f"predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
         if truncated:
             more = f" (and {len(truncated) - 1} more like it; all in the file's 'truncated')" if len(truncated) > 1 else ""
             print(f"note: {truncated[0]}{more}")
@@ -200,13 +204,18 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _requested(budget: int, requested: int) -> str:
+    return "" if budget == requested else f" (requested {requested})"
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_shape(args)
     acceptance = _acceptance(args)
     from .optimize import compare_rules
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
-    rows = [{"rule": r.rule, "budget": r.budget, "predicted_tau": r.predicted_tau,
+    # each tree's own budget: a rule may build fewer nodes than --budget (its shape or the candidate tree ends)
+    rows = [{"rule": r.rule, "budget": r.topology.budget, "predicted_tau": r.predicted_tau,
              "spine_length": r.topology.spine_length,
              "widths": ",".join(str(w) for w in r.topology.first_level_widths[:8])} for r in results]
     if args.json:
@@ -214,6 +223,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print(format_table(rows))
         print("widths: transition children of the root, then of spine nodes 1, 2, ... (the first 8)")
+        short = [row["rule"] for row in rows if row["budget"] != args.budget]
+        if short:
+            print(f"note: budget is each tree's node count; {', '.join(short)} built fewer than --budget {args.budget}")
         if any(r.details.get("truncated") for r in results):
             print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "
                   "exceed 1 (goose optimize names them)")

@@ -105,7 +105,25 @@ def harmonic_tau(tau_matched: float, tau_unmatched: float, psi: float, *, tau_co
     """
     if not 0.0 <= psi_confident <= psi <= 1.0:
         raise ValueError(f"need 0 <= psi_confident <= psi <= 1, got {psi_confident}, {psi}")
-    return 1.0 / ((psi - psi_confident) / tau_matched + psi_confident / tau_confident + (1.0 - psi) / tau_unmatched)
+    tau_matched, tau_confident, tau_unmatched = (_at_least_one(t) for t in (tau_matched, tau_confident, tau_unmatched))
+    tau = 1.0 / ((psi - psi_confident) / tau_matched + psi_confident / tau_confident + (1.0 - psi) / tau_unmatched)
+    # a harmonic mix of taus >= 1 with weights summing to 1 is >= 1 too, but the weights
+    # (psi - psi_confident, psi_confident, 1 - psi) round: clamp that as well
+    used = [t for t, w in ((tau_matched, psi - psi_confident), (tau_confident, psi_confident),
+                           (tau_unmatched, 1.0 - psi)) if w > 0]
+    return _at_least_one(tau) if all(t >= 1.0 for t in used) else tau
+
+
+# how far below 1 a computed tau may land by rounding alone (sums of products of probabilities)
+ROUNDING = 1e-9
+
+
+def _at_least_one(tau: float) -> float:
+    """A tau is at least 1 by construction (the bonus token is always accepted); a value a
+    rounding below 1 is 1. At budget 0, fit-acceptance --regimes priced the confident tree at
+    0.9999999999999981 and mixed a predicted_tau of 0.9999999999999991, which every topology
+    loader refuses. Anything further below 1 is left alone, so a real error still shows."""
+    return 1.0 if 1.0 - ROUNDING <= tau < 1.0 else tau
 
 
 def _expected(topology: Topology, acceptance: Acceptance) -> tuple[float, float]:
@@ -148,9 +166,11 @@ def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, p
         tu, nu = filled_tau(unmatched_topology, unmatched, fill, budget, samples=FILL_SAMPLES), float(budget)
     else:
         tu, nu = _expected(unmatched_topology or topology, unmatched)
+    tm, tu = _at_least_one(tm), _at_least_one(tu)  # rounding below 1 (see _at_least_one)
     if confident is None:
         return RegimeTau(harmonic_tau(tm, tu, psi), tm, tu, psi, nm, nu)
     tc, nc = matched_price(confident_topology or topology, confident, spines[1])
+    tc = _at_least_one(tc)
     return RegimeTau(harmonic_tau(tm, tu, psi, tau_confident=tc, psi_confident=psi_confident),
                      tm, tu, psi, nm, nu, psi_confident, tc, nc)
 

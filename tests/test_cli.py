@@ -89,6 +89,29 @@ def test_optimize_writes_topology(capsys, tmp_path):
     assert topo.meta["predicted_tau"] == pytest.approx(out["predicted_tau"])
 
 
+def test_optimize_reports_the_trees_own_budget(capsys, tmp_path):
+    # the candidate tree holds one node: the file has budget 1, and so must the report
+    target = tmp_path / "small.json"
+    argv = ["optimize", "--budget", "8", "--max-spine", "0", "--max-depth", "1", "--top-k", "1",
+            "--p-s", "0.6", "--p-t", "0.05", "--out", str(target)]
+    out = run_json(capsys, argv + ["--json"])
+    assert out["budget"] == 1 == load_topology(target).budget and out["requested_budget"] == 8
+    assert main(argv) == 0
+    assert "optimal: budget 1 (requested 8)," in capsys.readouterr().out
+    assert main(["optimize", "--budget", "8", "--p-s", "0.6", "--p-t", "0.05", "--out", str(target)]) == 0
+    assert "optimal: budget 8, predicted" in capsys.readouterr().out
+
+
+def test_compare_reports_each_trees_own_budget(capsys):
+    # with p_s = 1 the paper rule stops at a 4-node spine; the others fill the budget
+    out = run_json(capsys, ["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05", "--json"])
+    budgets = {r["rule"]: r["budget"] for r in out["rules"]}
+    assert out["budget"] == 8 and budgets["paper"] == 4 and budgets["optimal"] == 8
+    assert main(["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05"]) == 0
+    text = capsys.readouterr().out
+    assert "paper       4" in text and "paper built fewer than --budget 8" in text
+
+
 def test_compare_lists_rules(capsys):
     out = run_json(capsys, ["compare", "--budget", "20", "--p-s", "0.5", "--p-t", "0.05", "--json"])
     rules = {r["rule"]: r["predicted_tau"] for r in out["rules"]}
@@ -124,6 +147,9 @@ def test_compare_lists_rules(capsys):
     (["simulate", "--p-t", "0.1", "--bursty", "0.8,a,0.1,0.1"], "is not four comma-separated probabilities"),
     (["optimize", "--budget", "-1", "--p-s", "0.6", "--p-t", "0.1", "--out", "OUT"], "--budget must be >= 0"),
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--rule", "magic", "--out", "OUT"], "magic"),
+    # an empty path was taken as "no --latency" and a plain tree written
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--latency", "", "--out", "OUT"],
+     "--latency: '' is empty"),
 ])
 def test_bad_input_one_line_exit_2(capsys, topo_file, tmp_path, argv, message):
     argv = [a.replace("OUT", str(tmp_path / "never.json")).replace("DIR", str(tmp_path)) for a in argv]

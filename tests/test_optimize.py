@@ -134,6 +134,46 @@ def test_dynamic_programme_equals_best_first_under_exclusive_model(budget, p_s, 
         assert dp == pytest.approx(bf, rel=1e-12)
 
 
+def _transition_ranks_by_parent(topology) -> dict[int, list[int]]:
+    ranks: dict[int, list[int]] = {}
+    for parent, source, rank in zip(topology.parent[1:], topology.source[1:], topology.rank[1:]):
+        if source == TRANSITION:
+            ranks.setdefault(parent, []).append(rank)
+    return ranks
+
+
+@pytest.mark.parametrize("model,p_s,p_t", [
+    ("exclusive", 0.6, 0.05),         # truncated at the root: the dynamic programme
+    ("exclusive", 0.5, 0.03),         # no truncation: best-first
+    ("exclusive", 0.3, [0.2, 0.05]),  # ranks past the list share 0.05
+    ("independent", 0.6, 0.05),
+    ("independent", 0.6, [0.2, 0.05]),
+])
+@pytest.mark.parametrize("budget", [3, 8, 16, 31, 60])
+def test_equal_rank_rates_tie_to_the_lowest_ranks(model, p_s, p_t, budget):
+    # The model rates these ranks equally, but at run time lower ranks are likelier: on a tie
+    # the optimal tree must take ranks 0..n-1 at every node (it took 5, 6, 7 at the root).
+    acc = Acceptance.parse(p_s, p_t, model)
+    trees = [build_topology("optimal", acc, budget=budget).topology]
+    cand = Candidate(acc, max_depth=6, max_spine=20, top_k=10)
+    trees.append(solve(cand, budget=budget).topology())  # the dynamic programme on every case
+    for topology in trees:
+        for parent, ranks in _transition_ranks_by_parent(topology).items():
+            assert sorted(ranks) == list(range(len(ranks))), (parent, ranks)
+    # and still exact: the same E[tau] as the untied optimum
+    taus = [exact_yield(t, acc).expected_tau for t in trees]
+    assert taus[0] == pytest.approx(taus[1], rel=1e-12)
+
+
+def test_tied_ranks_on_the_fuzzers_cases():
+    root = lambda res: _transition_ranks_by_parent(res.topology)[0]
+    assert root(build_topology("optimal", Acceptance.parse(0.6, 0.05), budget=8)) == [0, 1, 2]
+    res = build_topology("optimal", Acceptance.parse(0.6, 0.05), budget=16)
+    assert _transition_ranks_by_parent(res.topology)[1] == [0, 1]
+    res = build_topology("optimal", Acceptance.parse(0.6, [0.2, 0.05], "independent"), budget=16)
+    assert root(res) == [0, 1, 2, 3]
+
+
 def test_exclusive_optimum_may_drop_the_spine_to_fit_more_ranks():
     # 0.125 + 4 * 0.25 > 1: with the spine child the root holds 3 ranks, without it 4 (tau 2.0)
     acc = Acceptance.parse(0.125, 0.25, "exclusive")

@@ -75,6 +75,34 @@ def test_harmonic_mix_matches_a_renewal_simulation():
     assert tokens / cycles == pytest.approx(expected, rel=0.02)
 
 
+def test_harmonic_mix_of_taus_at_least_one_is_at_least_one():
+    # fit-acceptance --budget 0 --regimes wrote predicted_tau 0.9999999999999991 (the weights round),
+    # which every topology loader refuses
+    # the confident tree itself was priced a rounding below 1
+    assert harmonic_tau(1.0000000000000007, 1.0, 0.5745, tau_confident=0.9999999999999981, psi_confident=0.518) == 1.0
+    for psi, psi_c in ((0.3, 0.1), (0.5745, 0.518), (0.7, 0.0), (1.0, 0.2), (0.1, 0.1)):
+        assert harmonic_tau(1.0, 1.0, psi, tau_confident=1.0, psi_confident=psi_c) >= 1.0
+    assert harmonic_tau(0.5, 0.5, 0.5) == pytest.approx(0.5)  # not hidden: only rounding is clamped
+
+
+def test_fit_regimes_at_budget_zero_writes_files_that_load(tmp_path):
+    # the fuzzer's case: the confident tree was priced 0.9999999999999981, the mix written as
+    # predicted_tau 0.9999999999999991, and no loader accepted topology-all-regimes.json
+    from pathlib import Path
+
+    from goose_runtime.fit_cli import main as fit_main
+    from goose_theory.topology import load_topology
+
+    trace = Path(__file__).resolve().parents[1] / "traces" / "stdlib-b8.parquet"
+    out = tmp_path / "fit"
+    assert fit_main([str(trace), "--budget", "0", "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
+    files = sorted(out.glob("topology*.json"))
+    assert any("regimes" in f.name for f in files)
+    for f in files:
+        tree = load_topology(f)
+        assert tree.budget == 0 and tree.meta["predicted_tau"] >= 1.0
+
+
 def test_harmonic_rejects_bad_psi():
     with pytest.raises(ValueError):
         harmonic_tau(2.0, 1.0, 1.5)
