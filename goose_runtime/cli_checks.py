@@ -11,12 +11,16 @@ MAX_THREADS = 1024  # more only allocates thread pools (100000 ran out of memory
 MAX_REPEATS = 1000  # timed forwards per size: 1000 at 128 nodes already take minutes, 100000 hours
 
 
+PATH_FLAGS = ("latency", "topology", "model", "traces", "bench")  # input paths/names: '' is no value
+
+
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), and its output flags (``--out``,
-    ``--trace-out`` files; ``--trace-dir``, ``--out-dir`` folders) can be written; else a
-    UsageError naming the flag."""
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), its input flags (:data:`PATH_FLAGS`)
+    are not empty strings, and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
+    ``--out-dir`` folders) can be written; else a UsageError naming the flag."""
+    check_not_empty(args)
     for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads", *extra):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
@@ -32,9 +36,30 @@ def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
         check_output_dir(getattr(args, flag, None), f"--{flag.replace('_', '-')}")
 
 
+def check_not_empty(args, flags: tuple[str, ...] = PATH_FLAGS) -> None:
+    """An input flag given as an empty string (``--latency ''``) names nothing: a UsageError, not
+    the flag's default (``--latency ''`` would silently use the cached profile); a list flag
+    (``validate --topology A ''``) is checked entry by entry.
+
+    Example:
+        >>> import argparse
+        >>> check_not_empty(argparse.Namespace(latency=None, topology=["a.json"]))
+        >>> check_not_empty(argparse.Namespace(latency=""))
+        Traceback (most recent call last):
+        ...
+        goose_theory.cli_util.UsageError: --latency is empty: it names nothing
+    """
+    for flag in flags:
+        value = getattr(args, flag, None)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise UsageError(f"--{flag.replace('_', '-')} is empty: it names nothing")
+
+
 def check_refresh(args) -> None:
-    """``--refresh-latency`` re-measures the cached profile only: never a ``--latency`` file."""
-    if getattr(args, "refresh_latency", False) and getattr(args, "latency", None):
+    """``--refresh-latency`` re-measures the cached profile only: never a ``--latency`` file (an
+    empty ``--latency ''`` too is a file given, not the cached profile)."""
+    if getattr(args, "refresh_latency", False) and getattr(args, "latency", None) is not None:
         raise UsageError("--refresh-latency re-measures the cached profile; it does not apply with --latency FILE "
                          "(measure a new file with `goose profile-latency --out FILE`)")
 
@@ -53,10 +78,13 @@ def make_config(**fields):
 
 def check_model_args(args) -> None:
     """``--device``, ``--dtype`` and a local ``--model`` path, before any long work (``goose loop``
-    fits its traces before it loads the model): a ModelLoadError, one line. The default model's
-    folder is left to the load, which may first have to convert it."""
+    fits its traces before it loads the model): a ModelLoadError, one line (a local folder must hold
+    config.json: :func:`~goose_runtime.model.model_path`). The default model's folder is left to
+    the load, which may first have to convert it. A command without a flag (``record-traces`` has
+    no ``--model``) takes its default."""
     from .model import DEFAULT_NAME, model_path, resolve_device, resolve_dtype
 
-    resolve_device(args.device), resolve_dtype(args.dtype)
-    if args.model != DEFAULT_NAME:
-        model_path(args.model)
+    resolve_device(getattr(args, "device", "auto")), resolve_dtype(getattr(args, "dtype", "float32"))
+    name = getattr(args, "model", DEFAULT_NAME)
+    if name != DEFAULT_NAME:
+        model_path(name)

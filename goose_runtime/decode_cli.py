@@ -20,9 +20,9 @@ import dataclasses
 import hashlib
 import sys
 
-from goose_theory.cli_util import UsageError, format_table, print_json, split_list
+from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list
 
-from .cli_checks import check_refresh, check_run_args, make_config
+from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 
 FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
 
@@ -137,7 +137,7 @@ def _check_decode_flags(args, specs) -> None:
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
     bare = (m.lower().split("@")[0].removesuffix("+prior").strip() == "topology" for m in _method_list(args))
-    if args.topology and not any(bare):  # as parse_method reads names: any case, spaces, +prior
+    if args.topology is not None and not any(bare):  # as parse_method reads names: any case, spaces, +prior
         raise UsageError("--topology is the file of --method topology (or of 'topology' in --compare), and no "
                          "bare 'topology' method is in this run (topology:FILE names its own file)")
     if args.refresh_latency and not any(s.kind == "auto" for s in specs):
@@ -149,7 +149,7 @@ def _check_decode_flags(args, specs) -> None:
             raise UsageError("--store-corpus applies to +store methods only, and none is in this run")
         from .store import check_corpus, corpus_files
         check_corpus(corpus_files(args.store_corpus))  # a missing, huge or binary corpus is named now, not after the model load
-    if args.latency:
+    if args.latency is not None:
         if not any(s.kind == "auto" for s in specs):
             raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "
                              "no auto method is in this run")
@@ -159,7 +159,8 @@ def _check_decode_flags(args, specs) -> None:
 
 
 def decode_handler(args: argparse.Namespace) -> int:
-    check_run_args(args)
+    check_run_args(args)  # also: --latency '', --topology '', --model '' are refused, not taken as not given
+    check_model_args(args)  # a bad --model, --device, --dtype: one line before the prompts and the model load
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
@@ -200,7 +201,7 @@ def decode_handler(args: argparse.Namespace) -> int:
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)
-    trace_rows = _maybe_trace(args, bundle, specs, results, config) if args.trace_out else None
+    trace_rows = _maybe_trace(args, bundle, specs, results, config) if args.trace_out is not None else None
     primary = next(iter(results))
     if args.json:
         print_json(_json_report(args, bundle, results, summaries, primary, trace_rows))
@@ -270,6 +271,7 @@ def profile_handler(args: argparse.Namespace) -> int:
     from goose_theory.latency import MAX_SIZE  # the format's limit (imported here: numba, not at start-up)
 
     check_run_args(args)
+    check_model_args(args)  # before the note below and the model load
     items = split_list(args.sizes, "--sizes")
     try:
         sizes = sorted({int(s) for s in items})
@@ -300,7 +302,12 @@ def profile_handler(args: argparse.Namespace) -> int:
 
 
 def record_handler(args: argparse.Namespace) -> int:
+    import os
+
     check_run_args(args)
+    check_model_args(args)  # record-traces has no model flags: the defaults (the default model's load converts it)
+    for bench in RECORD_BENCHES:  # every file of the set, before minutes of recording (the folder is checked above)
+        check_output_file(os.path.join(args.out_dir, f"{bench}.parquet"), "--out-dir")
     from .runner import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,

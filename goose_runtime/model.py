@@ -138,15 +138,29 @@ def _eos_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
 
 def model_path(name: str) -> str:
     """Where ``name`` ("default", a local folder or an HF id) is loaded from; a local path that is
-    not a folder is a one-line ModelLoadError (commands check it before any long work)."""
+    not a folder, or a folder without config.json, is a one-line ModelLoadError (commands check it
+    before any long work). An HF id ("org/name") that is no local folder is left to the load.
+
+    Example:
+        >>> import tempfile
+        >>> model_path(tempfile.mkdtemp(prefix="empty-"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        goose_runtime.model.ModelLoadError: cannot load model '...': ... holds no config.json, so it is not a model folder
+    """
     if name == DEFAULT_NAME:
         return str(default_model_dir())
+    if not name.strip():
+        raise ModelLoadError("model path is empty")
     path = os.path.expanduser(name)
     # an HF id is "org/name" (one slash, no leading ./ ~); anything else must be a folder here
     is_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
     if not os.path.isdir(path) and not is_hub_id:
         raise ModelLoadError(f"model path {name!r} " + ("is a file, not a model folder (config.json and weights)"
                                                         if os.path.exists(path) else "does not exist"))
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        # else transformers fails only at the load, with a list of tokenizer backends it tried
+        raise ModelLoadError(f"cannot load model {name!r}: {path} holds no config.json, so it is not a model folder")
     return path
 
 

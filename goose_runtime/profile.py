@@ -186,7 +186,9 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool
 
     from goose_theory.latency import LatencyError, load_latency, save_latency
 
-    if path:
+    if path is not None:  # an empty path is a file given (and refused), never "use the cached one"
+        if not path.strip():
+            raise LatencyError("the latency profile path is empty")
         if refresh:
             raise LatencyError(f"refresh re-measures the cached profile; it never overwrites the given file {path}")
         return load_latency(path), path

@@ -102,7 +102,7 @@ def _check(args):
         if set_name(bench) in labels:
             raise UsageError(f"--bench: {labels[set_name(bench)]!r} and {bench!r} are both the set {set_name(bench)!r}")
         labels[set_name(bench)] = bench
-    if getattr(args, "latency", None):  # a bad profile file is one line before the model loads
+    if getattr(args, "latency", None) is not None:  # a bad profile file is one line before the model loads
         from goose_theory.latency import load_latency
         load_latency(args.latency)
     check_model_args(args)  # before the loop's fit
@@ -124,7 +124,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, pro
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
-        trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir else None
+        trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir is not None else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
                                            holdout=getattr(args, "holdout", True), trace_out=trace, prior=args.prior)
         rows += bench_rows
@@ -148,7 +148,7 @@ def _held_out(bundle, benches: list[str], fitted_traces: list[str], args, config
 
 def _emit(args, rows, extra: dict) -> None:
     report = {"rows": [r.to_dict() for r in rows], **extra}
-    if getattr(args, "out", None):
+    if getattr(args, "out", None) is not None:
         write_json_atomic(args.out, to_jsonable(report))
     if args.json:
         print_json(report)
@@ -162,8 +162,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
     distinct_methods([parse_labeled(f"topology:{path}") for path in args.topology])
-    if args.trace_dir:
-        os.makedirs(args.trace_dir, exist_ok=True)
+    # --trace-dir is not made here: the atomic trace writer makes it with the first file, so a run
+    # that fails first (the model load, a prompt too long) leaves no empty folder behind
     from goose_theory.topology import load_topology
 
     from .fit_inputs import check_provenance, note_token_cap

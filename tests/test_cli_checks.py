@@ -11,3 +11,36 @@ def test_make_config_names_the_flag_of_a_bad_field():
     assert cli_checks.make_config(max_new_tokens=3, min_score=0.5).min_score == 0.5
     with pytest.raises(cli_checks.UsageError, match=r"^--max-new-tokens must be at least 1, got 0$"):
         cli_checks.make_config(max_new_tokens=0)
+
+
+def test_an_empty_path_flag_is_refused_not_taken_as_not_given():
+    """``--latency ''`` passed every ``if args.latency:`` check as "not given" (fuzzing): it used the
+    cached profile, re-measured it under --refresh-latency, and slipped past "auto only"."""
+    import argparse
+
+    for flag in ("latency", "topology", "model", "traces", "bench"):
+        with pytest.raises(cli_checks.UsageError, match=rf"^--{flag} is empty: it names nothing$"):
+            cli_checks.check_not_empty(argparse.Namespace(**{flag: ""}))
+    with pytest.raises(cli_checks.UsageError, match=r"^--topology is empty"):
+        cli_checks.check_not_empty(argparse.Namespace(topology=["a.json", " "]))
+    cli_checks.check_not_empty(argparse.Namespace(latency=None, topology=["a.json"], model="default"))
+    with pytest.raises(cli_checks.UsageError, match="--refresh-latency re-measures the cached profile"):
+        cli_checks.check_refresh(argparse.Namespace(refresh_latency=True, latency=""))
+
+
+def test_check_model_args_wants_config_json_in_a_local_folder(tmp_path, monkeypatch):
+    """A folder without config.json was found only at the load, after `goose loop`'s fit (fuzzing)."""
+    import argparse
+
+    import goose_runtime.model as model_mod
+
+    def args(model):
+        return argparse.Namespace(model=model, device="cpu", dtype="float32")
+    with pytest.raises(model_mod.ModelLoadError, match="holds no config.json, so it is not a model folder"):
+        cli_checks.check_model_args(args(str(tmp_path)))
+    (tmp_path / "config.json").write_text("{}")
+    cli_checks.check_model_args(args(str(tmp_path)))
+    cli_checks.check_model_args(args("org/some-model"))  # an HF id: left to the load
+    monkeypatch.setattr(model_mod, "default_model_dir", lambda: pytest.fail("the default's folder is the load's"))
+    cli_checks.check_model_args(args("default"))
+    cli_checks.check_model_args(argparse.Namespace())  # record-traces: no model flags, the defaults

@@ -366,3 +366,35 @@ def test_two_topology_files_of_one_name_are_refused_before_the_model_loads(capsy
         save_topology(Topology.from_nodes(nodes), tmp_path / folder / "tree.json")
     _fails(capsys, ["decode", "--method", f"topology:{tmp_path / 'a/tree.json'}", "--compare",
                     f"topology:{tmp_path / 'b/tree.json'}", "--prompt", "x"], "both labelled 'topology:tree'")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--method", "goose", "--latency", ""], "--latency is empty"),  # passed "--latency applies to auto only"
+    (["--method", "auto", "--latency", ""], "--latency is empty"),  # used the cached profile
+    (["--method", "auto", "--latency", "", "--refresh-latency"], "--latency is empty"),  # re-measured the cache
+    (["--method", "goose", "--topology", ""], "--topology is empty"),  # ignored
+    (["--method", "ar", "--model", ""], "--model is empty"),
+])
+def test_empty_path_flags_are_refused_before_the_model_loads(capsys, tmp_path, no_model, argv, message):
+    _fails(capsys, ["decode", *argv, "--prompt", "x", "--trace-out", str(tmp_path / "t.parquet")], message)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_folder_without_config_json_is_refused_before_any_work(capsys, tmp_path, no_model):
+    """decode and profile-latency never checked --model up front: a folder without config.json (or a
+    missing one) failed at the load, profile-latency after its size-1 note (two lines)."""
+    empty = tmp_path / "emptydir"
+    empty.mkdir()
+    for model, message in ((str(empty), "holds no config.json, so it is not a model folder"),
+                           (str(tmp_path / "absent"), "does not exist")):
+        _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--model", model], message)
+        _fails(capsys, ["profile-latency", "--sizes", "8", "--model", model, "--out", str(tmp_path / "l.json")], message)
+    assert [p.name for p in tmp_path.iterdir()] == ["emptydir"]
+
+
+def test_record_traces_checks_every_output_file_before_recording(capsys, tmp_path, no_model):
+    """A folder where the last set's file goes failed after minutes of recording, with the other
+    sets' files written (fuzzing); now one line before the model loads."""
+    (tmp_path / "stdlib.parquet").mkdir()
+    _fails(capsys, ["record-traces", "--out-dir", str(tmp_path)], f"--out-dir: {tmp_path / 'stdlib.parquet'} is a directory")
+    assert [p.name for p in tmp_path.iterdir()] == ["stdlib.parquet"]

@@ -77,3 +77,16 @@ def test_default_model_records_its_linear_plan_and_refuses_a_bad_pin(monkeypatch
     with pytest.raises(ModelLoadError, match="GOOSE_STOCK_ROWS must be an integer >= 0, got 'many'") as info:
         load_model("default", device="cpu")
     assert "\n" not in str(info.value)
+
+
+def test_model_path_wants_config_json_in_a_local_folder(tmp_path):
+    """Checked before any long work (commands call model_path up front), not only at the load."""
+    from goose_runtime.model import model_path
+
+    with pytest.raises(ModelLoadError, match=r"holds no config\.json, so it is not a model folder$"):
+        model_path(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert model_path(str(tmp_path)) == str(tmp_path)
+    assert model_path("org/not-here") == "org/not-here"  # an HF id that is no local folder: the load's to find
+    with pytest.raises(ModelLoadError, match="^model path is empty$"):
+        model_path("")

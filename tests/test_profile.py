@@ -135,3 +135,17 @@ def test_with_crossover_adds_the_sizes_where_the_linears_switch_kernels():
     assert with_crossover((1, 8), at(8)) == (1, 8)  # the step lies outside the measured range
     assert with_crossover((4, 2, 1), SimpleNamespace(linears=None)) == (1, 2, 4)
     assert with_crossover((1, 16), SimpleNamespace()) == (1, 16)  # a bundle without a plan
+
+
+def test_device_profile_refuses_an_empty_path(tmp_path, bundle, monkeypatch):
+    """``path=''`` is a file given, not "use the cached profile": with refresh it re-measured and
+    overwrote the cache (fuzzing, `--refresh-latency --latency ''`)."""
+    import goose_runtime.profile as profile_mod
+    from goose_theory.latency import LatencyError
+
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **k: pytest.fail("nothing is measured"))
+    for refresh in (False, True):
+        with pytest.raises(LatencyError, match="^the latency profile path is empty$"):
+            profile_mod.device_profile(bundle, dtype="float32", path="", refresh=refresh)
+    assert list(tmp_path.iterdir()) == []

@@ -72,3 +72,23 @@ def test_encode_all_rejects_empty_and_over_long():
         encode_all(bundle, [Prompt("e", "  ", "b")], max_new_tokens=4)
     with pytest.raises(PromptLengthError, match="context of 2048"):
         encode_all(bundle, [Prompt("long", "x" * 2000, "b")], max_new_tokens=100)
+
+
+def test_record_traces_writes_the_sets_together(tmp_path, monkeypatch):
+    """A set that fails after others were recorded leaves none of their files (each was written as
+    soon as its set was done)."""
+    import os
+
+    import goose_runtime.model as model_mod
+    from goose_runtime.prompts import PromptError
+    from goose_runtime.runner import record_traces
+
+    bundle = tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
+    out = tmp_path / "out"
+    with pytest.raises(PromptError, match="nosuch"):
+        record_traces(out_dir=str(out), limit=1, max_new_tokens=4, benches=("humaneval", "nosuch"), methods=("ar", "pld"))
+    assert not out.exists()
+    rows = record_traces(out_dir=str(out), limit=1, max_new_tokens=4, benches=("humaneval", "mtbench"), methods=("ar",))
+    assert sorted(os.listdir(out)) == ["humaneval.parquet", "mtbench.parquet"]
+    assert all(r["rows"] > 0 and r["MB"] > 0 for r in rows)

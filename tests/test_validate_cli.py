@@ -352,3 +352,58 @@ def test_the_loop_notes_traces_recorded_without_the_prior_when_it_validates_with
                            prior=prior)
         err = capsys.readouterr().err
         assert ("note: fitted on traces recorded without the prior (goose@8, iso:2@8), validated with it" in err) is prior
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["loop", "--latency", ""], "--latency is empty"),  # fitted, loaded the model, used the cached profile
+    (["loop", "--refresh-latency", "--latency", ""], "--latency is empty"),
+    (["validate", "--topology", ""], "--topology is empty"),
+    (["validate", "--topology", "t.json", "--model", ""], "--model is empty"),
+])
+def test_empty_path_flags_are_refused_before_any_work(capsys, tmp_path, no_model, argv, message):
+    _fails(capsys, [*argv, "--out-dir" if argv[0] == "loop" else "--out", str(tmp_path / "out")], message)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib"],
+                                     ["validate", "--topology", "t.json"]])
+def test_a_model_folder_without_config_json_is_refused_before_the_fit(capsys, tmp_path, no_model, command):
+    """`goose loop --model emptydir` fitted first and failed at the load (three lines on stderr)."""
+    (tmp_path / "emptydir").mkdir()
+    _fails(capsys, [*command, "--model", str(tmp_path / "emptydir"), "--out-dir" if command[0] == "loop" else
+                    "--trace-dir", str(tmp_path / "out")], "holds no config.json, so it is not a model folder")
+    assert not (tmp_path / "out").exists()
+
+
+def _tiny_validate_inputs(tmp_path) -> tuple[str, str]:
+    import json
+
+    from goose_theory.topology import Topology, save_topology
+    topo, bench = tmp_path / "tree.json", tmp_path / "set.jsonl"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)]), topo)
+    bench.write_text("".join(json.dumps({"id": i, "prompt": f"abc abc abc {i}"}) + "\n" for i in "ab"))
+    return str(topo), str(bench)
+
+
+def test_validate_leaves_no_trace_dir_when_the_run_fails(capsys, tmp_path, monkeypatch):
+    """The trace folder was made before the model load, and stayed behind when that failed."""
+    import goose_runtime.model as model_mod
+
+    def fail(*args, **kwargs):
+        raise model_mod.ModelLoadError("cannot load model 'x': broken weights")
+    monkeypatch.setattr(model_mod, "load_model", fail)
+    topo, bench = _tiny_validate_inputs(tmp_path)
+    _fails(capsys, ["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--trace-dir",
+                    str(tmp_path / "new")], "broken weights")
+    assert not (tmp_path / "new").exists()
+
+
+def test_validate_makes_the_trace_dir_with_its_first_trace(capsys, tmp_path, monkeypatch):
+    import goose_runtime.model as model_mod
+
+    bundle = model_mod.tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
+    topo, bench = _tiny_validate_inputs(tmp_path)
+    assert main(["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--max-new-tokens", "6",
+                 "--no-holdout", "--trace-dir", str(tmp_path / "new" / "deep"), "--json"]) == 0, capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "new" / "deep").iterdir()] == ["validation-set.parquet"]
