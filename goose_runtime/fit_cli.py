@@ -38,8 +38,9 @@ def build_parser():
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="trace files, directories (their own *.parquet, not subfolders') or globs ('**' recurses)")
     p.add_argument("--group-by", default="", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)}")
-    p.add_argument("--budget", type=int, default=None, help="budget of the recommended tree (default: the recorded runs')")
-    p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware")
+    p.add_argument("--budget", type=int, default=None,
+                   help="budget of the recommended tree (default: the recorded runs'); with --latency the most it may choose")
+    p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware (at most --budget)")
     p.add_argument("--out", default=None, help="write topology-<group>.json, report.md and charts (*.html) here")
     p.add_argument("--regimes", action="store_true",
                    help="with --out: export the two-regime topologies instead (matched / unmatched cycles, "
@@ -134,6 +135,9 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
 def _handler(args) -> int:
     group_by = _check_options(args)
     latency = _load_latency(args.latency)
+    if latency is not None and args.budget is not None and args.budget < latency.sizes[0] - 1:
+        raise UsageError(f"--budget {args.budget} is below every tree --latency {args.latency} measures "
+                         f"({latency.sizes[0]}..{latency.sizes[-1]} tokens); with --latency, --budget is the most it may choose")
     files = _usable_files(expand_paths(args.paths), args.skip_bad)
     if files is None:
         return EXIT_BAD_INPUT

@@ -45,12 +45,16 @@ class Recommendation:
 def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "given", latency: Any = None,
               rules: Sequence[str] = COMPARE, max_depth: int = 6, max_spine: int = 20,
               top_k: int = 10) -> Recommendation:
-    """Optimal tree vs the reference rules at one budget (cost-aware budget with ``latency``)."""
+    """Optimal tree vs the reference rules at one budget (cost-aware budget with ``latency``: the
+    best of those the profile prices, at most ``budget`` where it is ``"given"``)."""
     limits = {"max_depth": max_depth, "max_spine": max_spine, "top_k": top_k}
     cost_table: list[dict[str, Any]] = []
     if latency is not None:
         from .latency import cost_aware  # only needed with a latency profile
-        chosen = cost_aware(acceptance, latency, rule="optimal", **limits)
+        budgets = None  # every budget the profile prices; a given budget is the most it may choose
+        if budget_source == "given":  # (as goose optimize --budget B --latency)
+            budgets = [b for b in range(latency.sizes[0] - 1, latency.sizes[-1]) if b <= budget] or [budget]
+        chosen = cost_aware(acceptance, latency, rule="optimal", budgets=budgets, **limits)
         budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
     # isotropic:K needs K <= top_k candidates per node; leave out what the runs could not build
     usable = [r for r in dict.fromkeys(("optimal", *rules)) if ":" not in r or int(r.split(":")[1]) <= top_k]

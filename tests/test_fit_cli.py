@@ -169,6 +169,13 @@ def test_latency_file_makes_the_budget_cost_aware(good, tmp_path, capsys):
     assert main([str(good), "--latency", str(prof), "--json", "--bootstrap", "50"]) == 0
     rec = json.loads(capsys.readouterr().out)["recommended"]
     assert rec["budget_source"] == "cost-aware" and 0 <= rec["budget"] <= 7 and len(rec["cost_table"]) == 8
+    # --budget is the most the cost-aware choice may take (as in goose optimize --latency)
+    assert main([str(good), "--latency", str(prof), "--budget", "2", "--json", "--bootstrap", "50"]) == 0
+    rec = json.loads(capsys.readouterr().out)["recommended"]
+    assert rec["budget"] <= 2 and [r["budget"] for r in rec["cost_table"]] == [0, 1, 2]
+    save_latency(LatencyProfile(sizes=(5, 8), seconds=(0.02, 0.03)), tmp_path / "lat5.json")
+    assert main([str(good), "--latency", str(tmp_path / "lat5.json"), "--budget", "2", "--out", str(tmp_path / "o")]) == 2
+    assert "--budget 2 is below every tree" in capsys.readouterr().err and not (tmp_path / "o").exists()
     (tmp_path / "bad.json").write_text("{not json")
     assert main([str(good), "--latency", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o")]) == 2
     assert "bad.json" in capsys.readouterr().err and not (tmp_path / "o").exists()

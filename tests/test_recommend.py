@@ -38,3 +38,13 @@ def test_latency_profile_chooses_the_budget():
     assert rec.budget_source == "cost-aware" and rec.budget == chosen.best.budget < 40
     assert rec.best.predicted_tau == pytest.approx(chosen.best.predicted_tau)
     assert len(rec.cost_table) == 41 and all(r["budget"] <= rec.budget for r in rec.rows)
+
+
+def test_a_given_budget_is_the_most_the_cost_aware_choice_takes():
+    # as goose optimize --budget B --latency: fit-acceptance --budget 5 --latency chose 36 here
+    flat = LatencyProfile(sizes=(1, 41), seconds=(0.02, 0.021))  # big trees nearly free: the largest wins
+    acc = Acceptance.parse(0.5, 0.05)
+    given = recommend(acc, budget=5, latency=flat)
+    assert given.budget == 5 and [r["budget"] for r in given.cost_table] == list(range(6))
+    recorded = recommend(acc, budget=5, budget_source="recorded", latency=flat)
+    assert recorded.budget > 30 and len(recorded.cost_table) == 41
