@@ -20,7 +20,7 @@ import dataclasses
 import hashlib
 import sys
 
-from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list
+from goose_theory.cli_util import UsageError, check_not_an_input, check_output_file, format_table, print_json, split_list
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 
@@ -133,6 +133,10 @@ def _method_list(args) -> list[str]:
 
 
 def _check_decode_flags(args, specs) -> None:
+    files = [m.split(":", 1)[1].split("@")[0].removesuffix("+prior") for m in _method_list(args)
+             if m.strip().lower().startswith("topology:")]  # topology:FILE[+prior][@B]
+    check_not_an_input(args.trace_out, "--trace-out", {"--latency": args.latency, "--topology": [args.topology, *files],
+                                                       "--bench": args.bench})
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")

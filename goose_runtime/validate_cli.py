@@ -13,7 +13,8 @@ import os
 import sys
 import time
 
-from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list, to_jsonable
+from goose_theory.cli_util import (UsageError, check_not_an_input, check_output_file, format_table, print_json, split_list,
+                                   to_jsonable)
 from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
@@ -93,6 +94,8 @@ def _prior_option(p) -> None:
 def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
+    check_not_an_input(getattr(args, "out", None), "--out", {"--topology": getattr(args, "topology", None),
+                                                             "--latency": getattr(args, "latency", None)})
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     benches = split_list(args.bench, "--bench")
     check_refresh(args)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .acceptance import Acceptance
 from .bound import paper_lower_bound
-from .cli_util import UsageError, check_output_file, format_table, print_json
+from .cli_util import UsageError, check_not_an_input, check_output_file, format_table, print_json
 from .topology import load_topology, save_topology
 from .yields import exact_yield
 
@@ -166,6 +166,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     _check_shape(args)
     check_output_file(args.out, "--out")
+    check_not_an_input(args.out, "--out", {"--latency": args.latency})
     acceptance = _acceptance(args)
     from .optimize import build_topology
     shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)

@@ -58,6 +58,27 @@ def check_output_dir(path: str | None, flag: str) -> None:
     _refuse(path, flag, output_dir_problem)
 
 
+def check_not_an_input(path: str | None, flag: str, inputs: dict[str, Any]) -> None:
+    """Refuse an output file that is also one of the command's inputs (``inputs``: flag -> a path,
+    a list of paths or None): the atomic rename would replace it, e.g. ``goose optimize --latency
+    lat.json --out lat.json``.
+
+    Example:
+        >>> check_not_an_input("t.json", "--out", {"--latency": None, "--topology": ["a.json"]})
+        >>> check_not_an_input("a.json", "--out", {"--topology": ["./a.json"]})
+        Traceback (most recent call last):
+        ...
+        goose_theory.cli_util.UsageError: --out a.json is also --topology: writing it would replace that input
+    """
+    if not path:
+        return
+    target = os.path.realpath(path)
+    for in_flag, given in inputs.items():
+        for value in [given] if isinstance(given, str) else list(given or []):
+            if value and os.path.realpath(value) == target:
+                raise UsageError(f"{flag} {path} is also {in_flag}: writing it would replace that input")
+
+
 def _refuse(path: str | None, flag: str, problem_of: Callable[[str], str | None]) -> None:
     problem = None if path is None else problem_of(path)
     if problem:

@@ -150,6 +150,8 @@ def test_compare_lists_rules(capsys):
     # an empty path was taken as "no --latency" and a plain tree written
     (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--latency", "", "--out", "OUT"],
      "--latency: '' is empty"),
+    (["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--latency", "OUT", "--out", "OUT"],
+     "is also --latency: writing it would replace that input"),
 ])
 def test_bad_input_one_line_exit_2(capsys, topo_file, tmp_path, argv, message):
     argv = [a.replace("OUT", str(tmp_path / "never.json")).replace("DIR", str(tmp_path)) for a in argv]

@@ -380,6 +380,16 @@ def test_empty_path_flags_are_refused_before_the_model_loads(capsys, tmp_path, n
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_trace_out_that_is_an_input_is_refused_before_the_model_loads(capsys, tmp_path, no_model):
+    # the atomic rename would replace the topology (or profile) the run reads with a parquet trace
+    topo = tmp_path / "t.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), topo)
+    before = topo.read_bytes()
+    for argv in (["--method", f"topology:{topo}+prior@1"], ["--method", "topology", "--topology", str(topo)]):
+        _fails(capsys, ["decode", *argv, "--prompt", "x", "--trace-out", str(topo)], "is also --topology")
+    assert topo.read_bytes() == before
+
+
 def test_a_model_folder_without_config_json_is_refused_before_any_work(capsys, tmp_path, no_model):
     """decode and profile-latency never checked --model up front: a folder without config.json (or a
     missing one) failed at the load, profile-latency after its size-1 note (two lines)."""

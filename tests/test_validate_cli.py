@@ -365,6 +365,16 @@ def test_empty_path_flags_are_refused_before_any_work(capsys, tmp_path, no_model
     assert not (tmp_path / "out").exists()
 
 
+def test_validate_refuses_an_out_that_is_one_of_its_topologies(capsys, tmp_path, no_model):
+    # the table's JSON would replace the topology file it validated
+    from goose_theory.topology import Topology, save_topology
+    topo = tmp_path / "t.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), topo)
+    before = topo.read_bytes()
+    _fails(capsys, ["validate", "--topology", str(topo), "--out", str(topo)], "is also --topology")
+    assert topo.read_bytes() == before
+
+
 @pytest.mark.parametrize("command", [["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib"],
                                      ["validate", "--topology", "t.json"]])
 def test_a_model_folder_without_config_json_is_refused_before_the_fit(capsys, tmp_path, no_model, command):
