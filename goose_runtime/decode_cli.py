@@ -133,10 +133,11 @@ def _method_list(args) -> list[str]:
 
 
 def _check_decode_flags(args, specs) -> None:
-    files = [m.split(":", 1)[1].split("@")[0].removesuffix("+prior") for m in _method_list(args)
-             if m.strip().lower().startswith("topology:")]  # topology:FILE[+prior][@B]
+    from .methods import topology_file
+
+    files = [topology_file(m) for m in _method_list(args)]  # topology:FILE[+prior][+store][@B]
     check_not_an_input(args.trace_out, "--trace-out", {"--latency": args.latency, "--topology": [args.topology, *files],
-                                                       "--bench": args.bench})
+                                                       "--bench": args.bench, "--store-corpus": args.store_corpus})
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")

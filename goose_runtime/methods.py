@@ -182,6 +182,26 @@ def parse_method(spec: str, *, budget: int | str | None = None, topology_path: s
                       f"topology:FILE)")
 
 
+def topology_file(label: str) -> str | None:
+    """The FILE of a ``topology:FILE`` method label, read as :func:`parse_method` and
+    ``runner.parse_labeled`` read it (``+prior`` / ``+store`` in any case, a trailing ``@B``), else
+    None: for checks that must not load the file.
+
+    Example:
+        >>> topology_file(" topology:runs/a@b/t.json+PRIOR+store@8"), topology_file("goose@8")
+        ('runs/a@b/t.json', None)
+    """
+    spec = label.strip()
+    name, at, tail = spec.rpartition("@")
+    if at and is_count(tail):
+        spec = name.strip()
+    while (low := spec.lower()).endswith(PRIOR_SUFFIX) or low.endswith(STORE_SUFFIX):
+        suffix = PRIOR_SUFFIX if low.endswith(PRIOR_SUFFIX) else STORE_SUFFIX
+        spec = spec[: -len(suffix)].strip()
+    kind, _, arg = spec.partition(":")
+    return (arg or None) if kind.strip().lower() == "topology" else None
+
+
 def _with_prior(spec: MethodSpec) -> MethodSpec:
     if spec.prior:
         raise MethodError(f"method {spec.name!r} already has {PRIOR_SUFFIX!r}")

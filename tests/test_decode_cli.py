@@ -385,7 +385,7 @@ def test_a_trace_out_that_is_an_input_is_refused_before_the_model_loads(capsys, 
     topo = tmp_path / "t.json"
     save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), topo)
     before = topo.read_bytes()
-    for argv in (["--method", f"topology:{topo}+prior@1"], ["--method", "topology", "--topology", str(topo)]):
+    for argv in (["--method", f" topology:{topo} +PRIOR@1"], ["--method", "topology", "--topology", str(topo)]):
         _fails(capsys, ["decode", *argv, "--prompt", "x", "--trace-out", str(topo)], "is also --topology")
     assert topo.read_bytes() == before
 
