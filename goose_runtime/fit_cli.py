@@ -202,10 +202,11 @@ def group_regime_exports(analysis, files: list[str], *, context: str, labels: se
         if g.recommendation is None or (labels is not None and g.label not in labels):
             continue
         budget, bench = g.recommendation.best.topology.budget, g.fit.key.get("benchmark")
-        if not g.recommendation.cost_table:
+        table = g.recommendation.cost_table
+        if not table or max(r["budget"] for r in table) < 1:  # nothing to choose (--budget 0 --latency)
             out[g.label] = regime_exports(files, bench=bench, budget=budget, context=context.format(g.label))
             continue
-        out[g.label] = _cost_aware_regime_export(files, bench, g.recommendation.cost_table, budget,
+        out[g.label] = _cost_aware_regime_export(files, bench, table, budget,
                                                  context=context.format(g.label), log=log, label=g.label)
     return out
 

@@ -189,6 +189,9 @@ def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: t
     out_dir = os.fspath(out_dir)
     stems = list(topology_stems(analysis).values())
     names = [f"{stem}{suffix}.json" for stem in stems for suffix in ("", *siblings)]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice:  # a group labelled "X-regimes" beside a group X: one file would replace the other
+        raise OutputPathError(f"two groups would both write {os.path.join(out_dir, twice)}; rename a prompt set or method")
     names += [f"{name}.html" for name, frame in chart_frames(analysis).items() if not frame.empty]
     for path in [os.path.join(out_dir, n) for n in (*names, "report.md")]:
         problem = output_file_problem(path)

@@ -363,3 +363,17 @@ def test_a_group_of_roots_only_gets_no_topology(good, tmp_path, capsys):
     groups = {g["label"]: g for g in json.loads(capsys.readouterr().out)["groups"]}
     assert groups["ar"]["file"] is None and groups["goose"]["file"] == str(out / "topology-goose.json")
     assert not (out / "topology-ar.json").exists()
+
+
+def test_budget_zero_with_latency_still_exports_the_regime_files(tmp_path, capsys):
+    # --budget caps the cost table at [0], where the regime budget rule has nothing to choose
+    # (it needs a budget >= 1): export at 0, as without --latency
+    from goose_theory.latency import LatencyProfile, save_latency
+    from goose_theory.topology import load_topology
+    prof = tmp_path / "lat.json"
+    save_latency(LatencyProfile(sizes=(1, 8), seconds=(0.02, 0.03)), prof)
+    trace = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib-b8.parquet")
+    out = tmp_path / "fit"
+    assert main([trace, "--budget", "0", "--latency", str(prof), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
+    files = sorted(out.glob("topology*-regimes.json"))
+    assert files and all(load_topology(f).budget == 0 for f in files)

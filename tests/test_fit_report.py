@@ -151,3 +151,17 @@ def test_groups_whose_labels_cut_to_one_file_name_get_a_file_each(tmp_path):
     assert len(set(files.values())) == len(files) and all(os.path.isfile(p) for p in files.values())
     names = sorted(os.path.basename(files[label]) for label in ("a b", "a_b"))
     assert names[1] == "topology-a_b.json" and re.fullmatch(r"topology-a_b-[0-9a-f]{8}\.json", names[0])
+
+
+def test_a_sibling_file_one_group_would_share_with_another_is_refused(tmp_path):
+    # a group "x-regimes" writes topology-x-regimes.json, which is group x's regime file
+    from goose_runtime.fit_report import check_outputs
+    paths = []
+    for i, method in enumerate(("x", "x-regimes")):
+        paths.append(tmp_path / f"{i}.parquet")
+        write_synthetic(paths[-1], SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=6, cycles=20, method=method,
+                                                 run_id=f"r{i}"), seed=i)
+    a = analyze(fit_counts(count_files(paths, group_by=["method"]), n_boot=20, seed=0))
+    check_outputs(a, tmp_path / "out")  # without the regime siblings, no two names meet
+    with pytest.raises(OutputPathError, match="two groups would both write .*topology-x-regimes.json"):
+        check_outputs(a, tmp_path / "out", siblings=("-regimes",))
