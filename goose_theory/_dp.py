@@ -52,8 +52,9 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
                 # model rates ranks equally (ranks past the given p_t list share its last rate)
                 # the runtime still finds lower ranks likelier, so the earlier rank must win. One
                 # pass from the most nodes down to none (s = 0: child j left out); a later option
-                # replaces the chosen one only if better by more than TIE_TOL, so the chosen value
-                # is within TIE_TOL of the best one (no drift: each is compared with the chosen).
+                # replaces the chosen one only if better by more than TIE_TOL, so each cell is
+                # within TIE_TOL of its best (compared with the chosen one, no drift along s); the
+                # cells' losses add up over children and depth, a few 1e-12 at most in practice.
                 chosen, arg, bar = NEG, -1, NEG  # bar: what a later option must exceed
                 for s in range(min(b, child_top), 0, -1):
                     rest, sub = G[b - s], F[c, s - 1]
