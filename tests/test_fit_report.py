@@ -137,14 +137,19 @@ def test_write_report_replaces_no_file_when_one_fails_part_way(analysis, tmp_pat
     assert {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)} == before  # no temp file left either
 
 
-def test_groups_whose_labels_cut_to_one_file_name_get_a_file_each(tmp_path):
-    # "a b" and "a_b" both became topology-a_b.json: the second overwrote the first's tree
+def _analysis_of_methods(tmp_path, methods):
+    """A fit grouped by method of one small synthetic trace per method name."""
     paths = []
-    for i, method in enumerate(("a b", "a_b")):
+    for i, method in enumerate(methods):
         paths.append(tmp_path / f"{i}.parquet")
         write_synthetic(paths[-1], SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=6, cycles=20, method=method,
                                                  run_id=f"r{i}"), seed=i)
-    a = analyze(fit_counts(count_files(paths, group_by=["method"]), n_boot=20, seed=0))
+    return analyze(fit_counts(count_files(paths, group_by=["method"]), n_boot=20, seed=0))
+
+
+def test_groups_whose_labels_cut_to_one_file_name_get_a_file_each(tmp_path):
+    # "a b" and "a_b" both became topology-a_b.json: the second overwrote the first's tree
+    a = _analysis_of_methods(tmp_path, ("a b", "a_b"))
     stems = topology_stems(a)
     assert stems["a b"] != stems["a_b"] and len(set(stems.values())) == len(stems)
     files = write_report(a, tmp_path / "out").topologies
@@ -156,12 +161,7 @@ def test_groups_whose_labels_cut_to_one_file_name_get_a_file_each(tmp_path):
 def test_a_sibling_file_one_group_would_share_with_another_is_refused(tmp_path):
     # a group "x-regimes" writes topology-x-regimes.json, which is group x's regime file
     from goose_runtime.fit_report import check_outputs
-    paths = []
-    for i, method in enumerate(("x", "x-regimes")):
-        paths.append(tmp_path / f"{i}.parquet")
-        write_synthetic(paths[-1], SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=6, cycles=20, method=method,
-                                                 run_id=f"r{i}"), seed=i)
-    a = analyze(fit_counts(count_files(paths, group_by=["method"]), n_boot=20, seed=0))
+    a = _analysis_of_methods(tmp_path, ("x", "x-regimes"))
     check_outputs(a, tmp_path / "out")  # without the regime siblings, no two names meet
     with pytest.raises(OutputPathError, match="two groups would both write .*topology-x-regimes.json"):
         check_outputs(a, tmp_path / "out", siblings=("-regimes",))
