@@ -50,7 +50,8 @@ def output_file_problem(path: str | os.PathLike) -> str | None:
         return "ends with a '/': that names a folder, not a file"
     if os.path.lexists(text) and not os.path.isfile(text):
         return "exists and is not a regular file"
-    reason = _too_long(text) or _blocked(os.path.dirname(os.path.abspath(text)))
+    absolute = os.path.abspath(text)
+    reason = _too_long(absolute) or _blocked(os.path.dirname(absolute))
     return None if reason is None else f"cannot be written: {reason}"
 
 
@@ -59,21 +60,27 @@ def output_dir_problem(path: str | os.PathLike) -> str | None:
     text = os.fspath(path)
     if not text:
         return "is empty"
-    reason = _too_long(text) or _blocked(os.path.abspath(text))
+    absolute = os.path.abspath(text)
+    reason = _too_long(absolute) or _blocked(absolute)
     return None if reason is None else f"cannot be used: {reason}"
 
 
-def _too_long(text: str) -> str | None:
+def _nearest_existing(absolute: str) -> str:
+    """``absolute`` itself if it exists, else its nearest existing ancestor (at worst the root)."""
+    while not os.path.exists(absolute):
+        absolute = os.path.dirname(absolute)
+    return absolute
+
+
+def _too_long(absolute: str) -> str | None:
     """A name past the file system's limit (255 bytes on most) fails only at the final rename,
     after the work: say so now."""
-    folder = os.path.abspath(text)
-    while not os.path.exists(folder):
-        folder = os.path.dirname(folder)
+    folder = _nearest_existing(absolute)
     try:
         limit = os.pathconf(folder if os.path.isdir(folder) else os.path.dirname(folder), "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
-    for part in os.path.abspath(text).split(os.sep):
+    for part in absolute.split(os.sep):
         size = len(os.fsencode(part))
         if size > limit:
             return f"a name of {size} bytes, more than the file system's {limit}"
@@ -81,9 +88,7 @@ def _too_long(text: str) -> str | None:
 
 
 def _blocked(folder: str) -> str | None:
-    probe = folder
-    while not os.path.exists(probe):  # the nearest existing ancestor decides
-        probe = os.path.dirname(probe)
+    probe = _nearest_existing(folder)  # the nearest existing ancestor decides
     if not os.path.isdir(probe):
         return f"{probe} is not a directory"
     if not os.access(probe, os.W_OK):

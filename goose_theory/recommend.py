@@ -53,7 +53,7 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
         from .latency import cost_aware  # only needed with a latency profile
         budgets = None  # every budget the profile prices; a given budget is the most it may choose
         if budget_source == "given":  # (as goose optimize --budget B --latency)
-            budgets = [b for b in range(latency.sizes[0] - 1, latency.sizes[-1]) if b <= budget] or [budget]
+            budgets = list(range(latency.sizes[0] - 1, min(latency.sizes[-1], budget + 1))) or [budget]
         chosen = cost_aware(acceptance, latency, rule="optimal", budgets=budgets, **limits)
         budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
     # isotropic:K needs K <= top_k candidates per node; leave out what the runs could not build

@@ -34,7 +34,6 @@ Example:
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Sequence
 
 import numba
@@ -83,18 +82,16 @@ def length_trees(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float
     only, so the result is the same whatever the thread count. The longest lengths (the most
     spines to try) start first."""
     n = min(budget, limits.get("max_spine", 20))
-    build = partial(_tree_of_length, acceptance, spine, fill, budget, scale, limits)
+
+    def build(length: int) -> Topology:
+        return length_tree(acceptance, spine, fill, budget=budget, length=length, scale=scale, **limits)
+
     longest_first = range(n, 0, -1)
     workers = min(n, numba.get_num_threads())
     if workers <= 1:
         return tuple(reversed([build(L) for L in longest_first]))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return tuple(reversed(list(pool.map(build, longest_first))))
-
-
-def _tree_of_length(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, scale: float,
-                    limits: dict, length: int) -> Topology:
-    return length_tree(acceptance, spine, fill, budget=budget, length=length, scale=scale, **limits)
 
 
 def length_tau(trees: Sequence[Topology], acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], *,
