@@ -15,6 +15,7 @@ from goose_theory.cli_util import make_parser, run_command
 # and sets ``handler`` on each subparser.
 COMMAND_MODULES = (
     "goose_theory.cli",
+    "goose_theory.choices_cli",
     "goose_runtime.decode_cli",
     "goose_runtime.validate_cli",
     "goose_runtime.app_cli",

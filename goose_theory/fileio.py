@@ -268,27 +268,38 @@ class _LimitError(json.JSONDecodeError):
         return self.msg
 
 
-def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
-    """Parse a JSON file; a missing or malformed file raises ``error`` with one line naming it."""
+def read_text_file(path: str | os.PathLike, error: type[Exception], *, max_bytes: int = MAX_JSON_BYTES,
+                   what: str = "a JSON file") -> str:
+    """A UTF-8 file's text; a missing, unreadable or oversized file raises ``error`` with one line
+    naming it (``what`` the file should have been)."""
     if not os.fspath(path):
         raise error("'': the file name is empty")
     try:
         if os.path.isdir(path):
-            raise error(f"{path}: is a directory, not a JSON file")
+            raise error(f"{path}: is a directory, not {what}")
         mode = os.stat(path).st_mode if os.path.exists(path) else 0
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-            raise error(f"{path}: is a device, not a JSON file")  # a pipe (/dev/stdin, <(...)) is fine
+            raise error(f"{path}: is a device, not {what}")  # a pipe (/dev/stdin, <(...)) is fine
         with open(path, encoding="utf-8") as fh:
-            text = fh.read(MAX_JSON_BYTES + 1)
-        if len(text) > MAX_JSON_BYTES:
-            raise error(f"{path}: larger than {MAX_JSON_BYTES >> 20} MB; not a file this toolkit wrote")
-        return loads_json(text)
+            text = fh.read(max_bytes + 1)
+        if len(text) > max_bytes:
+            raise error(f"{path}: larger than {max_bytes >> 20} MB; not a file this toolkit wrote")
+        return text
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: malformed JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text, so not {what} ({exc})") from None
     except OSError as exc:
         raise error(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def read_json(path: str | os.PathLike, error: type[Exception]) -> Any:
+    """Parse a JSON file; a missing or malformed file raises ``error`` with one line naming it."""
+    text = read_text_file(path, error)
+    try:
+        return loads_json(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: malformed JSON ({exc})") from None
 
 
 def load_json_file(path: str | os.PathLike, parse: Callable[[Any], T], error: type[Exception]) -> T:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from goose_theory.choices import load_choices
 from goose_theory.topology import Topology, save_topology
 from goose_runtime.decoder import ConfigError, DecodeConfig, Decoder
 from goose_runtime.kvcache import cache_for
@@ -16,7 +17,7 @@ from goose_runtime.model import tiny_random_bundle
 from goose_runtime.trees import new_tree
 from goose_runtime.verify import MaskBuilder, forward
 
-METHODS = ["ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@12", "topology"]
+METHODS = ["ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@12", "topology", "choices"]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +79,10 @@ def make_method(name: str, tmp_path):
         path = tmp_path / "spine6.json"
         save_topology(Topology.from_nodes(nodes), path)
         return parse_method(f"topology:{path}")
+    if name == "choices":  # a Medusa/EAGLE-style rank-path list, imported as a topology file
+        (tmp_path / "tree.txt").write_text("[(0,), (1,), (2,), (0, 0), (0, 1), (1, 0), (0, 0, 0), (0, 0, 0, 0)]")
+        save_topology(load_choices(tmp_path / "tree.txt"), tmp_path / "tree.json")
+        return parse_method(f"topology:{tmp_path / 'tree.json'}")
     kind, _, b = name.partition("@")
     return parse_method(kind, budget=int(b) if b else None)
 

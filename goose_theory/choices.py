@@ -1,0 +1,169 @@
+"""Tree choices: the rank-path trees of Medusa, EAGLE, TensorRT-LLM and vLLM, to and from topologies.
+
+Runtimes with a static speculation tree describe it as a list of *choices*: one path of 0-based
+draft ranks per node, the root left implicit. ``[[0], [1], [0, 0]]`` is the root's top two
+candidates and the top candidate under the first (Medusa's ``medusa_choices``, EAGLE's tree
+choices, TensorRT-LLM's ``--medusa_choices``, vLLM's ``speculative_token_tree`` as tuples).
+A path's every proper prefix must be a node too.
+
+Goose's transition nodes are exactly such nodes (an adjacency candidate by rank under its
+parent), so a transition-only topology and a choices list describe the same tree, and the exact
+E[tau] of ``goose yield`` is the textbook sum over nodes of the product of rank acceptances along
+each path. A spine node (the context matcher's chain) has no rank path: a topology with a spine
+is refused on export, not approximated. Transition-only trees come from ``goose optimize --p-s 0``
+(or ``--rule transition-only``), ``tr`` and ``iso:K``.
+
+Compromises: the file is the runtimes' bare list (no version field, so that it can be pasted into
+their configs as it is); the reader also takes a Python literal (tuples, as vLLM and Medusa's
+``choices.py`` spell them) and refuses anything else. Export sorts by (length, path), the order
+Medusa sorts into; import accepts any order.
+
+Example:
+    >>> t = topology_from_choices([[0], [1], [0, 0]])
+    >>> t.parent, t.rank, t.budget
+    ((-1, 0, 0, 1), (0, 0, 1, 0), 3)
+    >>> choices_from_topology(t)
+    [[0], [1], [0, 0]]
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+from typing import Any, Sequence
+
+from .errors import InputError
+from .fileio import loads_json, read_text_file, write_text_atomic
+from .topology import MAX_RANK, TRANSITION, Topology
+
+MAX_NODES = 10_000  # goose optimize's largest budget; Medusa's and EAGLE's default trees have 63 and 59
+MAX_PATH = 64  # goose optimize's deepest tree; those runtimes draft 4-6 levels
+MAX_TEXT = 16 << 20  # 10 000 paths of 64 five-digit ranks are 4 MB; Python's literal parser is not streaming
+
+
+class ChoicesError(InputError):
+    """A choices list that does not describe a tree; the message is one line."""
+
+
+def choices_from_topology(topology: Topology) -> list[list[int]]:
+    """The rank path of every non-root node of a transition-only ``topology``, sorted by
+    (length, path). Raises :class:`ChoicesError` when the tree has spine nodes."""
+    if topology.spine_length:
+        raise ChoicesError(f"the tree has {topology.spine_length} spine node(s): tree choices are draft-rank paths "
+                           f"only and cannot hold the context match; export a transition-only tree (goose optimize "
+                           f"--p-s 0, or --rule transition-only)")
+    paths: list[tuple[int, ...]] = [()]
+    for i in range(1, topology.n_nodes):  # parents precede children
+        paths.append(paths[topology.parent[i]] + (topology.rank[i],))
+    return [list(p) for p in sorted(paths[1:], key=lambda p: (len(p), p))]
+
+
+def topology_from_choices(choices: Any, *, meta: dict[str, Any] | None = None) -> Topology:
+    """The transition-only topology of a choices list (lists or tuples of ranks, any order).
+
+    Raises :class:`ChoicesError` naming the first path that is malformed, repeated, deeper than
+    :data:`MAX_PATH`, or whose parent path is missing. ``max_depth`` is the deepest path's length
+    (at least the paper's 6).
+    """
+    paths = _paths(choices)
+    index = {path: i + 1 for i, path in enumerate(paths)}
+    nodes: list[tuple[int, int, int]] = [(-1, "root", 0)]  # type: ignore[list-item]
+    index[()] = 0  # the implicit root
+    for path in paths:
+        if path[:-1] not in index:
+            raise ChoicesError(f"path {list(path)} has no parent: {list(path[:-1])} is not in the list "
+                               f"(every prefix of a path must be a node)")
+        nodes.append((index[path[:-1]], TRANSITION, path[-1]))
+    depth = max((len(p) for p in paths), default=0)
+    return Topology.from_nodes(nodes, max_depth=max(6, depth), meta=meta)
+
+
+def portability_notes(paths: Sequence[Sequence[int]]) -> list[str]:
+    """What other runtimes make of these paths, where it is not what goose means by them (each a
+    phrase): Medusa and EAGLE-1 draft the top 10 per node, and vLLM and TensorRT-LLM's PyTorch
+    EAGLE draft a node's top-(number of its children), so a rank gap there drafts other tokens.
+
+    Example:
+        >>> for note in portability_notes([[0], [2], [0, 10]]):
+        ...     print(note[:45])
+        rank 10 is past the top 10 that Medusa and EA
+        rank gaps (path [2] without [1]): vLLM and Te
+    """
+    notes = []
+    top = max((r for p in paths for r in p), default=0)
+    if top > 9:
+        notes.append(f"rank {top} is past the top 10 that Medusa and EAGLE-1 draft")
+    present = {tuple(p) for p in paths}
+    gap = next((p for p in sorted(present, key=lambda p: (len(p), p)) if p[-1] > 0 and p[:-1] + (p[-1] - 1,) not in present), None)
+    if gap is not None:
+        notes.append(f"rank gaps (path {list(gap)} without {list(gap[:-1] + (gap[-1] - 1,))}): vLLM and "
+                     f"TensorRT-LLM's PyTorch EAGLE draft the top-(number of children) of a node, so they would "
+                     f"draft other tokens there")
+    return notes
+
+
+def _paths(choices: Any) -> list[tuple[int, ...]]:
+    """Validated rank paths sorted by (length, path): parents first, duplicates refused."""
+    if not isinstance(choices, (list, tuple)):
+        raise ChoicesError(f"tree choices must be a list of rank paths such as [[0], [1], [0, 0]], "
+                           f"got {type(choices).__name__}")
+    if len(choices) > MAX_NODES:
+        raise ChoicesError(f"{len(choices)} paths: more than the {MAX_NODES} nodes goose handles")
+    seen: set[tuple[int, ...]] = set()
+    for entry in choices:
+        path = _path(entry)
+        if path in seen:
+            raise ChoicesError(f"path {list(path)} appears twice")
+        seen.add(path)
+    return sorted(seen, key=lambda p: (len(p), p))
+
+
+def _path(entry: Any) -> tuple[int, ...]:
+    if not isinstance(entry, (list, tuple)) or not entry:
+        raise ChoicesError(f"each choice must be a non-empty list of ranks, got {entry!r}"[:200])
+    if len(entry) > MAX_PATH:
+        raise ChoicesError(f"a path of {len(entry)} ranks: deeper than {MAX_PATH}")
+    for rank in entry:
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= MAX_RANK:
+            raise ChoicesError(f"path {entry!r}: ranks must be integers in 0..{MAX_RANK}, got {rank!r}"[:200])
+    return tuple(entry)
+
+
+def parse_choices_text(text: str) -> Any:
+    """The list in ``text``: JSON, else a Python literal (``[(0,), (1,), (0, 0)]``).
+
+    Example:
+        >>> parse_choices_text("[(0,), (1,), (0, 0)]")
+        [(0,), (1,), (0, 0)]
+    """
+    if len(text) > MAX_TEXT:
+        raise ChoicesError(f"larger than {MAX_TEXT >> 20} MB; no tree of {MAX_NODES} nodes is")  # literal_eval has no limit
+    try:
+        return loads_json(text)
+    except json.JSONDecodeError as exc:
+        json_problem = str(exc)
+    try:  # literal_eval builds constants only: no names, calls or attributes run
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise ChoicesError(f"neither JSON ({json_problem}) nor a Python list literal") from None
+
+
+def load_choices(path: str | os.PathLike) -> Topology:
+    """Read a choices file (JSON or Python literal) as a topology; errors name the file."""
+    name = os.fspath(path)
+    text = read_text_file(name, ChoicesError, max_bytes=MAX_TEXT, what="a tree choices file")
+    try:
+        return topology_from_choices(parse_choices_text(text),
+                                     meta={"rule": "tree-choices", "imported_from": os.path.basename(name)})
+    except ChoicesError as exc:
+        raise ChoicesError(f"{name}: {exc}") from None
+
+
+def choices_text(paths: Sequence[Sequence[int]]) -> str:
+    """One line of JSON, as the runtimes' configs write the list."""
+    return json.dumps([list(p) for p in paths], separators=(", ", ": ")) + "\n"
+
+
+def save_choices(paths: Sequence[Sequence[int]], path: str | os.PathLike) -> None:
+    """Write ``paths`` as one JSON line, atomically."""
+    write_text_atomic(path, choices_text(paths))

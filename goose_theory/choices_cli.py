@@ -1,0 +1,68 @@
+"""``goose choices export|import``: topologies as the tree choices of Medusa, EAGLE, TensorRT-LLM, vLLM.
+
+``export TOPOLOGY.json [--out FILE]`` prints (or writes) the rank paths of a transition-only tree;
+``import CHOICES --out TOPOLOGY.json`` turns a choices list (JSON or a Python literal) into a
+``goose-topology/1`` file that ``goose yield``, ``compare`` and ``decode --method topology:FILE``
+read. See :mod:`goose_theory.choices` for the convention.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes, save_choices
+from .cli_util import UsageError, check_not_an_input, check_output_file, print_json
+from .topology import load_topology, save_topology
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("choices", help="convert between topology JSON and the tree choices (rank paths) of "
+                                       "Medusa, EAGLE, TensorRT-LLM and vLLM")
+    way = p.add_subparsers(dest="direction", metavar="DIRECTION")
+    e = way.add_parser("export", help="a transition-only topology as a choices list [[0], [1], [0, 0], ...]")
+    e.add_argument("topology", help="goose-topology/1 JSON file (no spine nodes)")
+    e.add_argument("--out", help="write the list to this file (default: print it)")
+    e.set_defaults(handler=cmd_export)
+    i = way.add_parser("import", help="a choices list (JSON or Python literal, e.g. [(0,), (1,), (0, 0)]) as "
+                                      "topology JSON")
+    i.add_argument("choices", help="file holding the list")
+    i.add_argument("--out", required=True, help="where to write the topology JSON")
+    i.add_argument("--json", action="store_true", help="print one JSON object")
+    i.set_defaults(handler=cmd_import)
+    p.set_defaults(handler=_need_direction)
+
+
+def _need_direction(args: argparse.Namespace) -> int:
+    raise UsageError("goose choices: say export TOPOLOGY.json or import CHOICES --out TOPOLOGY.json")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    check_output_file(args.out, "--out")
+    check_not_an_input(args.out, "--out", {"topology": args.topology})
+    try:
+        paths = choices_from_topology(load_topology(args.topology))
+    except ChoicesError as exc:
+        raise ChoicesError(f"{args.topology}: {exc}") from None
+    if args.out is None:
+        print(choices_text(paths), end="")
+    else:
+        save_choices(paths, args.out)
+        print(f"{len(paths)} paths, depth {max(map(len, paths), default=0)} -> {args.out}")
+    for note in portability_notes(paths):  # stderr: stdout stays the bare list a config can take
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    check_output_file(args.out, "--out")
+    check_not_an_input(args.out, "--out", {"choices": args.choices})
+    topology = load_choices(args.choices)
+    save_topology(topology, args.out)
+    summary = {"budget": topology.budget, "depth": int(topology.depth.max()), "max_rank": max(topology.rank),
+               "out": args.out}
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"{topology.budget} nodes, depth {summary['depth']}, highest rank {summary['max_rank']} -> {args.out}")
+    return 0

@@ -1,0 +1,79 @@
+"""``goose choices export|import``: the files it writes, what it prints, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from goose_runtime.cli import main
+from goose_theory.acceptance import Acceptance
+from goose_theory.topology import Topology, load_topology, save_topology
+from goose_theory.yields import exact_yield
+
+TREE = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0)])
+
+
+def test_export_prints_the_list(tmp_path, capsys):
+    save_topology(TREE, tmp_path / "t.json")
+    assert main(["choices", "export", str(tmp_path / "t.json")]) == 0
+    assert json.loads(capsys.readouterr().out) == [[0], [1], [0, 0]]
+
+
+def test_optimized_tree_exports_imports_and_keeps_its_tau(tmp_path, capsys):
+    out = tmp_path / "opt.json"
+    assert main(["optimize", "--budget", "20", "--p-s", "0", "--p-t", "0.4,0.15,0.08,0.05", "--out", str(out)]) == 0
+    assert main(["choices", "export", str(out), "--out", str(tmp_path / "c.json")]) == 0
+    assert main(["choices", "import", str(tmp_path / "c.json"), "--out", str(tmp_path / "back.json"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert printed["budget"] == 20 and printed["out"] == str(tmp_path / "back.json")
+    acc = Acceptance.parse(0.0, [0.4, 0.15, 0.08, 0.05])
+    back, original = load_topology(tmp_path / "back.json"), load_topology(out)
+    assert exact_yield(back, acc).expected_tau == pytest.approx(original.meta["predicted_tau"], rel=1e-12)
+    assert back.meta["rule"] == "tree-choices" and back.meta["imported_from"] == "c.json"
+
+
+def test_import_python_literal(tmp_path, capsys):
+    (tmp_path / "tree.py.txt").write_text("[(0,), (1,), (0, 0), (0, 1)]\n")
+    assert main(["choices", "import", str(tmp_path / "tree.py.txt"), "--out", str(tmp_path / "t.json")]) == 0
+    assert "4 nodes, depth 2, highest rank 1" in capsys.readouterr().out
+    assert load_topology(tmp_path / "t.json").parent == (-1, 0, 0, 1, 1)
+
+
+def test_export_refuses_a_spine_and_names_the_file(tmp_path, capsys):
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), tmp_path / "s.json")
+    assert main(["choices", "export", str(tmp_path / "s.json"), "--out", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {tmp_path / 's.json'}: the tree has 1 spine node") and err.count("\n") == 1
+    assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("text,needle", [("[[0, 1]]", "has no parent"), ("{}", "must be a list"),
+                                         ("[[0], [0]]", "appears twice"), ("", "neither JSON")])
+def test_import_bad_list_writes_nothing(tmp_path, capsys, text, needle):
+    (tmp_path / "c.json").write_text(text)
+    assert main(["choices", "import", str(tmp_path / "c.json"), "--out", str(tmp_path / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and str(tmp_path / "c.json") in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
+
+
+def test_usage_errors(tmp_path, capsys):
+    assert main(["choices"]) == 2
+    assert "export TOPOLOGY.json or import" in capsys.readouterr().err
+    (tmp_path / "c.json").write_text("[[0]]")
+    assert main(["choices", "import", str(tmp_path / "c.json"), "--out", str(tmp_path / "c.json")]) == 2
+    assert "would replace that input" in capsys.readouterr().err
+    assert (tmp_path / "c.json").read_text() == "[[0]]"
+    with pytest.raises(SystemExit) as info:  # argparse: --out is required
+        main(["choices", "import", str(tmp_path / "c.json")])
+    assert info.value.code == 2 and "required: --out" in capsys.readouterr().err
+    assert main(["choices", "export", str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_export_notes_go_to_stderr(tmp_path, capsys):
+    gap = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 2)])
+    save_topology(gap, tmp_path / "gap.json")
+    assert main(["choices", "export", str(tmp_path / "gap.json")]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [[0], [2]] and err.startswith("note: rank gaps (path [2] without [1])")
