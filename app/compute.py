@@ -27,6 +27,7 @@ import pandas as pd
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
+from goose_theory.choices import ChoicesError, choices_from_topology, choices_text, portability_notes
 from goose_theory.fileio import loads_json
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
@@ -217,3 +218,15 @@ def topology_download(topology: dict[str, Any]) -> str:
     """The ``goose-topology/1`` JSON text for the download button (validated round trip)."""
     topo: Topology = topology_from_dict(topology)
     return json.dumps(topo.to_dict(), indent=1, allow_nan=False) + "\n"
+
+
+def choices_download(topology: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """The tree choices line of a transition-only tree (Medusa, EAGLE, TensorRT-LLM, vLLM) and what
+    those runtimes would make of it differently; ``(None, [why not])`` for a tree with a spine."""
+    topo = topology_from_dict(topology)
+    try:
+        paths = choices_from_topology(topo)
+    except ChoicesError as exc:
+        return None, [str(exc)]
+    return choices_text(paths), portability_notes(paths)
+

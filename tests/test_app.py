@@ -142,6 +142,14 @@ def test_p_t_by_parent_exclusive_violation_is_a_message(at):
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, acc).expected_tau:.4f}"
 
 
+def test_export_offers_tree_choices_without_a_spine(at):
+    assert any("Not for this tree" in c.value for c in at.caption)  # the default optimal tree has a spine
+    at.selectbox(key="rule").set_value("transition-only").run()
+    assert not at.exception and not errors(at)
+    assert len(at.get("download_button")) == 2
+    assert any("goose choices import" in c.value for c in at.caption)
+
+
 def test_bad_rule_is_a_message_and_the_rest_works(at):
     at.slider(key="top_k").set_value(3)
     at.selectbox(key="rule").set_value("isotropic:5").run()

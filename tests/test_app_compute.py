@@ -14,6 +14,7 @@ import pytest
 from app import compute, compute_io
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
+from goose_theory.choices import choices_from_topology, topology_from_choices
 from goose_theory.fit import fit_traces
 from goose_theory.latency import LatencyError, cost_aware, latency_from_dict
 from goose_theory.optimize import OptimizeError, build_topology
@@ -100,6 +101,16 @@ def test_topology_download_round_trip():
     text = compute.topology_download(topo.to_dict())
     assert topology_from_dict(json.loads(text)) == topo
     assert json.loads(text)["schema"] == "goose-topology/1"
+
+
+def test_choices_download_only_without_a_spine():
+    acc = Acceptance.parse(0.5, 0.05)
+    plain = build_topology("transition-only", acc, budget=12).topology
+    text, notes = compute.choices_download(plain.to_dict())
+    assert choices_from_topology(topology_from_choices(json.loads(text))) == choices_from_topology(plain)
+    assert notes == [] and len(json.loads(text)) == 12
+    text, notes = compute.choices_download(build_topology("paper", acc, budget=12).topology.to_dict())
+    assert text is None and "spine node" in notes[0]
 
 
 @pytest.mark.parametrize("data, message", [

@@ -21,6 +21,7 @@ cost_view = _cache(views.cost_view)
 fit_shipped_view = _cache(views.fit_shipped_view)
 fit_uploaded_view = _cache(views.fit_uploaded_view)
 topology_download = _cache(compute.topology_download)
+choices_download = _cache(compute.choices_download)
 parse_topology_json = _cache(compute.parse_topology_json)
 parse_latency = _cache(compute_io.parse_latency)
 

@@ -1,4 +1,5 @@
-"""Export: download the chosen tree as ``goose-topology/1`` JSON (the runtime's input)."""
+"""Export: download the chosen tree as ``goose-topology/1`` JSON (the runtime's input) and, without a
+spine, as the tree choices other runtimes take."""
 from __future__ import annotations
 
 from typing import Any
@@ -25,3 +26,18 @@ def render(p: Params, result: dict[str, Any] | None) -> None:
     st.caption("Use it with `goose yield --topology FILE ...` or the runtime's `--topology FILE`.")
     with st.expander("Show the JSON"):
         st.code(text, language="json")
+    _choices(topo, name)
+
+
+def _choices(topo: dict[str, Any], name: str) -> None:
+    st.subheader("Tree choices (Medusa, EAGLE, TensorRT-LLM, vLLM)")
+    text, notes = common.choices_download(topo)
+    if text is None:
+        st.caption(f"Not for this tree: {notes[0]}")
+        return
+    st.download_button("Download tree choices", text, file_name=f"choices-{name}-B{topo['budget']}.json",
+                       mime="application/json", key="download_choices")
+    st.caption("One rank path per node, e.g. [[0], [1], [0, 0]]: `medusa_choices`, EAGLE's tree choices, "
+               "vLLM's `speculative_token_tree`; `goose choices import FILE --out T.json` reads it back.")
+    for note in notes:
+        st.caption(f"Note: {note}.")
