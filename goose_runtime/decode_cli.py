@@ -133,7 +133,7 @@ def _method_list(args) -> list[str]:
 
 
 def _check_decode_flags(args, specs) -> None:
-    from .methods import topology_file
+    from .methods import label_kind, topology_file
 
     files = [topology_file(m) for m in _method_list(args)]  # topology:FILE[+prior][+store][@B]
     check_not_an_input(args.trace_out, "--trace-out", {"--latency": args.latency, "--topology": [args.topology, *files],
@@ -141,8 +141,8 @@ def _check_decode_flags(args, specs) -> None:
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
-    bare = (m.lower().split("@")[0].removesuffix("+prior").strip() == "topology" for m in _method_list(args))
-    if args.topology is not None and not any(bare):  # as parse_method reads names: any case, spaces, +prior
+    bare = (label_kind(m) == ("topology", None) for m in _method_list(args))  # any case, spaces, suffixes, @B
+    if args.topology is not None and not any(bare):
         raise UsageError("--topology is the file of --method topology (or of 'topology' in --compare), and no "
                          "bare 'topology' method is in this run (topology:FILE names its own file)")
     if args.refresh_latency and not any(s.kind == "auto" for s in specs):

@@ -182,14 +182,14 @@ def parse_method(spec: str, *, budget: int | str | None = None, topology_path: s
                       f"topology:FILE)")
 
 
-def topology_file(label: str) -> str | None:
-    """The FILE of a ``topology:FILE`` method label, read as :func:`parse_method` and
-    ``runner.parse_labeled`` read it (``+prior`` / ``+store`` in any case, a trailing ``@B``), else
-    None: for checks that must not load the file.
+def label_kind(label: str) -> tuple[str, str | None]:
+    """The kind (lower case) and argument of a method label, read as :func:`parse_method` and
+    ``runner.parse_labeled`` read it (``+prior`` / ``+store`` in any case, a trailing ``@B``),
+    without loading or checking anything: for checks that must not load a topology file.
 
     Example:
-        >>> topology_file(" topology:runs/a@b/t.json+PRIOR+store@8"), topology_file("goose@8")
-        ('runs/a@b/t.json', None)
+        >>> label_kind(" topology:runs/a@b/t.json+PRIOR+store@8"), label_kind("Topology+prior@8")
+        (('topology', 'runs/a@b/t.json'), ('topology', None))
     """
     spec = label.strip()
     name, at, tail = spec.rpartition("@")
@@ -199,7 +199,18 @@ def topology_file(label: str) -> str | None:
         suffix = PRIOR_SUFFIX if low.endswith(PRIOR_SUFFIX) else STORE_SUFFIX
         spec = spec[: -len(suffix)].strip()
     kind, _, arg = spec.partition(":")
-    return (arg or None) if kind.strip().lower() == "topology" else None
+    return kind.strip().lower(), arg or None
+
+
+def topology_file(label: str) -> str | None:
+    """The FILE of a ``topology:FILE`` method label (see :func:`label_kind`), else None.
+
+    Example:
+        >>> topology_file("topology:t.json+prior"), topology_file("goose@8"), topology_file("topology")
+        ('t.json', None, None)
+    """
+    kind, arg = label_kind(label)
+    return arg if kind == "topology" else None
 
 
 def _with_prior(spec: MethodSpec) -> MethodSpec:

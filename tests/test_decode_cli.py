@@ -249,6 +249,7 @@ def _fails(capsys, argv, message):
     (["--prompt", "x", "--latency", "l.json"], "--latency applies to the auto method only"),
     (["--prompt", "x", "--method", "goose", "--topology", "t.json"], "--topology is the file of --method topology"),
     (["--prompt", "x", "--method", " Topology+PRIOR", "--topology", "t.json"], "t.json: no such file"),  # read, not refused
+    (["--prompt", "x", "--method", "topology+prior@8", "--topology", "t.json"], "t.json: no such file"),
     (["--prompt", "x", "--method", "ar+prior"], "method 'ar' drafts no adjacency candidates"),
     (["--prompt", "x", "--min-score", "-0.5"], "--min-score must be in [0, 1), got -0.5"),
     (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be in (0, 16], got inf"),
