@@ -27,7 +27,8 @@ import pandas as pd
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
-from goose_theory.choices import ChoicesError, choices_from_topology, choices_text, portability_notes
+from goose_theory.choices import (ChoicesError, choices_from_topology, choices_text, portability_notes,
+                                  topology_from_choices)
 from goose_theory.fileio import loads_json
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
@@ -50,13 +51,16 @@ def _build(rule: str, acc: Acceptance, budget: int, max_depth: int, max_spine: i
 
 
 def parse_topology_json(data: bytes) -> dict[str, Any]:
-    """Validate an uploaded ``goose-topology/1`` file; returns its dict (TopologyError if bad)."""
+    """Validate an uploaded ``goose-topology/1`` file, or a tree choices list (``[[0], [1], [0, 0]]``,
+    JSON); returns the topology's dict (TopologyError or ChoicesError if bad)."""
     if not data:
         raise TopologyError("the topology file is empty")
     try:
         obj = loads_json(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TopologyError(f"not a JSON file ({exc})") from None
+    if isinstance(obj, list):  # Medusa's, EAGLE's, vLLM's rank paths
+        return topology_from_choices(obj, meta={"rule": "tree-choices"}).to_dict()
     return topology_from_dict(obj).to_dict()
 
 

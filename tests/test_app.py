@@ -177,6 +177,18 @@ def test_uploaded_topology_and_exclusive_violation(at):
     assert not errors(at)
 
 
+def test_uploaded_tree_choices_are_scored_and_exported_back(at):
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("medusa.json", b"[[0], [1], [0, 0], [0, 1]]",
+                                                       "application/json"))
+    at.slider(key="p_t").set_value(0.2).run()
+    assert not at.exception and not errors(at)
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0),
+                                (1, "transition", 1)])
+    assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau:.4f}"
+    assert len(at.get("download_button")) == 2  # no spine: the choices download is offered
+
+
 def test_uploaded_regime_file_shows_its_own_prediction(at):
     data = (Path(APP).parent.parent / REGIME_EXPORT).read_bytes()
     at.selectbox(key="rule").set_value("uploaded topology").run()

@@ -14,7 +14,7 @@ import pytest
 from app import compute, compute_io
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
-from goose_theory.choices import choices_from_topology, topology_from_choices
+from goose_theory.choices import ChoicesError, choices_from_topology, topology_from_choices
 from goose_theory.fit import fit_traces
 from goose_theory.latency import LatencyError, cost_aware, latency_from_dict
 from goose_theory.optimize import OptimizeError, build_topology
@@ -101,6 +101,13 @@ def test_topology_download_round_trip():
     text = compute.topology_download(topo.to_dict())
     assert topology_from_dict(json.loads(text)) == topo
     assert json.loads(text)["schema"] == "goose-topology/1"
+
+
+def test_uploaded_choices_list_is_a_topology():
+    topo = compute.parse_topology_json(b"[[0], [1], [0, 0]]")
+    assert topology_from_dict(topo).parent == (-1, 0, 0, 1) and topo["rule"] == "tree-choices"
+    with pytest.raises(ChoicesError, match=r"path \[0, 1\] has no parent"):
+        compute.parse_topology_json(b"[[0, 1]]")
 
 
 def test_choices_download_only_without_a_spine():

@@ -68,7 +68,8 @@ def render() -> Params:
     seed = int(sb.number_input("Monte Carlo seed", 0, 2**31 - 1, 0, 1, key="seed"))
     topology_json = None
     if rule == UPLOADED:
-        upload = sb.file_uploader("goose-topology/1 JSON", type=["json"], key="topology_upload")
+        upload = sb.file_uploader("goose-topology/1 JSON, or tree choices ([[0], [1], [0, 0]])", type=["json"],
+                                  key="topology_upload")
         if upload is None:
             sb.info("Upload a topology file; until then the optimal tree is shown.")
         else:
