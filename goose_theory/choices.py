@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from .errors import InputError
 from .fileio import loads_json, read_text_file, write_text_atomic
-from .topology import MAX_RANK, TRANSITION, Topology
+from .topology import MAX_RANK, ROOT, TRANSITION, Topology
 
 MAX_NODES = 10_000  # goose optimize's largest budget; Medusa's and EAGLE's default trees have 63 and 59
 MAX_PATH = 64  # goose optimize's deepest tree; those runtimes draft 4-6 levels
@@ -67,7 +67,7 @@ def topology_from_choices(choices: Any, *, meta: dict[str, Any] | None = None) -
     """
     paths = _paths(choices)
     index = {path: i + 1 for i, path in enumerate(paths)}
-    nodes: list[tuple[int, int, int]] = [(-1, "root", 0)]  # type: ignore[list-item]
+    nodes = [(-1, ROOT, 0)]
     index[()] = 0  # the implicit root
     for path in paths:
         if path[:-1] not in index:
