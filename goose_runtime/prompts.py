@@ -27,7 +27,8 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   categories at the end (docs/two-regime.md, section 12). ``mtbench-shuffled`` has the order of
   ``bench/results/holdout_mtbench_shuffled_40_2026-11-30/mtbench-shuffled.jsonl``.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
-  first turn is used) and optionally ``id``; blank lines are skipped; order = file order.
+  first turn is used) and optionally an id, a string or an integer (``id``, else ``question_id``,
+  else ``task_id``; none or null: the line number); blank lines are skipped; order = file order.
 
 :func:`encode_prompt` uses the model's chat template for instruct models, except for ``stdlib``,
 which is raw code continuation (a chat wrapper would make the model answer, not continue).
@@ -236,9 +237,22 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
     if not isinstance(text, str) or not text.strip():
         raise PromptError(f"{where}: needs a non-empty string in 'prompt', 'text' or 'turns'")
     check_text(text, where)
-    pid = str(obj.get("id", obj.get("question_id", obj.get("task_id", lineno))))
+    pid = _prompt_id(obj, where, lineno)
     check_text(pid, f"{where}: id")
     return Prompt(id=pid, text=text, benchmark=benchmark)
+
+
+def _prompt_id(obj: dict, where: str, lineno: int) -> str:
+    """The first of ``id``, ``question_id``, ``task_id`` that is given (null counts as not given:
+    ``str(None)`` made two such lines one id "None"), else the line number."""
+    for key in ("id", "question_id", "task_id"):
+        value = obj.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise PromptError(f"{where}: {key} must be a string or an integer, got {value!r}"[:200])
+        return str(value)
+    return str(lineno)
 
 
 def _stdlib_root() -> Path:

@@ -126,9 +126,11 @@ def test_unknown_bench_name():
 
 def test_jsonl_fields_ids_and_blank_lines(tmp_path):
     path = tmp_path / "mine.jsonl"
-    path.write_text('{"prompt": "a", "id": "x"}\n\n{"text": "b"}\n{"turns": ["c", "d"]}\n')
+    path.write_text('{"prompt": "a", "id": "x"}\n\n{"text": "b"}\n{"turns": ["c", "d"]}\n'
+                    '{"prompt": "e", "id": null, "question_id": 81}\n{"prompt": "f", "id": null}\n')
     prompts = load_prompts(str(path))
-    assert prompts == [Prompt("x", "a", "mine"), Prompt("3", "b", "mine"), Prompt("4", "c", "mine")]
+    assert prompts == [Prompt("x", "a", "mine"), Prompt("3", "b", "mine"), Prompt("4", "c", "mine"),
+                       Prompt("81", "e", "mine"), Prompt("6", "f", "mine")]  # null: not given (was "None")
 
 
 @pytest.mark.parametrize("content, message", [
@@ -140,6 +142,8 @@ def test_jsonl_fields_ids_and_blank_lines(tmp_path):
     ('{"prompt": "  "}\n', "mine.jsonl:1: needs a non-empty string"),
     ('{"other": 1}\n', "mine.jsonl:1: needs a non-empty string"),
     ('{"prompt": "a", "id": 1}\n{"prompt": "b", "id": 1}\n', "duplicate prompt id '1'"),
+    ('{"prompt": "a", "id": [1]}\n', "mine.jsonl:1: id must be a string or an integer, got \\[1\\]"),
+    ('{"prompt": "a", "task_id": true}\n', "mine.jsonl:1: task_id must be a string or an integer, got True"),
 ])
 def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
     path = tmp_path / "mine.jsonl"
