@@ -81,6 +81,10 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if few:
         lines.append(f"note: fewer than {FEW_PROMPTS} prompts in {', '.join(few)}: a cluster bootstrap over so few "
                      f"prompts understates the uncertainty; record more prompts before trusting these intervals")
+    blind = [g.label for g in analysis.groups if g.recommendation is not None and g.fit.p_s.n == 0]
+    if blind:  # the optimiser needs a number; 0 drafts no spine, the only choice the data supports
+        lines.append(f"note: no spine node was reached in {', '.join(blind)}: p_s is unknown there, and its "
+                     f"recommendation assumes 0 (no spine)")
     for b in analysis.violations:
         lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
                      f"{b.observed_tau:.3f} {_ci(b.ci95)}")

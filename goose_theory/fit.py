@@ -207,7 +207,8 @@ def _fit_group(label: str, key: dict[str, str], clusters: np.ndarray, counts: Fi
     n_units = cyc.shape[0]
     W = rng.multinomial(n_units, np.full(n_units, 1.0 / n_units), size=n_boot).astype(np.float64) if n_units > 1 else None
     p_s, p_t = _proportion(sm.sum(1), sr.sum(1), W), _proportion(rm.sum(1), rr.sum(1), W)
-    ratio_est = p_s.estimate / p_t.estimate if p_t.estimate else math.nan
+    # p_t of exactly 0 under p_s > 0: unbounded, not undefined (NaN p_t, no transition data, is truthy)
+    ratio_est = p_s.estimate / p_t.estimate if p_t.estimate else (math.inf if p_s.estimate > 0 else math.nan)
     tau_mean = tau.sum() / cyc.sum() if cyc.sum() else math.nan
     if W is not None:
         rlo, rhi = _percentile(_ratio(_ratio(W @ sm.sum(1), W @ sr.sum(1)), _ratio(W @ rm.sum(1), W @ rr.sum(1))))

@@ -377,3 +377,17 @@ def test_budget_zero_with_latency_still_exports_the_regime_files(tmp_path, capsy
     assert main([trace, "--budget", "0", "--latency", str(prof), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
     files = sorted(out.glob("topology*-regimes.json"))
     assert files and all(load_topology(f).budget == 0 for f in files)
+
+
+def test_degenerate_rates_are_named_in_the_summary(tmp_path, capsys):
+    # traces without a spine: p_s unknown, the recommendation assumes none (said, not silent)
+    flat = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0)])
+    write_synthetic(tmp_path / "flat.parquet", [SyntheticSpec(0.6, 0.1, (flat,), prompts=12, cycles=20)], seed=3)
+    assert main([str(tmp_path / "flat.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "p_s/p_t = nan" in out and "no spine node was reached in all" in out
+    # p_t exactly 0 under p_s > 0: the ratio is unbounded, not undefined
+    write_synthetic(tmp_path / "sure.parquet", [SyntheticSpec(1.0, 0.0, (TREE,), prompts=12, cycles=20)], seed=3)
+    assert main([str(tmp_path / "sure.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "p_s/p_t = inf" in out and "no spine node" not in out
