@@ -45,7 +45,7 @@ class LatencyError(InputError):
 
 def _number(name: str, value: Any, *, positive: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise LatencyError(f"{name} must be a finite number, got {value!r}")
+        raise LatencyError(f"{name} must be a finite number, got {value!r}"[:200])
     try:
         number = float(value)
     except OverflowError:  # JSON allows an integer of any length; float() refuses one past 1.8e308
@@ -53,7 +53,7 @@ def _number(name: str, value: Any, *, positive: bool) -> float:
     if not math.isfinite(number):
         raise LatencyError(f"{name} must be a finite number, got {value!r}")
     if (number <= 0) if positive else (number < 0):
-        raise LatencyError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}")
+        raise LatencyError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}"[:200])
     return number
 
 
@@ -78,12 +78,12 @@ class LatencyProfile:
                                f"(got {len(sizes)} and {len(seconds)})")
         for n in sizes:
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise LatencyError(f"sizes must be integers >= 1, got {n!r}")
+                raise LatencyError(f"sizes must be integers >= 1, got {n!r}"[:200])
             if n > MAX_SIZE:  # a typo or a hand-made file: the budget scans would run for hours
-                raise LatencyError(f"sizes must be at most {MAX_SIZE} tokens (one forward), got {n}")
+                raise LatencyError(f"sizes must be at most {MAX_SIZE} tokens (one forward), got {n}"[:200])
         for a, b in zip(sizes, sizes[1:]):
             if b <= a:
-                raise LatencyError(f"sizes must be strictly increasing (no duplicates), got {a} then {b}")
+                raise LatencyError(f"sizes must be strictly increasing (no duplicates), got {a} then {b}"[:200])
         secs = tuple(_number("seconds entry", t, positive=True) for t in seconds)
         object.__setattr__(self, "sizes", tuple(sizes))
         object.__setattr__(self, "seconds", secs)

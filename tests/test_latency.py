@@ -134,3 +134,10 @@ def test_cost_aware_optimal_matches_a_tree_per_budget(acc):
     rates = [tau / row["cycle_s"] for tau, row in zip(want, res.table)]
     assert res.best.budget == rates.index(max(rates)) and 5 < res.best.budget < 40
     assert res.table[res.best.budget]["predicted_tau"] == res.best.predicted_tau == want[res.best.budget]
+
+
+@pytest.mark.parametrize("sizes,seconds", [((10**400,), (0.1,)), ((1,), (-10**300,)), ((1,), ("x" * 1000,))])
+def test_huge_values_give_a_short_line(sizes, seconds):
+    with pytest.raises(LatencyError) as info:
+        LatencyProfile(sizes=sizes, seconds=seconds)
+    assert len(str(info.value)) <= 200
