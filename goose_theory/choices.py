@@ -129,34 +129,72 @@ def _path(entry: Any) -> tuple[int, ...]:
     return tuple(entry)
 
 
-def parse_choices_text(text: str) -> Any:
-    """The list in ``text``: JSON, else a Python literal (``[(0,), (1,), (0, 0)]``).
+_PARSE_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+
+
+def parse_choices_text(text: str, *, name: str | None = None) -> Any:
+    """The list in ``text``: JSON, a Python literal (``[(0,), (1,), (0, 0)]``), or, in a Python
+    source such as Medusa's ``medusa_choices.py``, the literal assigned to ``name`` (or to its only
+    ``NAME = [...]``). Nothing is executed: the source is parsed and only literals are evaluated.
 
     Example:
         >>> parse_choices_text("[(0,), (1,), (0, 0)]")
         [(0,), (1,), (0, 0)]
+        >>> parse_choices_text("a = [[0]]\\nb = [[0], [1]]", name="b")
+        [[0], [1]]
     """
     if len(text) > MAX_TEXT:
         raise ChoicesError(f"larger than {MAX_TEXT >> 20} MB; no tree of {MAX_NODES} nodes is")  # literal_eval has no limit
-    try:
-        return loads_json(text)
-    except json.JSONDecodeError as exc:
-        json_problem = str(exc)
-    try:  # literal_eval builds constants only: no names, calls or attributes run
-        return ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise ChoicesError(f"neither JSON ({json_problem}) nor a Python list literal") from None
+    if name is None:
+        try:
+            return loads_json(text)
+        except json.JSONDecodeError as exc:
+            json_problem = str(exc)
+        try:  # literal_eval builds constants only: no names, calls or attributes run
+            return ast.literal_eval(text.strip())
+        except _PARSE_ERRORS:
+            pass
+    lists = _assigned_lists(text)
+    if lists is None or not lists:
+        if name is not None:
+            raise ChoicesError(f"no list assigned to {name!r} (a Python source of NAME = [...] lines)")
+        raise ChoicesError(f"neither JSON ({json_problem}) nor a Python list literal, nor a source assigning one")
+    if name is None and len(lists) > 1:
+        raise ChoicesError(f"assigns {len(lists)} lists ({', '.join(lists)})"[:160] + ": pick one with --name")
+    if name is not None and name not in lists:
+        raise ChoicesError(f"no list assigned to {name!r} (it assigns {', '.join(lists)})"[:200])
+    return lists[name] if name is not None else next(iter(lists.values()))
 
 
-def load_choices(path: str | os.PathLike) -> Topology:
-    """Read a choices file (JSON or Python literal) as a topology; errors name the file."""
-    name = os.fspath(path)
-    text = read_text_file(name, ChoicesError, max_bytes=MAX_TEXT, what="a tree choices file")
+def _assigned_lists(text: str) -> dict[str, Any] | None:
+    """``NAME = <list literal>`` at the top level of a Python source; None if it does not parse."""
     try:
-        return topology_from_choices(parse_choices_text(text),
-                                     meta={"rule": "tree-choices", "imported_from": os.path.basename(name)})
+        module = ast.parse(text)
+    except _PARSE_ERRORS:
+        return None
+    found: dict[str, Any] = {}
+    for stmt in module.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(stmt.value)
+            except _PARSE_ERRORS:
+                continue
+            if isinstance(value, (list, tuple)):
+                found[stmt.targets[0].id] = value
+    return found
+
+
+def load_choices(path: str | os.PathLike, *, name: str | None = None) -> Topology:
+    """Read a choices file (JSON, a Python literal, or the list ``name`` of a Python source) as a
+    topology; errors name the file."""
+    where = os.fspath(path)
+    text = read_text_file(where, ChoicesError, max_bytes=MAX_TEXT, what="a tree choices file")
+    source = os.path.basename(where) + (f":{name}" if name else "")
+    try:
+        return topology_from_choices(parse_choices_text(text, name=name),
+                                     meta={"rule": "tree-choices", "imported_from": source})
     except ChoicesError as exc:
-        raise ChoicesError(f"{name}: {exc}") from None
+        raise ChoicesError(f"{where}: {exc}") from None
 
 
 def choices_text(paths: Sequence[Sequence[int]]) -> str:

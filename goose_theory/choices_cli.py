@@ -26,7 +26,8 @@ def register(sub: Any) -> None:
     e.set_defaults(handler=cmd_export)
     i = way.add_parser("import", help="a choices list (JSON or Python literal, e.g. [(0,), (1,), (0, 0)]) as "
                                       "topology JSON")
-    i.add_argument("choices", help="file holding the list")
+    i.add_argument("choices", help="file holding the list (or a Python source such as Medusa's medusa_choices.py)")
+    i.add_argument("--name", help="in a Python source of several NAME = [...] lists, the one to take")
     i.add_argument("--out", required=True, help="where to write the topology JSON")
     i.add_argument("--json", action="store_true", help="print one JSON object")
     i.set_defaults(handler=cmd_import)
@@ -57,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     check_not_an_input(args.out, "--out", {"choices": args.choices})
-    topology = load_choices(args.choices)
+    topology = load_choices(args.choices, name=args.name)
     save_topology(topology, args.out)
     summary = {"budget": topology.budget, "depth": int(topology.depth.max()), "max_rank": max(topology.rank),
                "out": args.out}

@@ -148,3 +148,17 @@ def test_portability_notes():
     assert len(notes) == 1 and "path [3] without [2]" in notes[0]
     notes = portability_notes([[i] for i in range(12)])
     assert notes == ["rank 11 is past the top 10 that Medusa and EAGLE-1 draft"]
+
+
+def test_python_source_of_named_lists_is_parsed_not_run(tmp_path):
+    source = ("# trees by model\nimport os\nsmall = [[0], [1], [0, 0]]\nbig = [(0,), (1,), (2,), (0, 0)]\n"
+              "other = os.getcwd()\nwidth = 3\n")
+    assert parse_choices_text(source, name="big") == [(0,), (1,), (2,), (0, 0)]
+    with pytest.raises(ChoicesError, match=r"assigns 2 lists \(small, big\): pick one with --name"):
+        parse_choices_text(source)
+    with pytest.raises(ChoicesError, match=r"no list assigned to 'other' \(it assigns small, big\)"):
+        parse_choices_text(source, name="other")
+    assert parse_choices_text("tree = [[0], [0, 0]]\n") == [[0], [0, 0]]  # the only one
+    (tmp_path / "trees.py").write_text(source)
+    topo = load_choices(tmp_path / "trees.py", name="small")
+    assert choices_from_topology(topo) == [[0], [1], [0, 0]] and topo.meta["imported_from"] == "trees.py:small"

@@ -77,3 +77,12 @@ def test_export_notes_go_to_stderr(tmp_path, capsys):
     assert main(["choices", "export", str(tmp_path / "gap.json")]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == [[0], [2]] and err.startswith("note: rank gaps (path [2] without [1])")
+
+
+def test_import_one_list_of_a_python_source(tmp_path, capsys):
+    (tmp_path / "trees.py").write_text("a = [[0]]\nb = [[0], [1], [1, 0]]\n")
+    out = str(tmp_path / "t.json")
+    assert main(["choices", "import", str(tmp_path / "trees.py"), "--out", out]) == 2
+    assert "pick one with --name" in capsys.readouterr().err
+    assert main(["choices", "import", str(tmp_path / "trees.py"), "--name", "b", "--out", out]) == 0
+    assert load_topology(out).parent == (-1, 0, 0, 2)
