@@ -22,6 +22,13 @@ RULE_ORDER = ["optimal", "linear", "harmonic", "paper", "source-blind", "spine-o
 PAPER_GAIN = (0.12, 0.33)  # the paper's spine-tree gain over Iso(3)/Iso(5): +12% .. +33%
 
 
+def _inline(df: pd.DataFrame) -> dict:
+    """The frame's rows inline, as altair's default data transformer writes them but without its
+    5000-row limit (a MaxRowsError): a valid tree has up to 10000 nodes, its pmf as many taus.
+    Inline rows carry no dtypes, so every encoding on them names its type (``"node:Q"``)."""
+    return alt.to_values(df)
+
+
 def _need(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -59,11 +66,11 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> a
     _need(nodes, ("x", "y", "source", "node", "rank", "reach"), "tree_chart nodes")
     _need(edges, ("x", "y", "x2", "y2", "source"), "tree_chart edges")
     color = alt.Color("source:N", scale=SOURCE_COLORS, title="source")
-    lines = alt.Chart(edges).mark_rule(opacity=0.6).encode(
+    lines = alt.Chart(_inline(edges)).mark_rule(opacity=0.6).encode(
         x=alt.X("x:Q", title="depth"), y=alt.Y("y:Q", axis=None), x2="x2:Q", y2="y2:Q", color=color)
-    points = alt.Chart(nodes).mark_circle(size=70, opacity=1).encode(
+    points = alt.Chart(_inline(nodes)).mark_circle(size=70, opacity=1).encode(
         x="x:Q", y="y:Q", color=color,
-        tooltip=["node", "source", "rank", alt.Tooltip("x:Q", title="depth"),
+        tooltip=["node:Q", "source:N", "rank:Q", alt.Tooltip("x:Q", title="depth"),
                  alt.Tooltip("reach:Q", format=".4f", title="P(accepted)")])
     return alt.layer(lines, points).properties(title="The tree (spine red, branches blue)", height=height)
 
@@ -71,12 +78,12 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> a
 def pmf_chart(df: pd.DataFrame) -> alt.Chart:
     """pmf of tau, exact against simulated side by side (columns tau, probability, kind)."""
     _need(df, ("tau", "probability", "kind"), "pmf_chart")
-    return alt.Chart(df).mark_bar().encode(
+    return alt.Chart(_inline(df)).mark_bar().encode(
         x=alt.X("tau:O", title="tau (accepted tokens per call)"),
         xOffset="kind:N",
         y=alt.Y("probability:Q", title="P(tau)"),
         color=alt.Color("kind:N", title=""),
-        tooltip=["kind", "tau", alt.Tooltip("probability:Q", format=".4f")],
+        tooltip=["kind:N", "tau:Q", alt.Tooltip("probability:Q", format=".4f")],
     ).properties(title="Distribution of tau", height=260)
 
 

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,14 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
 
 
 def _number(value: Any) -> bool:
-    """A JSON number (not a bool, not null, not a string); a hand-edited file may hold anything."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A finite JSON number (not a bool, not null, not a string, not an integer too large for a
+    float such as 10**400, not inf or NaN); a hand-edited file may hold anything."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range: the sentences format it as one
+        return False
 
 
 def _regimes_sentence(pred: dict[str, Any]) -> str | None:

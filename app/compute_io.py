@@ -22,11 +22,12 @@ import pandas as pd
 
 from app.compute import acceptance
 from goose_theory.fileio import loads_json
-from goose_theory.fit import PARENT_SOURCES, GroupFit, fit_traces
+from goose_theory.fit import PARENT_SOURCES, ROOTS_ONLY, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
 from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
-from goose_theory.traceio import TraceFileError
+from goose_runtime.fit_inputs import copy_problem, trace_copies
+from goose_theory.traceio import TraceFileError, check_trace
 
 MAX_BUDGETS = 20  # budgets per rule on the Cost tab: a whole table stays well under 300 ms
 N_BOOT = 300  # bootstrap draws: enough for stable 95% percentiles, cheap enough for the page
@@ -58,8 +59,21 @@ def _curve(frame: pd.DataFrame, x: str, label: str) -> pd.DataFrame:
     return frame.reset_index()[[x, "estimate", "lo", "hi", "naive_lo", "naive_hi", "n"]].assign(group=label)
 
 
+def _check_fittable(paths: Sequence[str]) -> None:
+    """What ``goose fit-acceptance`` refuses before its fit: a file that is not a trace, and the
+    same trace under a second name (:func:`goose_runtime.fit_inputs.trace_copies`), whose cycles
+    would count twice and narrow every interval (TraceFileError, the CLI's wording)."""
+    copies = trace_copies([check_trace(p) for p in paths])
+    if copies:
+        (copy, original), *_ = copies
+        raise TraceFileError(copy_problem(copy, original))
+
+
 def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
+    _check_fittable(paths)
     fit = fit_traces(paths, group_by=tuple(group_by), n_boot=n_boot, seed=seed)
+    if fit.overall.roots_only:  # as `goose fit-acceptance`: else NaN estimates and no message
+        raise TraceFileError(ROOTS_ONLY)
     counts = fit.counts
     topologies = shape_topologies(counts)
     groups = [fit.overall, *fit.groups] if group_by else [fit.overall]
@@ -157,7 +171,8 @@ def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tup
                p_t_chain: float | None = None) -> dict[str, Any]:
     """Predicted speedup against budget for each rule under one latency profile
     (:func:`goose_theory.latency.cost_aware` over :func:`page_budgets`), and each rule's best
-    budget (``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t).
+    budget (``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t). ``speedup_vs_ar`` is NaN
+    throughout when the profile does not measure size 1 (no autoregressive baseline).
     Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple}."""
     acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     latency = latency_from_dict(json.loads(profile_json))
@@ -170,9 +185,10 @@ def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tup
         row = next(r for r in res.table if r["budget"] == res.best.budget)
         best.append({"rule": rule, "budget": res.best.budget, "predicted_tau": res.best.predicted_tau,
                      "tokens_per_s": row["tokens_per_s"], "speedup_vs_ar": row["speedup_vs_ar"]})
-    table = pd.concat(frames, ignore_index=True)
-    table["speedup_vs_ar"] = table["speedup_vs_ar"].astype(float)  # None (no t(1)) -> NaN
-    return {"table": table, "best": pd.DataFrame(best), "budgets": budgets}
+    table, best_table = pd.concat(frames, ignore_index=True), pd.DataFrame(best)
+    for frame in (table, best_table):  # None (the profile has no t(1)) -> NaN
+        frame["speedup_vs_ar"] = frame["speedup_vs_ar"].astype(float)
+    return {"table": table, "best": best_table, "budgets": budgets}
 
 
 def profile_summary(profile_json: str) -> dict[str, Any]:

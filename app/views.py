@@ -15,21 +15,50 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from app import charts, compute, compute_io
 from goose_runtime import charts as fit_charts
+
+PMF_FLOOR = 1e-12  # the pmf chart stops where every later tau is less likely than this, exact and simulated
+
+
+def drawn_pmf(pmf: pd.DataFrame, floor: float = PMF_FLOOR) -> tuple[pd.DataFrame, str | None]:
+    """The pmf rows worth drawing: up to the last tau whose exact or simulated probability reaches
+    ``floor`` (a long spine's pmf runs to thousands of taus, nearly all of them ~0), and a caption
+    saying what was left out (None when nothing was).
+
+    Example:
+        >>> df = pd.DataFrame({"tau": [1, 2, 3], "probability": [0.9, 0.1, 1e-20], "kind": "exact"})
+        >>> drawn, note = drawn_pmf(df)
+        >>> len(drawn), note
+        (2, 'Drawn up to tau = 2: P(tau) < 1e-12 for each larger tau (1 more), exact and simulated.')
+    """
+    if pmf.empty:
+        return pmf, None
+    likely = pmf.loc[pmf["probability"] >= floor, "tau"]
+    last = int(likely.max()) if not likely.empty else int(pmf["tau"].min())
+    drawn = pmf[pmf["tau"] <= last]
+    dropped = pmf["tau"][pmf["tau"] > last].nunique()
+    if not dropped:
+        return pmf, None
+    return drawn.reset_index(drop=True), (f"Drawn up to tau = {last}: P(tau) < {floor:g} for each larger tau "
+                                          f"({dropped} more), exact and simulated.")
 
 
 def whatif_view(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int,
                 max_spine: int, top_k: int, seed: int, topology_json: str | None,
                 p_t_spine: float | None = None, p_t_chain: float | None = None) -> dict[str, Any]:
-    """:func:`app.compute.whatif` plus the tree and pmf specs."""
+    """:func:`app.compute.whatif` plus the tree and pmf specs (``pmf_note``: what the pmf chart
+    leaves out, see :func:`drawn_pmf`; ``pmf`` itself stays whole)."""
     r = compute.whatif(p_s, p_t, model, rule, budget=budget, max_depth=max_depth, max_spine=max_spine,
                        top_k=top_k, seed=seed, topology_json=topology_json, p_t_spine=p_t_spine,
                        p_t_chain=p_t_chain)
     nodes, edges = compute.tree_layout(r["topology"], r["reach"])
     height = min(max(260, 9 * int(nodes["y"].nunique())), 640)  # room for every leaf row
+    pmf, pmf_note = drawn_pmf(r["pmf"])
     return {**r, "tree_spec": charts.tree_chart(nodes, edges, height=height).to_dict(validate=False),
-            "pmf_spec": charts.pmf_chart(r["pmf"]).to_dict(validate=False)}
+            "pmf_spec": charts.pmf_chart(pmf).to_dict(validate=False), "pmf_note": pmf_note}
 
 
 def curves_view(p_s: float, p_t: float, model: str, *, p_t_spine: float | None = None,

@@ -20,12 +20,12 @@ import sys
 from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, make_parser, print_json,
                                    run_command, split_list)
 from goose_theory.cli import MAX_BUDGET
-from goose_theory.fit import fit_counts
+from goose_theory.fit import ROOTS_ONLY, fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
-from .fit_inputs import trace_copies
+from .fit_inputs import copy_problem, trace_copies
 from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
 
 
@@ -117,8 +117,7 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
             bad.append(str(exc))
     for copy, original in trace_copies(good):
         good.remove(copy)
-        bad.append(f"{copy.path}: the same trace as {original.path} (an identical parquet footer): its cycles would "
-                   "count twice")
+        bad.append(copy_problem(copy, original))
     hint = f"; pass --skip-bad to fit the other {len(good)}" if len(bad) == 1 and good and not skip_bad else ""
     for line in bad:  # one bad file: one line, the hint on it; several: a line each, then the count
         print(f"{'skipped' if skip_bad else 'error'}: {line}{hint}", file=sys.stderr)
@@ -149,8 +148,7 @@ def _handler(args) -> int:
         return EXIT_BAD_INPUT
     fit = fit_counts(counts, n_boot=args.bootstrap, seed=args.seed)
     if fit.overall.roots_only:  # else NaN tables and no tree to recommend
-        print("error: the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated",
-              file=sys.stderr)
+        print(f"error: {ROOTS_ONLY}", file=sys.stderr)
         return EXIT_BAD_INPUT
     analysis = analyze(fit, budget=args.budget, latency=latency)
     if args.out:  # a blocked output file is refused now, not after the regime fit

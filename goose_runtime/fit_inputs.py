@@ -44,6 +44,11 @@ def trace_files(spec: str) -> list[str]:
     return files
 
 
+def copy_problem(copy: TraceInfo, original: TraceInfo) -> str:
+    """The one line that names a copy :func:`trace_copies` found (fit-acceptance, the explorer)."""
+    return f"{copy.path}: the same trace as {original.path} (an identical parquet footer): its cycles would count twice"
+
+
 def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
     """(copy, original) for each file whose parquet footer equals an earlier file's: the same trace
     under a second name (the same path twice is already one entry), whose rows a fit would count

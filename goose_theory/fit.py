@@ -98,6 +98,8 @@ class ParentFit:
 
 
 PARENT_SOURCES = ("root", "spine", "transition")
+# what fit-acceptance and the explorer say when GroupFit.roots_only: nothing to estimate from
+ROOTS_ONLY = "the traces reach no drafted node (roots only: ar runs?), so p_s and p_t cannot be estimated"
 
 
 @dataclass(frozen=True)

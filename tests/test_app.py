@@ -208,6 +208,33 @@ def test_bad_topology_upload_is_a_message(at):
     assert "exact E[tau]" in metrics(at)  # falls back to the optimal tree
 
 
+def test_uploaded_tree_above_5000_nodes_is_drawn(at):
+    """goose optimize goes up to budget 10000; altair alone refuses over 5000 rows. One spine of
+    10000 nodes: 10001 tree rows and a pmf of 10002 taus (drawn only where P(tau) >= 1e-12)."""
+    chain = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(10_000)], max_spine=10_001)
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("chain.json", json.dumps(chain.to_dict()).encode(),
+                                                       "application/json")).run()
+    assert not at.exception and not errors(at)
+    acc = Acceptance.parse(0.5, 0.05)
+    assert metrics(at)["exact E[tau]"] == f"{exact_yield(chain, acc).expected_tau:.4f}"
+    assert metrics(at)["tree"] == "10000 nodes"
+    assert any(c.value.startswith("Drawn up to tau = ") for c in at.caption)
+
+
+def test_uploaded_regime_file_with_a_huge_number_is_still_scored(at):
+    """10**400 is a JSON integer no float holds: the file's own-prediction note is left out."""
+    data = json.loads((Path(APP).parents[1] / REGIME_EXPORT).read_text())
+    data["regime_prediction"]["tau"] = 10**400
+    data.pop("predicted_tau", None)
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("regimes.json", json.dumps(data).encode(),
+                                                       "application/json")).run()
+    assert not at.exception and not errors(at)
+    assert not [i.value for i in at.info if "A regime file" in i.value]
+    assert "exact E[tau]" in metrics(at)
+
+
 @pytest.fixture(scope="module")
 def trace_bytes(tmp_path_factory) -> bytes:
     tree = build_topology("optimal", Acceptance.parse(0.55, 0.07), budget=10).topology
@@ -268,6 +295,32 @@ def test_traces_bad_upload_is_a_message(at, name, data, message):
     assert "exact E[tau]" in metrics(at)  # the What-if tab is unaffected
 
 
+def upload_traces(at: AppTest, files: list[tuple[str, bytes]]) -> None:
+    at.radio(key="trace_source").set_value("upload parquet files").run()
+    at.file_uploader(key="trace_upload").set_value([(n, d, "application/octet-stream") for n, d in files]).run()
+
+
+def test_traces_same_trace_twice_is_a_message(at, trace_bytes):
+    """As `goose fit-acceptance`: a copy under another name would count its cycles twice."""
+    upload_traces(at, [("a.parquet", trace_bytes), ("b.parquet", trace_bytes)])
+    assert not at.exception
+    assert errors(at) == ["cannot fit these traces: b.parquet: the same trace as a.parquet (an identical parquet "
+                          "footer): its cycles would count twice"]
+    assert "fitted p_s" not in metrics(at)
+
+
+def test_traces_roots_only_is_a_message(at, tmp_path):
+    """Traces of the root alone (ar runs): the CLI's one line, not NaN estimates."""
+    path = tmp_path / "ar.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.1, (Topology.from_nodes([(-1, "root", 0)]),), prompts=4, cycles=20),
+                    seed=2)
+    upload_traces(at, [("ar.parquet", path.read_bytes())])
+    assert not at.exception
+    assert errors(at) == ["cannot fit these traces: ar.parquet: the traces reach no drafted node (roots only: ar "
+                          "runs?), so p_s and p_t cannot be estimated"]
+    assert "fitted p_s" not in metrics(at)
+
+
 PROFILE = {"schema": "goose-latency/1", "device": "test", "model": "m", "dtype": "float32",
            "sizes": [1, 8, 32, 128], "seconds": [0.020, 0.021, 0.026, 0.060], "draft_s": 0.0005}
 
@@ -321,3 +374,15 @@ def test_cost_tab_takes_p_t_by_parent(at):
     best = cost_aware(acc, profile, rule="optimal", budgets=page_budgets(profile)).best
     assert metrics(at)["best budget"] == str(best.budget)
     assert metrics(at)["predicted E[tau] there"] == f"{best.predicted_tau:.4f}"
+
+
+def test_cost_tab_profile_without_size_1_says_no_baseline(at):
+    """`goose profile-latency --sizes 8,16` measures no t(1): no speedup against AR to show."""
+    from goose_theory.latency import LatencyProfile
+
+    profile = LatencyProfile(sizes=(8, 16), seconds=(0.021, 0.023), draft_s=0.0005, device="test")
+    _upload_profile(at, json.dumps(profile.to_dict()).encode())
+    assert not at.exception and not errors(at)
+    assert metrics(at)["predicted speedup vs AR"] == "n/a"
+    assert any("no AR baseline" in i.value for i in at.info)
+    assert "best budget" in metrics(at)

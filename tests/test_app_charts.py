@@ -1,13 +1,17 @@
 """The explorer's pure chart builders: right marks, encodings and data; clear errors on bad frames."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from app import charts, compute
+from app import charts, compute, views
 from goose_theory.acceptance import Acceptance
+from goose_theory.cli import MAX_BUDGET
 from goose_theory.optimize import build_topology
+from goose_theory.topology import Topology
 
 
 def _layers(spec: dict) -> list[dict]:
@@ -100,3 +104,42 @@ def test_tree_layout_positions():
     spine = [v for v in range(1, topo.n_nodes) if topo.source[v] == 1]
     assert spine and all(y[v] == y.max() for v in spine)  # spine drawn along the top
     assert len(edges) == topo.n_nodes - 1
+
+
+def _spine_chain(n: int) -> Topology:
+    """A valid tree of n drafted nodes in one spine: n + 1 tree rows, 2 (n + 1) pmf rows."""
+    return Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(n)], max_spine=n + 1)
+
+
+def test_tree_and_pmf_charts_take_more_than_5000_rows():
+    """altair's default data transformer refuses frames over 5000 rows (MaxRowsError); the largest
+    tree goose optimizes has 10000 nodes and its pmf as many taus."""
+    nodes, edges = compute.tree_layout(_spine_chain(MAX_BUDGET).to_dict())
+    spec = charts.tree_chart(nodes, edges).to_dict()
+    assert sorted(len(v) for v in spec["datasets"].values()) == [MAX_BUDGET, MAX_BUDGET + 1]
+    pmf = pd.DataFrame({"tau": np.tile(np.arange(1, MAX_BUDGET + 2), 2), "probability": 1.0 / (MAX_BUDGET + 1),
+                        "kind": np.repeat(["exact", "simulated"], MAX_BUDGET + 1)})
+    assert len(_data(charts.pmf_chart(pmf).to_dict())) == len(pmf)
+
+
+def test_drawn_pmf_cuts_only_the_negligible_tail():
+    pmf = pd.DataFrame({"tau": [1, 2, 3, 4, 1, 2, 3, 4], "probability": [0.5, 1e-13, 0.5, 1e-20, 0.6, 0.4, 0, 0],
+                        "kind": ["exact"] * 4 + ["simulated"] * 4})
+    drawn, note = views.drawn_pmf(pmf)
+    assert sorted(set(drawn["tau"])) == [1, 2, 3]  # tau 2's tiny exact value stays: tau 3 after it does not
+    assert note == "Drawn up to tau = 3: P(tau) < 1e-12 for each larger tau (1 more), exact and simulated."
+    whole, none = views.drawn_pmf(pmf[pmf["tau"] <= 3])
+    assert none is None and len(whole) == 6
+
+
+def test_whatif_view_of_the_largest_tree():
+    """An uploaded 10000-node tree (one spine: a pmf of 10002 taus) is scored and drawn; the pmf
+    chart stops where P(tau) falls below 1e-12 and says so."""
+    v = views.whatif_view(0.5, 0.05, "exclusive", "optimal", budget=60, max_depth=6, max_spine=20, top_k=10,
+                          seed=0, topology_json=json.dumps(_spine_chain(MAX_BUDGET).to_dict()))
+    assert v["exact"] == pytest.approx(2.0) and v["topology"]["budget"] == MAX_BUDGET
+    assert len(v["pmf"]) == 2 * (MAX_BUDGET + 1)  # the data stays whole
+    drawn = _data(v["pmf_spec"])
+    last = max(r["tau"] for r in drawn)
+    assert 30 < last < 60 and v["pmf_note"].startswith(f"Drawn up to tau = {last}: P(tau) < 1e-12")
+    assert sorted(len(d) for d in v["tree_spec"]["datasets"].values()) == [MAX_BUDGET, MAX_BUDGET + 1]

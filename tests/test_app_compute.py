@@ -182,6 +182,35 @@ def test_fit_uploaded_bad_files(name, data, message):
     assert "goose-app-" not in str(info.value)  # the temporary path never leaks into the message
 
 
+def test_fit_uploaded_refuses_the_same_trace_twice(trace_file, tmp_path):
+    """As `goose fit-acceptance`: one trace under two names would count its cycles twice."""
+    data = trace_file.read_bytes()
+    with pytest.raises(TraceFileError) as info:
+        compute_io.fit_uploaded((("a.parquet", data), ("b.parquet", data)), ())
+    assert str(info.value) == ("b.parquet: the same trace as a.parquet (an identical parquet footer): "
+                               "its cycles would count twice")
+    copy = tmp_path / "copy.parquet"
+    copy.write_bytes(data)
+    with pytest.raises(TraceFileError, match=f"{copy}: the same trace as {trace_file} .* would count twice"):
+        compute_io.fit_shipped((str(trace_file), str(copy)), (0.0, 0.0), ())
+
+
+@pytest.fixture(scope="module")
+def roots_only_bytes(tmp_path_factory) -> bytes:
+    """Traces of the root alone (as `ar` records them): nothing drafted, nothing to estimate."""
+    path = tmp_path_factory.mktemp("roots") / "ar.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.1, (Topology.from_nodes([(-1, "root", 0)]),), prompts=4, cycles=20),
+                    seed=2)
+    return path.read_bytes()
+
+
+def test_fit_uploaded_refuses_roots_only_traces(roots_only_bytes):
+    with pytest.raises(TraceFileError) as info:
+        compute_io.fit_uploaded((("ar.parquet", roots_only_bytes),), ())
+    assert str(info.value) == ("ar.parquet: the traces reach no drafted node (roots only: ar runs?), so p_s and "
+                               "p_t cannot be estimated")
+
+
 def test_fit_shipped_needs_files():
     with pytest.raises(TraceFileError, match="no trace files chosen"):
         compute_io.fit_shipped((), (), ())
@@ -214,6 +243,15 @@ def test_cost_table_is_cost_aware():
         best = out["best"].set_index("rule").loc[rule]
         assert best["budget"] == ref.best.budget and best["predicted_tau"] == ref.best.predicted_tau
     assert set(out["table"].columns) >= {"budget", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar", "rule"}
+
+
+def test_cost_table_without_size_1_has_no_speedup():
+    """`goose profile-latency --sizes 8,16` measures no t(1): no AR baseline, speedup NaN (not None)."""
+    text = compute_io.parse_latency(json.dumps({**PROFILE, "sizes": [8, 16], "seconds": [0.021, 0.023]}).encode())
+    out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal", "paper"))
+    for frame in (out["table"], out["best"]):
+        assert frame["speedup_vs_ar"].dtype == float and frame["speedup_vs_ar"].isna().all()
+    assert (out["best"]["tokens_per_s"] > 0).all()
 
 
 @pytest.mark.parametrize("data, message", [
@@ -329,6 +367,12 @@ def test_uploaded_note_states_the_files_own_prediction():
     assert 1 / sum(w / t for w, t in zip(shares, taus)) == pytest.approx(pred["tau"], rel=1e-6)
     # hand-edited prediction fields that are not numbers give no note, not a traceback
     assert compute.uploaded_note({**regimes, "regime_prediction": {**pred, "tau": None}, "predicted_tau": "abc"}) is None
+    # numbers a float cannot hold (10**400 parses as a Python int) or that are not finite: no sentence either
+    for key in ("tau", "psi", "tau_matched", "tau_unmatched", "psi_confident", "tau_confident"):
+        for bad in (10**400, -10**400, float("inf"), float("nan")):
+            note = compute.uploaded_note({**regimes, "regime_prediction": {**pred, key: bad}})
+            assert note.startswith("Exported with predicted tau") and "A regime file" not in note, (key, bad)
+    assert compute.uploaded_note({**regimes, "regimes": {}, "predicted_tau": 10**400}) is None
     single = compute.parse_topology_json(path.with_name("topology-mtbench-shuffled.json").read_bytes())
     assert compute.uploaded_note(single).startswith(f"Exported with predicted tau {single['predicted_tau']:.3f}")
     bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])

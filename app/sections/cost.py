@@ -2,6 +2,7 @@
 against budget for each rule, and each rule's best budget."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import streamlit as st
@@ -13,6 +14,8 @@ from app.sections.common import INPUT_ERRORS, Params, chart, show_error
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "latency"
 COST_RULES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
               "mixed-isotropic:3", "spine-only", "transition-only")
+NO_BASELINE = ("the profile has no size-1 measurement (one token: plain autoregressive decoding), "
+               "so there is no AR baseline to compare with")
 
 
 def shipped_profiles() -> list[Path]:
@@ -60,9 +63,14 @@ def render(p: Params) -> None:
     top = best.iloc[0]
     c1, c2, c3 = st.columns(3)
     c1.metric("best budget", f"{int(top['budget'])}", delta=f"rule {top['rule']}", delta_color="off", delta_arrow="off")
-    c2.metric("predicted speedup vs AR", f"{top['speedup_vs_ar']:.3f}x")
+    baseline = not math.isnan(top["speedup_vs_ar"])  # NaN: the profile does not measure size 1
+    c2.metric("predicted speedup vs AR", f"{top['speedup_vs_ar']:.3f}x" if baseline else "n/a",
+              help=None if baseline else NO_BASELINE)
     c3.metric("predicted E[tau] there", f"{top['predicted_tau']:.4f}")
-    chart(out["spec"])
+    if baseline:
+        chart(out["spec"])
+    else:
+        st.info(f"No speedup against AR: {NO_BASELINE}; the best budget is the one with the most tokens/s.")
     budgets = out["budgets"]
     st.caption(f"{len(budgets)} budgets evaluated, {budgets[0]} .. {budgets[-1]} (the profile's measured range).")
     st.markdown("**Best budget per rule**")

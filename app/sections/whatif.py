@@ -81,6 +81,8 @@ def render(p: Params) -> dict[str, Any] | None:
             chart(result["tree_spec"])
         with right:
             chart(result["pmf_spec"])
+            if result["pmf_note"]:
+                st.caption(result["pmf_note"])
     _curves(p)
     _heatmap(p)
     return result
