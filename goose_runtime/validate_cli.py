@@ -13,13 +13,15 @@ import os
 import sys
 import time
 
-from goose_theory.cli_util import (UsageError, check_not_an_input, check_output_file, format_table, print_json, split_list,
+from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, print_json, split_list,
                                    to_jsonable)
 from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
+from .validate_inputs import (bench_files, check_loop_outputs, check_validate_outputs, held_out,
+                              validation_trace)
 
 
 def _num(value: float, spec: str) -> str:
@@ -94,10 +96,11 @@ def _prior_option(p) -> None:
 def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
-    check_not_an_input(getattr(args, "out", None), "--out", {"--topology": getattr(args, "topology", None),
-                                                             "--latency": getattr(args, "latency", None)})
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     benches = split_list(args.bench, "--bench")
+    check_not_an_input(getattr(args, "out", None), "--out", {"--topology": getattr(args, "topology", None),
+                                                             "--latency": getattr(args, "latency", None),
+                                                             "--bench": bench_files(benches)})
     check_refresh(args)
     labels: dict[str, str] = {}
     for bench in benches:  # each set loads (a missing file is one line now), and two never share a label
@@ -127,7 +130,7 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, pro
         start = time.perf_counter()
         _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
-        trace = os.path.join(trace_dir, f"validation-{set_name(bench)}.parquet") if trace_dir is not None else None
+        trace = validation_trace(trace_dir, bench) if trace_dir is not None else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
                                            holdout=getattr(args, "holdout", True), trace_out=trace, prior=args.prior)
         rows += bench_rows
@@ -135,18 +138,14 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, pro
     return rows
 
 
-def _held_out(bundle, benches: list[str], fitted_traces: list[str], args, config) -> dict[str, list]:
-    """Every set's held-out prompts (none that ``fitted_traces`` hold), each encoded and checked
-    against the model's context before the first set runs or a file is written, so a bad later
-    set cannot stop the command after earlier outputs were replaced."""
+def _encode(bundle, prompts: dict[str, list], config) -> None:
+    """Each set's held-out prompts encoded and checked against the model's context before the first
+    set runs or a file is written, so a bad later set cannot stop the command after earlier outputs
+    were replaced."""
     from .runner import encode_all
-    from .validate import holdout_prompts
 
-    out = {}
-    for bench in benches:
-        out[bench] = holdout_prompts(bench, fitted_traces, limit=args.limit, holdout=getattr(args, "holdout", True))
-        encode_all(bundle, out[bench], max_new_tokens=config.max_new_tokens)
-    return out
+    for held in prompts.values():
+        encode_all(bundle, held, max_new_tokens=config.max_new_tokens)
 
 
 def _emit(args, rows, extra: dict) -> None:
@@ -171,15 +170,18 @@ def validate_handler(args: argparse.Namespace) -> int:
 
     from .fit_inputs import check_provenance, note_token_cap
     from .validate import provenance_traces
-    fitted = []
+    fitted: dict[str, list[str]] = {}
     for path in args.topology:
         traces = provenance_traces(load_topology(path))
         check_provenance(path, traces)
-        fitted += traces
-    note_token_cap(fitted, args.max_new_tokens)
+        fitted.setdefault(path, []).extend(traces)
+    check_validate_outputs(args, benches, fitted)
+    note_token_cap([t for traces in fitted.values() for t in traces], args.max_new_tokens)
+    prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
     bundle = load_quietly(args)
+    _encode(bundle, prompts, config)
     plan = [(b, list(args.topology)) for b in benches]
-    rows = _run_validation(args, bundle, plan, config, _held_out(bundle, benches, fitted, args, config))
+    rows = _run_validation(args, bundle, plan, config, prompts)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
     return 0
 
@@ -229,9 +231,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
-    # the loop's own files now; the report's names depend on the fit (check_outputs, below)
-    for name in ("validation.json", *(f"validation-{set_name(b)}.parquet" for b in benches)):
-        check_output_file(os.path.join(args.out_dir, name), "--out-dir")
+    check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
     from .fit_inputs import note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
 
     files = trace_files(args.traces)
@@ -240,6 +240,9 @@ def loop_handler(args: argparse.Namespace) -> int:
     if missing:  # before the fit, the model load and any file written
         raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
                          f"(they hold {', '.join(held)})")
+    # held out: prompts the fit traces (which the exports will cite) do not hold; none left is
+    # refused now, before the fit, the model load and the report's files
+    prompts = held_out(benches, {f"--traces {args.traces}": [os.path.abspath(f) for f in files]}, args)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
@@ -253,8 +256,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)
-    # held out: prompts the fit traces (which the exports will cite) do not hold
-    prompts = _held_out(bundle, benches, [os.path.abspath(f) for f in files], args, config)
+    _encode(bundle, prompts, config)
     analysis = analyze(fit, latency=profile)
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report

@@ -417,3 +417,113 @@ def test_validate_makes_the_trace_dir_with_its_first_trace(capsys, tmp_path, mon
     assert main(["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--max-new-tokens", "6",
                  "--no-holdout", "--trace-dir", str(tmp_path / "new" / "deep"), "--json"]) == 0, capsys.readouterr().err
     assert [p.name for p in (tmp_path / "new" / "deep").iterdir()] == ["validation-set.parquet"]
+
+
+def _fitted_inputs(tmp_path, name: str = "held") -> tuple[str, str, str]:
+    """(topology, JSONL set, fit trace): a topology whose provenance trace holds every prompt of the
+    set ``name`` (ids g/p00000, g/p00001), so holding them out leaves none."""
+    import json
+
+    from goose_theory.synthetic import SyntheticSpec, write_synthetic
+    from goose_theory.topology import Topology, save_topology
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    (tmp_path / "fit").mkdir(exist_ok=True)
+    trace, topo = tmp_path / "fit" / f"{name}.parquet", tmp_path / "fit" / "topology.json"
+    bench = tmp_path / f"{name}.jsonl"
+    write_synthetic(trace, SyntheticSpec(0.6, 0.1, (tree,), prompts=2, cycles=5, benchmark=name, prompt_group="g"),
+                    seed=1)
+    save_topology(tree.with_meta(provenance={"traces": [str(trace)]}), topo)
+    bench.write_text("".join(json.dumps({"id": f"g/p{i:05d}", "prompt": f"print({i})"}) + "\n" for i in range(2)))
+    return str(topo), str(bench), str(trace)
+
+
+def _fresh_set(tmp_path, name: str = "fresh") -> str:
+    import json
+    path = tmp_path / f"{name}.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"abc abc {i}"}) + "\n" for i in range(2)))
+    return str(path)
+
+
+def test_validate_refuses_a_set_with_no_held_out_prompt_before_the_model_loads(capsys, tmp_path, no_model):
+    """Every prompt of the set was fitted: validate ran nothing (an all-NaN table, --out written with
+    0 prompts) or, with --trace-dir, failed with a traceback after the earlier sets' traces were written."""
+    topo, bench, _ = _fitted_inputs(tmp_path)
+    message = (f"--bench {bench}: no held-out prompts (all 2 are in the fit traces of {topo}); "
+               "--no-holdout runs them anyway")
+    for sets, extra in ((bench, []), (f"{_fresh_set(tmp_path)},{bench}", ["--trace-dir", str(tmp_path / "td")])):
+        _fails(capsys, ["validate", "--topology", topo, "--bench", sets, "--limit", "1", "--out",
+                        str(tmp_path / "v.json"), *extra], message)
+        assert not (tmp_path / "v.json").exists() and not (tmp_path / "td").exists()
+    with pytest.raises(AssertionError, match="before the model loads"):  # --no-holdout: they run (the model loads)
+        main(["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--no-holdout"])
+
+
+def test_loop_refuses_a_set_with_no_held_out_prompt_before_the_fit(capsys, tmp_path, no_model, monkeypatch):
+    """The loop fitted, loaded the model, wrote report.md, the charts and the topologies, then failed
+    with a traceback (nothing to record) at the validation trace."""
+    import goose_theory.fit
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the traces were fitted before the held-out prompts were checked")
+    monkeypatch.setattr(goose_theory.fit, "fit_traces", no_fit)
+    _, bench, trace = _fitted_inputs(tmp_path)
+    out = tmp_path / "out"
+    _fails(capsys, ["loop", "--traces", str(tmp_path / "fit" / "*.parquet"), "--bench", bench, "--limit", "1",
+                    "--latency", _latency_file(tmp_path), "--out-dir", str(out)],
+           f"--bench {bench}: no held-out prompts (all 2 are in the fit traces of --traces {tmp_path / 'fit'}/*.parquet)")
+    assert not out.exists()
+
+
+def _validate_argv(topo: str, bench: str, *extra: str) -> list[str]:
+    return ["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--max-new-tokens", "4", *extra]
+
+
+@pytest.mark.parametrize("case", ["out_is_trace", "out_is_trace_dir", "out_above_trace_dir", "out_is_bench",
+                                  "out_is_fit_trace", "trace_is_fit_trace"])
+def test_validate_refuses_outputs_that_replace_its_inputs_or_each_other(capsys, tmp_path, no_model, case):
+    """Each ran to the end and replaced an input or its own trace (or failed after the run: --out a
+    folder the traces made); now one line before the model loads, every file as it was."""
+    topo, _, fit_trace = _fitted_inputs(tmp_path, name="fresh")  # the fit holds g/p..., the set q0, q1: held out
+    bench = _fresh_set(tmp_path)
+    named = tmp_path / "fit" / "validation-fresh.parquet"  # a fit trace under the name validate gives its own
+    shutil.copy(fit_trace, named)
+    from goose_theory.topology import load_topology, save_topology
+    save_topology(load_topology(topo).with_meta(provenance={"traces": [fit_trace, str(named)]}), topo)
+    td = tmp_path / "td"
+    argv, message = {
+        "out_is_trace": (["--out", str(td / "validation-fresh.parquet"), "--trace-dir", str(td)],
+                         f"is also the validation trace of set 'fresh' in --trace-dir {td}"),
+        "out_is_trace_dir": (["--out", str(td), "--trace-dir", str(td)], f"--out {td} is also --trace-dir {td}"),
+        "out_above_trace_dir": (["--out", str(td), "--trace-dir", str(td / "deeper")],
+                                f"--out {td} is also --trace-dir"),
+        "out_is_bench": (["--out", bench], f"--out {bench} is also --bench"),
+        "out_is_fit_trace": (["--out", fit_trace], f"--out {fit_trace} is also a fit trace of --topology {topo}"),
+        "trace_is_fit_trace": (["--trace-dir", str(tmp_path / "fit")],
+                               f"the validation trace {named} is also a fit trace"),
+    }[case]
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    _fails(capsys, _validate_argv(topo, bench, *argv), message)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before and not td.exists()
+
+
+def test_validate_reruns_into_a_trace_dir_holding_its_own_earlier_trace(tmp_path, no_model):
+    # only a fit trace under validate's name is refused: the last run's validation trace is replaced
+    topo, _, _ = _fitted_inputs(tmp_path, name="other")
+    bench = _fresh_set(tmp_path)
+    (tmp_path / "td").mkdir()
+    shutil.copy(tmp_path / "fit" / "other.parquet", tmp_path / "td" / "validation-fresh.parquet")
+    with pytest.raises(AssertionError, match="before the model loads"):
+        main(_validate_argv(topo, bench, "--trace-dir", str(tmp_path / "td"), "--out", str(tmp_path / "v.json")))
+
+
+@pytest.mark.parametrize("spec", ["folder", "glob"])
+def test_loop_refuses_an_out_dir_whose_validation_traces_the_traces_would_fit(capsys, tmp_path, no_model, spec):
+    """--out-dir = the --traces folder was accepted: the next run fitted its own validation-*.parquet."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    shutil.copy("traces/stdlib-b8.parquet", folder / "stdlib.parquet")
+    traces = str(folder) if spec == "folder" else str(folder / "*.parquet")
+    _fails(capsys, ["loop", "--traces", traces, "--bench", "stdlib", "--limit", "1", "--latency",
+                    _latency_file(tmp_path), "--out-dir", str(folder)],
+           f"--out-dir {folder}: its validation trace validation-stdlib.parquet would be one of the --traces {traces}")
+    assert [p.name for p in folder.iterdir()] == ["stdlib.parquet"]

@@ -1,0 +1,100 @@
+"""What ``goose validate`` and ``goose loop`` check before the model loads: each set's held-out
+prompts (a set whose every prompt was fitted is refused, not run as nothing), and outputs that
+would replace an input (a topology, its fit traces, a prompt file, the latency profile) or each
+other (the table and a validation trace), or land where ``--traces`` would fit them next time.
+"""
+from __future__ import annotations
+
+import os
+
+from goose_theory.cli_util import UsageError, check_not_an_input, check_output_file
+
+from .prompts import BENCHMARKS, load_prompts, set_name
+
+
+def bench_files(benches: list[str]) -> list[str]:
+    """The ``--bench`` entries that are JSONL files (not built-in sets): inputs an output must not replace."""
+    return [b for b in benches if b not in BENCHMARKS]
+
+
+def validation_trace(folder: str, bench: str) -> str:
+    """Where validate (``--trace-dir``) and the loop (``--out-dir``) record a set's validation run."""
+    return os.path.join(folder, f"validation-{set_name(bench)}.parquet")
+
+
+def held_out(benches: list[str], fit_traces: dict[str, list[str]], args) -> dict[str, list]:
+    """Every set's held-out prompts (none that the fit traces hold; ``fit_traces``: where they come
+    from -> those files: validate's topology path -> its provenance traces, the loop's
+    ``"--traces SPEC"`` -> its trace files; the error names them), before the model loads and any
+    file is written: a set whose every prompt was fitted is a UsageError, not a run of nothing
+    (an all-NaN table, a trace writer failing on no cycles after earlier files were written)."""
+    from .validate import fitted_prompt_ids, holdout_prompts
+
+    holdout = getattr(args, "holdout", True)
+    traces = [t for files in fit_traces.values() for t in files]
+    out = {}
+    for bench in benches:
+        out[bench] = holdout_prompts(bench, traces, limit=args.limit, holdout=holdout)
+        if not out[bench]:  # only a holdout empties a set: load_prompts refuses an empty one
+            label = set_name(bench)
+            where = [name for name, files in fit_traces.items()  # (a missing trace was warned of above)
+                     if fitted_prompt_ids([f for f in files if os.path.exists(f)], label)]
+            hint = "; --no-holdout runs them anyway" if hasattr(args, "holdout") else ""
+            raise UsageError(f"--bench {bench}: no held-out prompts (all {len(load_prompts(bench))} are in the fit "
+                             f"traces of {', '.join(where) or 'the fit'}){hint}")
+    return out
+
+
+def check_validate_outputs(args, benches: list[str], fit_traces: dict[str, list[str]]) -> None:
+    """validate's outputs replace none of its inputs (the topologies, their fit traces, the prompt
+    sets, the latency file) nor each other (--out is not a validation trace nor the trace folder),
+    before the model loads. A trace from an earlier validate run in --trace-dir is replaced, as a
+    rerun should."""
+    inputs = {"--topology": args.topology, "--latency": getattr(args, "latency", None),
+              "--bench": bench_files(benches),
+              **{f"a fit trace of --topology {name}": files for name, files in fit_traces.items()}}
+    check_not_an_input(args.out, "--out", inputs)
+    if args.trace_dir is None:
+        return
+    traces = [validation_trace(args.trace_dir, b) for b in benches]
+    for trace in traces:
+        check_not_an_input(trace, "--trace-dir: the validation trace", inputs)
+        check_output_file(trace, "--trace-dir")
+    if args.out is not None:
+        out, folder = os.path.realpath(args.out), os.path.realpath(args.trace_dir)
+        if folder == out or folder.startswith(out + os.sep):
+            raise UsageError(f"--out {args.out} is also --trace-dir {args.trace_dir} (or a folder above it): "
+                             "the table and the traces need separate paths")
+        for bench, trace in zip(benches, traces):
+            if os.path.realpath(trace) == out:
+                raise UsageError(f"--out {args.out} is also the validation trace of set {set_name(bench)!r} in "
+                                 f"--trace-dir {args.trace_dir}: the table would replace the trace")
+
+
+def picked_up_by(spec: str, path: str) -> bool:
+    """Whether ``--traces spec`` (a folder, a file or a glob: :func:`~goose_runtime.fit_inputs.trace_files`)
+    would take the file ``path`` (which need not exist yet) as a fit trace."""
+    import glob
+    from pathlib import PurePath
+
+    if os.path.isdir(spec):
+        return os.path.realpath(os.path.dirname(path)) == os.path.realpath(spec)
+    if os.path.lexists(spec) or not glob.has_magic(spec):
+        return os.path.realpath(spec) == os.path.realpath(path)
+    return PurePath(os.path.abspath(path)).match(os.path.abspath(spec))
+
+
+def check_loop_outputs(args, benches: list[str]) -> None:
+    """The loop's own files (validation.json, validation-<set>.parquet) can be written and replace no
+    input, and no validation trace lands where ``--traces`` would fit it on the next run."""
+    table = os.path.join(args.out_dir, "validation.json")
+    check_output_file(table, "--out-dir")
+    check_not_an_input(table, "--out-dir: the table", {"--latency": getattr(args, "latency", None),
+                                                       "--bench": bench_files(benches)})
+    for bench in benches:
+        trace = validation_trace(args.out_dir, bench)
+        check_output_file(trace, "--out-dir")
+        if picked_up_by(args.traces, trace):
+            raise UsageError(f"--out-dir {args.out_dir}: its validation trace {os.path.basename(trace)} would be one "
+                             f"of the --traces {args.traces} (replacing a fit trace, or fitted by the next run): "
+                             "use another --out-dir")

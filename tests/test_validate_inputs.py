@@ -1,0 +1,18 @@
+"""validate's and loop's checks before the model loads (the CLI tests drive them end to end)."""
+from __future__ import annotations
+
+from goose_runtime.validate_inputs import picked_up_by, validation_trace
+
+
+def test_validation_trace_is_named_by_the_set(tmp_path):
+    assert validation_trace(str(tmp_path), "stdlib") == str(tmp_path / "validation-stdlib.parquet")
+
+
+def testpicked_up_by_follows_the_traces_rules(tmp_path):
+    (tmp_path / "t").mkdir()
+    trace = str(tmp_path / "t" / "validation-x.parquet")
+    assert picked_up_by(str(tmp_path / "t"), trace) and picked_up_by(str(tmp_path / "t" / "*.parquet"), trace)
+    assert picked_up_by(str(tmp_path / "t" / "validation-*.parquet"), trace)
+    assert not picked_up_by(str(tmp_path / "t" / "stdlib*.parquet"), trace)
+    assert not picked_up_by(str(tmp_path / "*.parquet"), trace) and not picked_up_by(str(tmp_path), trace)
+    assert not picked_up_by(str(tmp_path / "t" / "a.parquet"), trace)
