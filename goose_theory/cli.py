@@ -74,6 +74,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("compare", help="every rule side by side at one budget")
     _add_shape(p)
+    p.add_argument("--topology", action="append", default=[], metavar="FILE",
+                   help="also a tree of yours (goose-topology/1; e.g. from goose choices import), at its own budget; "
+                        "repeatable")
     _add_acceptance(p)
     p.set_defaults(handler=cmd_compare)
 
@@ -216,15 +219,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
     # each tree's own budget: a rule may build fewer nodes than --budget (its shape or the candidate tree ends)
-    rows = [{"rule": r.rule, "budget": r.topology.budget, "predicted_tau": r.predicted_tau,
-             "spine_length": r.topology.spine_length,
-             "widths": ",".join(str(w) for w in r.topology.first_level_widths[:8])} for r in results]
+    trees = [(r.rule, r.topology, r.predicted_tau) for r in results]
+    for path in args.topology:  # loaded and priced before anything is printed: a bad file is one line
+        topology = load_topology(path)
+        trees.append((f"topology:{path}", topology, exact_yield(topology, acceptance).expected_tau))
+    rows = [{"rule": rule, "budget": topology.budget, "predicted_tau": tau, "spine_length": topology.spine_length,
+             "widths": ",".join(str(w) for w in topology.first_level_widths[:8])} for rule, topology, tau in trees]
     if args.json:
         print_json({"budget": args.budget, "acceptance": acceptance.to_dict(), "rules": rows})
     else:
         print(format_table(rows))
         print("widths: transition children of the root, then of spine nodes 1, 2, ... (the first 8)")
-        short = [row["rule"] for row in rows if row["budget"] != args.budget]
+        short = [row["rule"] for row in rows[:len(results)] if row["budget"] != args.budget]
         if short:
             print(f"note: budget is each tree's node count; {', '.join(short)} built fewer than --budget {args.budget}")
         if any(r.details.get("truncated") for r in results):

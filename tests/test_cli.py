@@ -187,3 +187,15 @@ def test_closed_pipe_stops_quietly(topo_file):
     with proc.stderr:
         err = proc.stderr.read().decode()
     assert proc.wait() == 141 and "Traceback" not in err and err == ""
+
+
+def test_compare_prices_a_given_tree_beside_the_rules(capsys, topo_file):
+    out = run_json(capsys, ["compare", "--budget", "6", "--p-s", "0.6", "--p-t", "0.1", "--topology", topo_file,
+                            "--json"])
+    mine = out["rules"][-1]
+    assert mine["rule"] == f"topology:{topo_file}" and mine["budget"] == 6 and mine["spine_length"] == 2
+    assert mine["predicted_tau"] == pytest.approx(exact_yield(Topology.from_nodes(NODES),
+                                                              Acceptance.parse(0.6, 0.1)).expected_tau)
+    assert mine["predicted_tau"] <= next(r for r in out["rules"] if r["rule"] == "optimal")["predicted_tau"] + 1e-12
+    assert main(["compare", "--budget", "6", "--p-s", "0.6", "--p-t", "0.1", "--topology", "missing.json"]) == 2
+    assert capsys.readouterr().err.strip() == "error: missing.json: no such file"
