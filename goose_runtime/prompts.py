@@ -28,7 +28,7 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   ``bench/results/holdout_mtbench_shuffled_40_2026-11-30/mtbench-shuffled.jsonl``.
 - any other string: a JSONL file, one object per line with ``prompt``, ``text`` or ``turns`` (the
   first turn is used) and optionally an id, a string or an integer (``id``, else ``question_id``,
-  else ``task_id``; none or null: the line number); blank lines are skipped; order = file order.
+  else ``task_id``; none, null or "": the line number); blank lines are skipped; order = file order.
 
 :func:`encode_prompt` uses the model's chat template for instruct models, except for ``stdlib``,
 which is raw code continuation (a chat wrapper would make the model answer, not continue).
@@ -243,11 +243,11 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
 
 
 def _prompt_id(obj: dict, where: str, lineno: int) -> str:
-    """The first of ``id``, ``question_id``, ``task_id`` that is given (null counts as not given:
-    ``str(None)`` made two such lines one id "None"), else the line number."""
+    """The first of ``id``, ``question_id``, ``task_id`` that is given (null or "" counts as not
+    given: ``str(None)`` made two such lines one id "None"), else the line number."""
     for key in ("id", "question_id", "task_id"):
         value = obj.get(key)
-        if value is None:
+        if value is None or value == "":
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise PromptError(f"{where}: {key} must be a string or an integer, got {value!r}"[:200])

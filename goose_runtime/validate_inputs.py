@@ -81,7 +81,13 @@ def picked_up_by(spec: str, path: str) -> bool:
         return os.path.realpath(os.path.dirname(path)) == os.path.realpath(spec)
     if os.path.lexists(spec) or not glob.has_magic(spec):
         return os.path.realpath(spec) == os.path.realpath(path)
-    return PurePath(os.path.abspath(path)).match(os.path.abspath(spec))
+    # as written and with symlinked folders resolved (a glob's folder part, where it has no magic)
+    paths = {os.path.abspath(path), os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))}
+    folder, pattern = os.path.split(os.path.abspath(spec))
+    specs = {os.path.abspath(spec)}
+    if not glob.has_magic(folder):
+        specs.add(os.path.join(os.path.realpath(folder), pattern))
+    return any(PurePath(p).match(s) for p in paths for s in specs)
 
 
 def check_loop_outputs(args, benches: list[str]) -> None:

@@ -38,7 +38,11 @@ from .topology import MAX_RANK, ROOT, TRANSITION, Topology
 
 MAX_NODES = 10_000  # goose optimize's largest budget; Medusa's and EAGLE's default trees have 63 and 59
 MAX_PATH = 64  # goose optimize's deepest tree; those runtimes draft 4-6 levels
-MAX_TEXT = 16 << 20  # 10 000 paths of 64 five-digit ranks are 4 MB; Python's literal parser is not streaming
+MAX_TEXT = 16 << 20  # 10 000 paths of 64 five-digit ranks are 4 MB (JSON)
+# Python's parser builds a node per token, about 1 KB each: a 16 MB source took 8 GB and half a
+# minute. Medusa's medusa_choices.py, nine trees, is 30 KB; a tree of 10 000 paths has ~640 000 ranks.
+MAX_SOURCE = 2 << 20
+MAX_RANKS = MAX_NODES * MAX_PATH
 
 
 class ChoicesError(InputError):
@@ -80,26 +84,51 @@ def topology_from_choices(choices: Any, *, meta: dict[str, Any] | None = None) -
 
 def portability_notes(paths: Sequence[Sequence[int]]) -> list[str]:
     """What other runtimes make of these paths, where it is not what goose means by them (each a
-    phrase): Medusa and EAGLE-1 draft the top 10 per node, and vLLM and TensorRT-LLM's PyTorch
-    EAGLE draft a node's top-(number of its children), so a rank gap there drafts other tokens.
+    phrase). Medusa and EAGLE-1 draft the top 10 per node. TensorRT-LLM's PyTorch EAGLE drafts a
+    node's top-(number of its children), so a rank gap drafts another token there. vLLM drafts one
+    branching count per level (the level's nodes over the previous level's) under every node, so a
+    tree whose nodes of a level differ in their number of children is another tree there (newer
+    versions refuse it).
 
     Example:
         >>> for note in portability_notes([[0], [2], [0, 10]]):
-        ...     print(note[:45])
-        rank 10 is past the top 10 that Medusa and EA
-        rank gaps (path [2] without [1]): vLLM and Te
+        ...     print(note[:40])
+        rank 10 is past the top 10 that Medusa a
+        rank gaps (path [2] without [1]): Tensor
+        levels not uniform (level 1: 0 to 1 chil
     """
     notes = []
     top = max((r for p in paths for r in p), default=0)
     if top > 9:
         notes.append(f"rank {top} is past the top 10 that Medusa and EAGLE-1 draft")
     present = {tuple(p) for p in paths}
-    gap = next((p for p in sorted(present, key=lambda p: (len(p), p)) if p[-1] > 0 and p[:-1] + (p[-1] - 1,) not in present), None)
+    ordered = sorted(present, key=lambda p: (len(p), p))
+    gap = next((p for p in ordered if p[-1] > 0 and p[:-1] + (p[-1] - 1,) not in present), None)
     if gap is not None:
-        notes.append(f"rank gaps (path {list(gap)} without {list(gap[:-1] + (gap[-1] - 1,))}): vLLM and "
-                     f"TensorRT-LLM's PyTorch EAGLE draft the top-(number of children) of a node, so they would "
-                     f"draft other tokens there")
+        notes.append(f"rank gaps (path {list(gap)} without {list(gap[:-1] + (gap[-1] - 1,))}): TensorRT-LLM's "
+                     f"PyTorch EAGLE and vLLM draft the first children of a node, so they would draft other tokens "
+                     f"there")
+    uneven = _uneven_level(present)
+    if uneven is not None:
+        level, few, many = uneven
+        notes.append(f"levels not uniform (level {level}: {few} to {many} children per node): vLLM drafts the same "
+                     f"number under every node of a level, so it would draft another tree (or refuse this one)")
     return notes
+
+
+def _uneven_level(present: set[tuple[int, ...]]) -> tuple[int, int, int] | None:
+    """(depth, fewest, most) children per node at the first depth whose nodes differ, else None;
+    leaves count only above the last level."""
+    children: dict[tuple[int, ...], int] = {p: 0 for p in present}
+    children[()] = 0
+    for p in present:
+        children[p[:-1]] += 1
+    deepest = max((len(p) for p in present), default=0)
+    for depth in range(deepest):
+        counts = [n for p, n in children.items() if len(p) == depth]
+        if min(counts) != max(counts):
+            return depth, min(counts), max(counts)
+    return None
 
 
 def _paths(choices: Any) -> list[tuple[int, ...]]:
@@ -133,29 +162,34 @@ _PARSE_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError
 
 
 def parse_choices_text(text: str, *, name: str | None = None) -> Any:
-    """The list in ``text``: JSON, a Python literal (``[(0,), (1,), (0, 0)]``), or, in a Python
-    source such as Medusa's ``medusa_choices.py``, the literal assigned to ``name`` (or to its only
-    ``NAME = [...]``). Nothing is executed: the source is parsed and only literals are evaluated.
+    """The list in ``text``: JSON, a Python literal (``[(0,), (1,), (0, 0)]``; also inside a JSON
+    string, as vLLM's ``speculative_token_tree`` is written), or, in a Python source such as
+    Medusa's ``medusa_choices.py``, the literal assigned to ``name`` (or to its only ``NAME = [...]``).
+    Nothing is executed: the source is parsed and only literals are evaluated.
 
     Example:
         >>> parse_choices_text("[(0,), (1,), (0, 0)]")
         [(0,), (1,), (0, 0)]
-        >>> parse_choices_text("a = [[0]]\\nb = [[0], [1]]", name="b")
-        [[0], [1]]
+        >>> parse_choices_text('"[(0,), (1,)]"'), parse_choices_text("a = [[0]]\\nb = [[0], [1]]", name="b")
+        ([(0,), (1,)], [[0], [1]])
     """
-    if len(text) > MAX_TEXT:
-        raise ChoicesError(f"larger than {MAX_TEXT >> 20} MB; no tree of {MAX_NODES} nodes is")  # literal_eval has no limit
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as some Windows editors save UTF-8
+    _check_size(text)
     if name is None:
         try:
-            return loads_json(text)
+            return _unquoted(loads_json(text))
         except json.JSONDecodeError as exc:
             json_problem = str(exc)
+        if len(text) > MAX_SOURCE:
+            raise ChoicesError(f"not JSON ({json_problem}), and larger than {MAX_SOURCE >> 20} MB for a Python literal")
         try:  # literal_eval builds constants only: no names, calls or attributes run
-            return ast.literal_eval(text.strip())
+            return _unquoted(ast.literal_eval(text.strip()))
         except _PARSE_ERRORS:
             pass
-    lists = _assigned_lists(text)
-    if lists is None or not lists:
+    elif len(text) > MAX_SOURCE:
+        raise ChoicesError(f"larger than {MAX_SOURCE >> 20} MB for a Python source of NAME = [...] lists")
+    lists = _assigned_lists(text) or {}
+    if not lists:
         if name is not None:
             raise ChoicesError(f"no list assigned to {name!r} (a Python source of NAME = [...] lines)")
         raise ChoicesError(f"neither JSON ({json_problem}) nor a Python list literal, nor a source assigning one")
@@ -164,6 +198,26 @@ def parse_choices_text(text: str, *, name: str | None = None) -> Any:
     if name is not None and name not in lists:
         raise ChoicesError(f"no list assigned to {name!r} (it assigns {', '.join(lists)})"[:200])
     return lists[name] if name is not None else next(iter(lists.values()))
+
+
+def _check_size(text: str) -> None:
+    """Refuse, before any parser runs, a text with more numbers than the largest tree holds."""
+    if len(text) > MAX_TEXT:
+        raise ChoicesError(f"larger than {MAX_TEXT >> 20} MB; no tree of {MAX_NODES} nodes is")
+    if text.count(",") > MAX_RANKS + MAX_NODES:  # a path's ranks and the paths are comma-separated
+        raise ChoicesError(f"more than the {MAX_RANKS} ranks of {MAX_NODES} paths of depth {MAX_PATH}")
+
+
+def _unquoted(value: Any) -> Any:
+    """A string holding the list (vLLM takes the tree as one) is read as the literal it holds."""
+    if not isinstance(value, str):
+        return value
+    if len(value) > MAX_SOURCE:
+        raise ChoicesError(f"a string larger than {MAX_SOURCE >> 20} MB for a Python literal")
+    try:
+        return ast.literal_eval(value.strip())
+    except _PARSE_ERRORS:
+        raise ChoicesError(f"a string that is not a list literal: {value[:60]!r}") from None
 
 
 def _assigned_lists(text: str) -> dict[str, Any] | None:
@@ -179,6 +233,11 @@ def _assigned_lists(text: str) -> dict[str, Any] | None:
                 value = ast.literal_eval(stmt.value)
             except _PARSE_ERRORS:
                 continue
+            if isinstance(value, str):  # TREE = "[(0,), (1,)]"
+                try:
+                    value = _unquoted(value)
+                except ChoicesError:
+                    continue
             if isinstance(value, (list, tuple)):
                 found[stmt.targets[0].id] = value
     return found

@@ -40,7 +40,7 @@ def _need_direction(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
-    check_not_an_input(args.out, "--out", {"topology": args.topology})
+    check_not_an_input(args.out, "--out", {"the TOPOLOGY file": args.topology})
     try:
         paths = choices_from_topology(load_topology(args.topology))
     except ChoicesError as exc:
@@ -57,7 +57,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
-    check_not_an_input(args.out, "--out", {"choices": args.choices})
+    check_not_an_input(args.out, "--out", {"the CHOICES file": args.choices})
     topology = load_choices(args.choices, name=args.name)
     save_topology(topology, args.out)
     summary = {"budget": topology.budget, "depth": int(topology.depth.max()), "max_rank": max(topology.rank),

@@ -283,7 +283,7 @@ def read_text_file(path: str | os.PathLike, error: type[Exception], *, max_bytes
         with open(path, encoding="utf-8") as fh:
             text = fh.read(max_bytes + 1)
         if len(text) > max_bytes:
-            raise error(f"{path}: larger than {max_bytes >> 20} MB; not a file this toolkit wrote")
+            raise error(f"{path}: larger than {max_bytes >> 20} MB, more than {what} of this toolkit holds")
         return text
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None

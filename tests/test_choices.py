@@ -8,8 +8,8 @@ import pytest
 
 from conftest import random_topology
 from goose_theory.acceptance import Acceptance
-from goose_theory.choices import (MAX_NODES, MAX_PATH, ChoicesError, choices_from_topology, choices_text,
-                                  load_choices, parse_choices_text, portability_notes, save_choices,
+from goose_theory.choices import (MAX_NODES, MAX_PATH, MAX_RANKS, MAX_TEXT, ChoicesError, choices_from_topology,
+                                  choices_text, load_choices, parse_choices_text, portability_notes, save_choices,
                                   topology_from_choices)
 from goose_theory.topology import TRANSITION, Topology
 from goose_theory.yields import exact_yield
@@ -143,22 +143,46 @@ def test_bad_file_names_the_file(tmp_path):
 
 
 def test_portability_notes():
-    assert portability_notes([[0], [1], [0, 0]]) == []
-    notes = portability_notes([[0], [1], [3], [0, 0]])
+    assert portability_notes([[0], [1], [0, 0], [1, 0]]) == []  # ranks 0-9, no gaps, 2 then 1 child per node
+    notes = portability_notes([[0], [1], [3], [0, 0], [1, 0], [3, 0]])
     assert len(notes) == 1 and "path [3] without [2]" in notes[0]
     notes = portability_notes([[i] for i in range(12)])
     assert notes == ["rank 11 is past the top 10 that Medusa and EAGLE-1 draft"]
+    notes = portability_notes([[0], [1], [0, 0]])  # vLLM: level 1 has a node with a child and one without
+    assert len(notes) == 1 and notes[0].startswith("levels not uniform (level 1: 0 to 1 children per node)")
+    # vLLM's own formula, children per level = nodes(L + 1) // nodes(L), describes a uniform tree exactly
+    uniform = [[a] for a in range(3)] + [[a, b] for a in range(3) for b in range(2)] + [[a, b, 0] for a in range(3)
+                                                                                     for b in range(2)]
+    assert portability_notes(uniform) == []
 
 
 def test_python_source_of_named_lists_is_parsed_not_run(tmp_path):
     source = ("# trees by model\nimport os\nsmall = [[0], [1], [0, 0]]\nbig = [(0,), (1,), (2,), (0, 0)]\n"
-              "other = os.getcwd()\nwidth = 3\n")
+              "other = os.getcwd()\nwidth = 3\nvllm = '[(0,), (1,)]'\n")
     assert parse_choices_text(source, name="big") == [(0,), (1,), (2,), (0, 0)]
-    with pytest.raises(ChoicesError, match=r"assigns 2 lists \(small, big\): pick one with --name"):
+    assert parse_choices_text(source, name="vllm") == [(0,), (1,)]  # a string holding the literal
+    with pytest.raises(ChoicesError, match=r"assigns 3 lists \(small, big, vllm\): pick one with --name"):
         parse_choices_text(source)
-    with pytest.raises(ChoicesError, match=r"no list assigned to 'other' \(it assigns small, big\)"):
+    with pytest.raises(ChoicesError, match=r"no list assigned to 'other' \(it assigns small, big, vllm\)"):
         parse_choices_text(source, name="other")
     assert parse_choices_text("tree = [[0], [0, 0]]\n") == [[0], [0, 0]]  # the only one
     (tmp_path / "trees.py").write_text(source)
     topo = load_choices(tmp_path / "trees.py", name="small")
     assert choices_from_topology(topo) == [[0], [1], [0, 0]] and topo.meta["imported_from"] == "trees.py:small"
+
+
+def test_byte_order_mark_and_quoted_lists():
+    assert parse_choices_text("\ufeff[[0], [1]]") == [[0], [1]]
+    assert parse_choices_text('"[(0,), (0, 0)]"') == [(0,), (0, 0)]  # vLLM's speculative_token_tree, as a JSON string
+    with pytest.raises(ChoicesError, match="a string that is not a list literal"):
+        parse_choices_text('"not a tree"')
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("[" + "0," * (MAX_RANKS + MAX_NODES + 1) + "]", "more than the 640000 ranks"),  # refused before parsing
+    ("x = 1\n" * 400_000, "larger than 2 MB for a Python"),  # no commas, but a Python parse of 2.4 MB
+    ("[" + "0, " * 100 + "]" + " " * (MAX_TEXT - 1000), "not JSON"),  # JSON path fails; too big for literal_eval
+])
+def test_texts_too_big_to_parse_are_refused_before_parsing(text, needle):
+    with pytest.raises(ChoicesError, match=needle):
+        parse_choices_text(text)

@@ -127,7 +127,7 @@ def test_unknown_bench_name():
 def test_jsonl_fields_ids_and_blank_lines(tmp_path):
     path = tmp_path / "mine.jsonl"
     path.write_text('{"prompt": "a", "id": "x"}\n\n{"text": "b"}\n{"turns": ["c", "d"]}\n'
-                    '{"prompt": "e", "id": null, "question_id": 81}\n{"prompt": "f", "id": null}\n')
+                    '{"prompt": "e", "id": null, "question_id": 81}\n{"prompt": "f", "id": ""}\n')
     prompts = load_prompts(str(path))
     assert prompts == [Prompt("x", "a", "mine"), Prompt("3", "b", "mine"), Prompt("4", "c", "mine"),
                        Prompt("81", "e", "mine"), Prompt("6", "f", "mine")]  # null: not given (was "None")

@@ -8,7 +8,7 @@ def test_validation_trace_is_named_by_the_set(tmp_path):
     assert validation_trace(str(tmp_path), "stdlib") == str(tmp_path / "validation-stdlib.parquet")
 
 
-def testpicked_up_by_follows_the_traces_rules(tmp_path):
+def test_picked_up_by_follows_the_traces_rules(tmp_path):
     (tmp_path / "t").mkdir()
     trace = str(tmp_path / "t" / "validation-x.parquet")
     assert picked_up_by(str(tmp_path / "t"), trace) and picked_up_by(str(tmp_path / "t" / "*.parquet"), trace)
@@ -16,3 +16,12 @@ def testpicked_up_by_follows_the_traces_rules(tmp_path):
     assert not picked_up_by(str(tmp_path / "t" / "stdlib*.parquet"), trace)
     assert not picked_up_by(str(tmp_path / "*.parquet"), trace) and not picked_up_by(str(tmp_path), trace)
     assert not picked_up_by(str(tmp_path / "t" / "a.parquet"), trace)
+
+
+def test_picked_up_by_sees_through_symlinked_folders(tmp_path):
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "traces")
+    glob_spec = str(tmp_path / "traces" / "*.parquet")
+    assert picked_up_by(glob_spec, str(tmp_path / "link" / "validation-x.parquet"))  # the out-dir is a link to it
+    assert picked_up_by(str(tmp_path / "link" / "*.parquet"), str(tmp_path / "traces" / "validation-x.parquet"))
+    assert not picked_up_by(glob_spec, str(tmp_path / "validation-x.parquet"))
