@@ -41,7 +41,7 @@ MAX_PATH = 64  # goose optimize's deepest tree; those runtimes draft 4-6 levels
 MAX_TEXT = 16 << 20  # 10 000 paths of 64 five-digit ranks are 4 MB (JSON)
 # Python's parser builds a node per token, about 1 KB each: a 16 MB source took 8 GB and half a
 # minute. Medusa's medusa_choices.py, nine trees, is 30 KB; a tree of 10 000 paths has ~640 000 ranks.
-MAX_SOURCE = 2 << 20
+MAX_SOURCE = 1 << 20  # a pathological 2 MB source (x=1 on 500 000 lines) took 9 s and 1.3 GB
 MAX_RANKS = MAX_NODES * MAX_PATH
 
 

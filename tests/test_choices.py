@@ -180,7 +180,7 @@ def test_byte_order_mark_and_quoted_lists():
 
 @pytest.mark.parametrize("text,needle", [
     ("[" + "0," * (MAX_RANKS + MAX_NODES + 1) + "]", "more than the 640000 ranks"),  # refused before parsing
-    ("x = 1\n" * 400_000, "larger than 2 MB for a Python"),  # no commas, but a Python parse of 2.4 MB
+    ("x = 1\n" * 200_000, "larger than 1 MB for a Python"),  # no commas, but a Python parse of 1.2 MB
     ("[" + "0, " * 100 + "]" + " " * (MAX_TEXT - 1000), "not JSON"),  # JSON path fails; too big for literal_eval
 ])
 def test_texts_too_big_to_parse_are_refused_before_parsing(text, needle):
