@@ -146,6 +146,14 @@ def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_de
             "notes": list(details.get("truncated", [])), "unplaced": int(details.get("unplaced", 0))}
 
 
+def optimal_tau(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6, max_spine: int = 20,
+                top_k: int = 10, p_t_spine: float | None = None, p_t_chain: float | None = None) -> float:
+    """E[tau] of the optimal tree of ``budget`` nodes within the page's limits: the yardstick an
+    uploaded tree (a Medusa tree, say) is held against."""
+    acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
+    return float(_build("optimal", acc, budget, max_depth, max_spine, top_k).predicted_tau)
+
+
 def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
                  max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
                  p_t_chain: float | None = None) -> pd.DataFrame:

@@ -187,6 +187,10 @@ def test_uploaded_tree_choices_are_scored_and_exported_back(at):
                                 (1, "transition", 1)])
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau:.4f}"
     assert len(at.get("download_button")) == 2  # no spine: the choices download is offered
+    best = build_topology("optimal", Acceptance.parse(0.5, 0.2), budget=4).predicted_tau
+    mine = exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau
+    assert any(c.value.startswith(f"The optimal tree of 4 nodes within the sidebar's limits: E[tau] = {best:.4f}; "
+                                  f"this tree {mine / best - 1:+.1%}") for c in at.caption)
 
 
 def test_uploaded_regime_file_shows_its_own_prediction(at):

@@ -22,6 +22,7 @@ fit_shipped_view = _cache(views.fit_shipped_view)
 fit_uploaded_view = _cache(views.fit_uploaded_view)
 topology_download = _cache(compute.topology_download)
 choices_download = _cache(compute.choices_download)
+optimal_tau = _cache(compute.optimal_tau)
 parse_topology_json = _cache(compute.parse_topology_json)
 parse_latency = _cache(compute_io.parse_latency)
 

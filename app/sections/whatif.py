@@ -34,6 +34,18 @@ def _metrics(r: dict[str, Any]) -> None:
                    f"(raise max depth, max spine or top-K)")
 
 
+def _against_optimal(p: Params, r: dict[str, Any]) -> None:
+    """The uploaded tree against the optimal tree of as many nodes under the same sliders."""
+    budget = r["topology"]["budget"]
+    try:
+        best = common.optimal_tau(p.p_s, p.p_t, p.model, **{**p.shape, "budget": budget}, **p.by_parent)
+    except INPUT_ERRORS as exc:
+        show_error("the optimal tree of as many nodes", exc)
+        return
+    st.caption(f"The optimal tree of {budget} nodes within the sidebar's limits: E[tau] = {best:.4f}; "
+               f"this tree {r['exact'] / best - 1:+.1%} against it.")
+
+
 def _curves(p: Params) -> None:
     try:
         view = common.curves_view(p.p_s, p.p_t, p.model, **p.by_parent, **p.shape)
@@ -76,6 +88,8 @@ def render(p: Params) -> dict[str, Any] | None:
         st.info(note)
     if result is not None:
         _metrics(result)
+        if p.topology_json is not None:
+            _against_optimal(p, result)
         left, right = st.columns([3, 2])
         with left:
             chart(result["tree_spec"])
