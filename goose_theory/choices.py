@@ -112,7 +112,8 @@ def portability_notes(paths: Sequence[Sequence[int]]) -> list[str]:
     if uneven is not None:
         level, few, many = uneven
         notes.append(f"levels not uniform (level {level}: {few} to {many} children per node): vLLM drafts the same "
-                     f"number under every node of a level, so it would draft another tree (or refuse this one)")
+                     f"number under every node of a level, so it would draft another tree (or refuse this one); "
+                     f"goose optimize --rule uniform-levels builds the best tree it takes")
     return notes
 
 

@@ -65,8 +65,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("optimize", help="build the tree of a rule at a budget and write it as topology JSON")
     _add_shape(p)
     p.add_argument("--rule", default="optimal", help="optimal (default), linear, harmonic, paper, source-blind, "
-                   "isotropic:K, mixed-isotropic:K, or the references spine-only and transition-only; --latency "
-                   "makes any of them cost-aware")
+                   "isotropic:K, mixed-isotropic:K, uniform-levels (vLLM's kind of tree), or the references "
+                   "spine-only and transition-only; --latency makes any of them cost-aware")
     p.add_argument("--latency", help="goose-latency/1 profile: choose the budget (<= --budget) that maximises tokens/s")
     p.add_argument("--out", required=True, help="where to write the topology JSON")
     _add_acceptance(p)

@@ -15,6 +15,8 @@ Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
 ``mixed-isotropic:K``  the same shape, rank-0 child of spine-eligible nodes = spine token.
 ``paper``              BuildSpineTree at the paper's defaults (tiers, rho = 0.5, harmonic).
 ``source-blind``       Sequoia: one positional acceptance vector for both sources.
+``uniform-levels``     no spine; every node of a level has children ranks 0..c_d-1, the best
+                       widths (c_1, c_2, ...) by exhaustive search: the trees vLLM can draft.
 =====================  =====================================================================
 
 Plus two references (accepted by :func:`build_topology`, listed by :func:`compare_rules`):
@@ -41,14 +43,16 @@ from .acceptance import Acceptance
 from .allocation import paper_tree, weighted_tree
 from .candidate import Candidate
 from .errors import InputError
-from .shapes import isotropic_tree, optimal_taus, optimal_tree, source_blind_tree, spine_chain_tree, transition_only_tree
+from .shapes import (isotropic_tree, optimal_taus, optimal_tree, source_blind_tree, spine_chain_tree,
+                     transition_only_tree, uniform_levels_tree)
 from .topology import Topology
 from .yields import exact_yield
 
-RULES = ("optimal", "linear", "harmonic", "isotropic:K", "mixed-isotropic:K", "paper", "source-blind")
+RULES = ("optimal", "linear", "harmonic", "isotropic:K", "mixed-isotropic:K", "paper", "source-blind",
+         "uniform-levels")
 REFERENCE_RULES = ("spine-only", "transition-only")
 DEFAULT_COMPARE = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
-                   "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only")
+                   "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels")
 
 
 class OptimizeError(InputError):
@@ -128,6 +132,8 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
         builder, details = source_blind_tree(cand, budget=budget)
     elif name == "spine-only":
         builder, details = spine_chain_tree(cand, budget=budget)
+    elif name == "uniform-levels":
+        builder, details = uniform_levels_tree(cand, budget=budget)
     else:
         builder, details = transition_only_tree(cand, budget=budget)
     return _finish(rule, builder.topology(), acceptance, budget, top_k, details)

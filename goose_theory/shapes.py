@@ -11,6 +11,9 @@
   child of a spine-eligible node is the spine token, then transition ranks 0..K-2).
 * ``source-blind``: Sequoia's positional vector v = (p_s(1), p_t(0), p_t(1), ...) used at every
   node; best-first on v, then positional rank 0 -> spine token at spine-eligible nodes.
+* ``uniform-levels``: no spine, and every node of a level has the same children, ranks 0..c_d-1
+  (the only trees vLLM's ``speculative_token_tree`` drafts as given): the best (c_1, c_2, ...)
+  within the budget, by exhaustive search (:func:`uniform_levels_tree`).
 
 The spine-allocation rules (``linear``, ``harmonic``, ``paper``) are in
 :mod:`goose_theory.allocation`.
@@ -31,7 +34,7 @@ import numpy as np
 
 from ._dp import best_values, has_spine_variants, solve
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first
-from .topology import SPINE, TRANSITION
+from .topology import ROOT, SPINE, TRANSITION
 
 Details = dict[str, Any]
 
@@ -148,3 +151,62 @@ def source_blind_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Det
     details = _base_details(builder, budget, placed)
     details["positional_vector"] = vector[: cand.top_k + 1]
     return builder, details
+
+
+def _level_gain(cand: Candidate, kind: int, depth: int) -> list[float]:
+    """gain[c]: the summed effective acceptance of ranks 0..c-1 under a node of ``kind`` at
+    ``depth`` (qeff as in :mod:`goose_theory.yields`: the exclusive model's q, the independent
+    model's q times the earlier siblings' misses), for c up to the node's rank cap."""
+    gain, survive = [0.0], 1.0
+    for r in range(cand.rank_cap(kind, depth, False)):
+        q = cand.acceptance.transition_q(r, kind)
+        gain.append(gain[-1] + q * survive)
+        if cand.acceptance.independent:
+            survive *= 1.0 - q
+    return gain
+
+
+def best_level_widths(cand: Candidate, *, budget: int) -> tuple[int, ...]:
+    """The children per node of each level, (c_1, c_2, ...), of the best uniform-levels tree of at
+    most ``budget`` nodes. Every node of level d reaches level d + 1 alike, so E[tau] = 1 +
+    sum over d of prod over j <= d of gain_j(c_j), and a depth-first search over the widths is
+    exact. Ties go to the smaller tree, then to the earlier widths.
+
+    Example:
+        >>> from goose_theory.acceptance import Acceptance
+        >>> best_level_widths(Candidate(Acceptance.parse(0.0, [0.5, 0.2, 0.1])), budget=6)  # 2 + 2 + 2 nodes
+        (2, 1, 1)
+    """
+    gains = [_level_gain(cand, ROOT if d == 0 else TRANSITION, d) for d in range(cand.max_depth)]
+    best: tuple[float, int, tuple[int, ...]] = (1.0, 0, ())
+
+    def search(widths: tuple[int, ...], nodes: int, level_nodes: int, reach: float, tau: float) -> None:
+        nonlocal best
+        if (tau > best[0] + 1e-12) or (abs(tau - best[0]) <= 1e-12 and nodes < best[1]):
+            best = (tau, nodes, widths)
+        d = len(widths)
+        if d == cand.max_depth:
+            return
+        for c in range(1, len(gains[d])):
+            more = level_nodes * c
+            if nodes + more > budget:
+                break
+            level_reach = reach * gains[d][c]
+            search(widths + (c,), nodes + more, more, level_reach, tau + level_reach)
+
+    search((), 0, 1, 1.0, 1.0)
+    return best[2]
+
+
+def uniform_levels_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:
+    """The best tree without a spine whose nodes of each level all have children ranks 0..c_d-1."""
+    builder = TreeBuilder(cand)
+    widths = best_level_widths(cand, budget=budget)
+    level = [0]
+    for width in widths:
+        level = [builder.add(v, TRANSITION, r) for v in level for r in range(width)]
+    details = _base_details(builder, budget, len(builder) - 1)
+    details.pop("unplaced", None)  # a uniform tree rarely fills the budget exactly; that is its shape
+    details["level_widths"] = list(widths)
+    return builder, details
+

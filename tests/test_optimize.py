@@ -17,7 +17,7 @@ from goose_theory.topology import SPINE, TRANSITION, load_topology, save_topolog
 from goose_theory.yields import exact_yield
 
 ALL_RULES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:1", "isotropic:3",
-             "mixed-isotropic:2", "mixed-isotropic:5", "spine-only", "transition-only")
+             "mixed-isotropic:2", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels")
 
 
 # ---- exhaustive search over ALL valid trees of a small candidate tree ----------------------

@@ -12,6 +12,7 @@ from goose_theory.candidate import Candidate
 from goose_theory.optimize import build_topology
 from goose_theory.shapes import isotropic_tree, source_blind_tree, spine_chain_tree
 from goose_theory.topology import SPINE, TRANSITION
+from goose_theory.yields import exact_yield
 
 
 def kids(topo, v):
@@ -119,3 +120,55 @@ def test_optimal_taus_stay_flat_once_the_candidate_tree_runs_out(model):
     full = build_topology("optimal", acc, budget=40, max_depth=2, max_spine=2, top_k=2)
     assert full.topology.budget < 20  # the whole candidate tree
     np.testing.assert_allclose(taus[full.topology.budget:], full.predicted_tau, rtol=1e-12)
+
+
+def _uniform_tree(widths):
+    """The tree of level widths (c_1, c_2, ...), built directly from its definition."""
+    from goose_theory.topology import Topology
+    nodes, level = [(-1, "root", 0)], [0]
+    for c in widths:
+        new = []
+        for v in level:
+            for r in range(c):
+                nodes.append((v, "transition", r)); new.append(len(nodes) - 1)
+        level = new
+    return Topology.from_nodes(nodes)
+
+
+def _all_widths(budget, max_depth, top_k):
+    """Every sequence of level widths whose tree has at most ``budget`` nodes (brute force)."""
+    out, stack = [()], [((), 0, 1)]
+    while stack:
+        widths, nodes, last = stack.pop()
+        if len(widths) == max_depth:
+            continue
+        for c in range(1, top_k + 1):
+            if nodes + last * c <= budget:
+                out.append(widths + (c,)); stack.append((widths + (c,), nodes + last * c, last * c))
+    return out
+
+
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+@pytest.mark.parametrize("seed", range(4))
+def test_uniform_levels_is_the_best_of_every_uniform_tree(model, seed):
+    rng = np.random.default_rng(seed)
+    p_t = sorted(rng.uniform(0.0, 0.3, size=3), reverse=True)
+    acc = Acceptance.parse(0.7, list(p_t), model, p_t_chain=list(rng.uniform(0.0, 0.3, size=3)))
+    budget, max_depth, top_k = int(rng.integers(1, 40)), 4, 4
+    res = build_topology("uniform-levels", acc, budget=budget, max_depth=max_depth, top_k=top_k)
+    taus = {w: exact_yield(_uniform_tree(w), acc).expected_tau for w in _all_widths(budget, max_depth, top_k)}
+    assert res.predicted_tau == pytest.approx(max(taus.values()), rel=1e-12)
+    assert res.topology.spine_length == 0 and res.topology.budget <= budget
+    direct = _uniform_tree(tuple(res.details["level_widths"]))
+    assert (res.topology.parent, res.topology.source, res.topology.rank) == (direct.parent, direct.source, direct.rank)
+    assert res.predicted_tau <= build_topology("transition-only", acc, budget=budget, max_depth=max_depth,
+                                               top_k=top_k).predicted_tau + 1e-12
+
+
+def test_uniform_levels_exports_as_a_tree_vllm_takes():
+    from goose_theory.choices import choices_from_topology, portability_notes
+    acc = Acceptance.parse(0.0, [0.37, 0.09, 0.05, 0.04, 0.03, 0.014, 0.011, 0.010, 0.012, 0.006],
+                           p_t_chain=[0.57, 0.09, 0.05, 0.02, 0.03, 0.01, 0.011, 0.008, 0.016, 0.007])
+    res = build_topology("uniform-levels", acc, budget=63)
+    assert portability_notes(choices_from_topology(res.topology)) == []  # no rank gap, same children per level
+    assert res.details["level_widths"][0] > 1 and res.topology.budget <= 63

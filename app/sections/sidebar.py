@@ -9,7 +9,8 @@ import streamlit as st
 from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, show_error
 
 RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
-                "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uploaded topology")
+                "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels",
+                "uploaded topology")
 UPLOADED = "uploaded topology"
 P_T_MAX = 0.5  # the root p_t slider's top; per-parent p_t goes to 1 (chains reach 0.5-0.65 in real traces)
 BY_PARENT_HELP = ("Real traces show transition acceptance depends on the parent: rank 0 is accepted "
