@@ -27,14 +27,16 @@ MAX_DEPTH = 64
 MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 43 PiB of chunk keys
 
 
-def _add_acceptance(p: argparse.ArgumentParser, *, p_s_required: bool = True) -> None:
-    p.add_argument("--p-s", required=p_s_required,
-                   help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
-    p.add_argument("--p-t", required=True, help="transition acceptance (under the root; everywhere unless "
+def _add_acceptance(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--p-s", help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
+    p.add_argument("--p-t", help="transition acceptance (under the root; everywhere unless "
                    "overridden): a probability or a list by rank (0.05,0.03,...)")
     p.add_argument("--p-t-spine", help="transition acceptance under spine nodes, by rank (default: as --p-t)")
     p.add_argument("--p-t-chain", help="transition acceptance under transition nodes, by rank (default: as --p-t)")
-    p.add_argument("--model", default="exclusive", help="acceptance model: exclusive (default) or independent")
+    p.add_argument("--acceptance-from", metavar="TOPOLOGY", help="instead of --p-s/--p-t/--p-t-spine/--p-t-chain: "
+                   "the acceptance a topology file holds (fit-acceptance --out writes the fitted one, goose optimize "
+                   "the one it was given)")
+    p.add_argument("--model", help="acceptance model: exclusive (default) or independent")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -59,7 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--bursty", metavar="PS_REP,PS_NOVEL,TO_NOVEL,TO_REP",
                    help="two-state Markov regime instead of --p-s: p_s when the text is repetitive / novel, and the "
                         "per-cycle probabilities of switching to novel / to repetitive")
-    _add_acceptance(p, p_s_required=False)
+    _add_acceptance(p)
     p.set_defaults(handler=cmd_simulate)
 
     p = sub.add_parser("optimize", help="build the tree of a rule at a budget and write it as topology JSON")
@@ -82,7 +84,37 @@ def register(sub: Any) -> None:
 
 
 def _acceptance(args: argparse.Namespace) -> Acceptance:
-    return Acceptance.parse(args.p_s, args.p_t, args.model, p_t_spine=args.p_t_spine, p_t_chain=args.p_t_chain)
+    """The command line's acceptance: the flags, or --acceptance-from a file (--model may override its model)."""
+    flags = [f"--{name.replace('_', '-')}" for name in ("p_s", "p_t", "p_t_spine", "p_t_chain")
+             if getattr(args, name) is not None]
+    if args.acceptance_from is not None:
+        if flags:
+            raise UsageError(f"--acceptance-from gives the acceptance; drop {', '.join(flags)}")
+        acceptance = acceptance_of_file(args.acceptance_from)
+        return acceptance if args.model is None else acceptance.with_model(args.model)
+    missing = [flag for flag in ("--p-s", "--p-t") if flag not in flags]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} required (or --acceptance-from TOPOLOGY)")
+    return Acceptance.parse(args.p_s, args.p_t, args.model or "exclusive", p_t_spine=args.p_t_spine,
+                            p_t_chain=args.p_t_chain)
+
+
+def acceptance_of_file(path: str) -> Acceptance:
+    """The ``acceptance`` a topology file holds (checked on load by :mod:`goose_theory.topometa`).
+
+    Example:
+        >>> import os, tempfile
+        >>> from goose_theory.topology import Topology
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.json")
+        >>> save_topology(Topology.root_only(meta={"acceptance": {"p_s": 0.5, "p_t": [0.1, 0.05]}}), path)
+        >>> acceptance_of_file(path).p_t
+        (0.1, 0.05)
+    """
+    data = load_topology(path).meta.get("acceptance")
+    if data is None:
+        raise UsageError(f"--acceptance-from {path}: the file holds no 'acceptance' (goose optimize and "
+                         f"fit-acceptance --out write one)")
+    return Acceptance.from_dict(data)
 
 
 def _check_shape(args: argparse.Namespace) -> None:
@@ -129,10 +161,12 @@ def cmd_yield(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     bursty = args.bursty is not None
+    if bursty and args.acceptance_from is not None:
+        raise UsageError("--bursty sets p_s per regime and takes p_t from --p-t; drop --acceptance-from")
     if bursty and args.p_s is not None:
         raise UsageError("--bursty sets p_s per regime (PS_REP, PS_NOVEL); drop --p-s")
-    if not bursty and args.p_s is None:
-        raise UsageError("--p-s is required (or --bursty PS_REP,PS_NOVEL,TO_NOVEL,TO_REP)")
+    if not bursty and args.p_s is None and args.acceptance_from is None:
+        raise UsageError("--p-s is required (or --bursty PS_REP,PS_NOVEL,TO_NOVEL,TO_REP, or --acceptance-from)")
     if not 1 <= args.cycles <= MAX_CYCLES:
         raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")
     from .simulate import BurstyRegime, simulate, simulate_bursty

@@ -199,3 +199,36 @@ def test_compare_prices_a_given_tree_beside_the_rules(capsys, topo_file):
     assert mine["predicted_tau"] <= next(r for r in out["rules"] if r["rule"] == "optimal")["predicted_tau"] + 1e-12
     assert main(["compare", "--budget", "6", "--p-s", "0.6", "--p-t", "0.1", "--topology", "missing.json"]) == 2
     assert capsys.readouterr().err.strip() == "error: missing.json: no such file"
+
+
+def test_acceptance_from_a_file_equals_the_flags(capsys, tmp_path, topo_file):
+    flags = ["--p-s", "0.6,0.5", "--p-t", "0.1,0.05", "--p-t-chain", "0.3,0.1"]
+    fitted = tmp_path / "fit.json"  # a file that carries its acceptance, as fit-acceptance --out writes one
+    assert main(["optimize", "--budget", "10", *flags, "--out", str(fitted)]) == 0
+    capsys.readouterr()
+    by_flags = run_json(capsys, ["yield", "--topology", topo_file, *flags, "--json"])
+    by_file = run_json(capsys, ["yield", "--topology", topo_file, "--acceptance-from", str(fitted), "--json"])
+    assert by_file["exact"] == by_flags["exact"] and by_file["model"] == "exclusive"
+    other = run_json(capsys, ["yield", "--topology", topo_file, "--acceptance-from", str(fitted), "--model",
+                              "independent", "--json"])
+    assert other["model"] == "independent" and other["exact"] != by_flags["exact"]
+    out = tmp_path / "u.json"
+    assert main(["optimize", "--rule", "uniform-levels", "--budget", "12", "--acceptance-from", str(fitted),
+                 "--out", str(out)]) == 0
+    assert load_topology(out).meta["acceptance"] == load_topology(fitted).meta["acceptance"]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ([], "--p-s and --p-t required (or --acceptance-from TOPOLOGY)"),
+    (["--p-s", "0.5"], "--p-t required (or --acceptance-from TOPOLOGY)"),
+    (["--acceptance-from", "FIT", "--p-t", "0.1"], "--acceptance-from gives the acceptance; drop --p-t"),
+    (["--acceptance-from", "PLAIN"], "holds no 'acceptance' (goose optimize and fit-acceptance --out write one)"),
+    (["--acceptance-from", "missing.json"], "missing.json: no such file"),
+])
+def test_acceptance_flags_or_file_one_line(capsys, tmp_path, topo_file, extra, needle):
+    fitted = tmp_path / "fit.json"
+    save_topology(Topology.from_nodes(NODES).with_meta(acceptance={"p_s": 0.5, "p_t": 0.1}), fitted)
+    extra = [{"FIT": str(fitted), "PLAIN": topo_file}.get(x, x) for x in extra]
+    assert main(["yield", "--topology", topo_file, *extra]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
