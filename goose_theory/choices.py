@@ -162,33 +162,45 @@ def _path(entry: Any) -> tuple[int, ...]:
 _PARSE_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
 
 
+CONFIG_KEYS = ("speculative_token_tree", "eagle_choices", "medusa_choices", "tree_choices")
+
+
 def parse_choices_text(text: str, *, name: str | None = None) -> Any:
     """The list in ``text``: JSON, a Python literal (``[(0,), (1,), (0, 0)]``; also inside a JSON
-    string, as vLLM's ``speculative_token_tree`` is written), or, in a Python source such as
-    Medusa's ``medusa_choices.py``, the literal assigned to ``name`` (or to its only ``NAME = [...]``).
-    Nothing is executed: the source is parsed and only literals are evaluated.
+    string, as vLLM's ``speculative_token_tree`` is written), a runtime's JSON config holding one
+    (the entry ``name``, else the first of :data:`CONFIG_KEYS`, also under ``speculative_config``),
+    or, in a Python source such as Medusa's ``medusa_choices.py``, the literal assigned to ``name``
+    (or to its only ``NAME = [...]``). Nothing is executed: the source is parsed and only literals
+    are evaluated.
 
     Example:
         >>> parse_choices_text("[(0,), (1,), (0, 0)]")
         [(0,), (1,), (0, 0)]
         >>> parse_choices_text('"[(0,), (1,)]"'), parse_choices_text("a = [[0]]\\nb = [[0], [1]]", name="b")
         ([(0,), (1,)], [[0], [1]])
+        >>> parse_choices_text('{"speculative_config": {"speculative_token_tree": "[(0,), (0, 0)]"}}')
+        [(0,), (0, 0)]
     """
     text = text.removeprefix("\ufeff")  # a byte-order mark, as some Windows editors save UTF-8
     _check_size(text)
+    try:
+        data = loads_json(text)
+    except json.JSONDecodeError as exc:
+        json_problem = str(exc)
+    else:
+        if isinstance(data, dict):
+            return _unquoted(_config_entry(data, name))
+        if name is not None:
+            raise ChoicesError(f"--name picks an entry of a JSON object or a list of a Python source, and this "
+                               f"is a JSON {type(data).__name__}")
+        return _unquoted(data)
+    if len(text) > MAX_SOURCE:
+        raise ChoicesError(f"not JSON ({json_problem}), and larger than {MAX_SOURCE >> 20} MB for Python")
     if name is None:
-        try:
-            return _unquoted(loads_json(text))
-        except json.JSONDecodeError as exc:
-            json_problem = str(exc)
-        if len(text) > MAX_SOURCE:
-            raise ChoicesError(f"not JSON ({json_problem}), and larger than {MAX_SOURCE >> 20} MB for a Python literal")
         try:  # literal_eval builds constants only: no names, calls or attributes run
             return _unquoted(ast.literal_eval(text.strip()))
         except _PARSE_ERRORS:
             pass
-    elif len(text) > MAX_SOURCE:
-        raise ChoicesError(f"larger than {MAX_SOURCE >> 20} MB for a Python source of NAME = [...] lists")
     lists = _assigned_lists(text) or {}
     if not lists:
         if name is not None:
@@ -199,6 +211,19 @@ def parse_choices_text(text: str, *, name: str | None = None) -> Any:
     if name is not None and name not in lists:
         raise ChoicesError(f"no list assigned to {name!r} (it assigns {', '.join(lists)})"[:200])
     return lists[name] if name is not None else next(iter(lists.values()))
+
+
+def _config_entry(data: dict, name: str | None) -> Any:
+    """The tree in a runtime's JSON config: the entry ``name``, else the first of
+    :data:`CONFIG_KEYS`, at the top or under ``speculative_config`` (vLLM's flag of that name)."""
+    scopes = [data] + ([data["speculative_config"]] if isinstance(data.get("speculative_config"), dict) else [])
+    for scope in scopes:
+        for key in (name,) if name is not None else CONFIG_KEYS:
+            if key in scope:
+                return scope[key]
+    if name is not None:
+        raise ChoicesError(f"a JSON object without an entry {name!r}"[:200])
+    raise ChoicesError(f"a JSON object without {', '.join(CONFIG_KEYS)} (--name picks another entry)")
 
 
 def _check_size(text: str) -> None:

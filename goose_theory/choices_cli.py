@@ -26,8 +26,9 @@ def register(sub: Any) -> None:
     e.set_defaults(handler=cmd_export)
     i = way.add_parser("import", help="a choices list (JSON or Python literal, e.g. [(0,), (1,), (0, 0)]) as "
                                       "topology JSON")
-    i.add_argument("choices", help="file holding the list (or a Python source such as Medusa's medusa_choices.py)")
-    i.add_argument("--name", help="in a Python source of several NAME = [...] lists, the one to take")
+    i.add_argument("choices", help="file holding the list, a runtime's JSON config holding it, or a Python source "
+                                   "such as Medusa's medusa_choices.py")
+    i.add_argument("--name", help="the entry of a JSON config, or the NAME = [...] list of a Python source, to take")
     i.add_argument("--out", required=True, help="where to write the topology JSON")
     i.add_argument("--json", action="store_true", help="print one JSON object")
     i.set_defaults(handler=cmd_import)

@@ -180,9 +180,24 @@ def test_byte_order_mark_and_quoted_lists():
 
 @pytest.mark.parametrize("text,needle", [
     ("[" + "0," * (MAX_RANKS + MAX_NODES + 1) + "]", "more than the 640000 ranks"),  # refused before parsing
-    ("x = 1\n" * 200_000, "larger than 1 MB for a Python"),  # no commas, but a Python parse of 1.2 MB
+    ("x = 1\n" * 200_000, "larger than 1 MB for Python"),  # no commas, but a Python parse of 1.2 MB
     ("[" + "0, " * 100 + "]" + " " * (MAX_TEXT - 1000), "not JSON"),  # JSON path fails; too big for literal_eval
 ])
 def test_texts_too_big_to_parse_are_refused_before_parsing(text, needle):
     with pytest.raises(ChoicesError, match=needle):
         parse_choices_text(text)
+
+
+def test_runtime_json_configs():
+    vllm = '{"method": "eagle", "num_speculative_tokens": 3, "speculative_token_tree": "[(0,), (1,), (0, 0)]"}'
+    assert parse_choices_text(vllm) == [(0,), (1,), (0, 0)]
+    nested = '{"speculative_config": {"speculative_token_tree": "[(0,)]"}, "model": "m"}'
+    assert parse_choices_text(nested) == [(0,)]
+    assert parse_choices_text('{"medusa_choices": [[0], [0, 0]]}') == [[0], [0, 0]]
+    assert parse_choices_text('{"mine": [[0]], "tree_choices": [[1]]}', name="mine") == [[0]]
+    with pytest.raises(ChoicesError, match="a JSON object without an entry 'other'"):
+        parse_choices_text('{"mine": [[0]]}', name="other")
+    with pytest.raises(ChoicesError, match=r"--name picks another entry"):
+        parse_choices_text('{"mine": [[0]]}')
+    with pytest.raises(ChoicesError, match="this is a JSON list"):
+        parse_choices_text("[[0]]", name="x")

@@ -47,7 +47,7 @@ def test_export_refuses_a_spine_and_names_the_file(tmp_path, capsys):
     assert not (tmp_path / "c.json").exists()
 
 
-@pytest.mark.parametrize("text,needle", [("[[0, 1]]", "has no parent"), ("{}", "must be a list"),
+@pytest.mark.parametrize("text,needle", [("[[0, 1]]", "has no parent"), ("{}", "a JSON object without speculative_token_tree"),
                                          ("[[0], [0]]", "appears twice"), ("", "neither JSON")])
 def test_import_bad_list_writes_nothing(tmp_path, capsys, text, needle):
     (tmp_path / "c.json").write_text(text)
