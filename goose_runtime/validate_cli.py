@@ -13,15 +13,13 @@ import os
 import sys
 import time
 
-from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, print_json, split_list,
-                                   to_jsonable)
+from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
 from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import _model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
-from .validate_inputs import (bench_files, check_loop_outputs, check_validate_outputs, held_out,
-                              validation_trace)
+from .validate_inputs import check_loop_outputs, check_validate_outputs, held_out, validation_trace
 
 
 def _num(value: float, spec: str) -> str:
@@ -97,10 +95,7 @@ def _check(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
-    benches = split_list(args.bench, "--bench")
-    check_not_an_input(getattr(args, "out", None), "--out", {"--topology": getattr(args, "topology", None),
-                                                             "--latency": getattr(args, "latency", None),
-                                                             "--bench": bench_files(benches)})
+    benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
     labels: dict[str, str] = {}
     for bench in benches:  # each set loads (a missing file is one line now), and two never share a label

@@ -205,8 +205,6 @@ def uniform_levels_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, D
     level = [0]
     for width in widths:
         level = [builder.add(v, TRANSITION, r) for v in level for r in range(width)]
-    details = _base_details(builder, budget, len(builder) - 1)
-    details.pop("unplaced", None)  # a uniform tree rarely fills the budget exactly; that is its shape
-    details["level_widths"] = list(widths)
-    return builder, details
+    # no "unplaced": a uniform tree rarely fills the budget exactly, and that is its shape, not a shortfall
+    return builder, {"truncated": list(builder.notes), "level_widths": list(widths)}
 
