@@ -60,7 +60,8 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed; the result is the same at any thread count (default 0)")
     p.add_argument("--bursty", metavar="PS_REP,PS_NOVEL,TO_NOVEL,TO_REP",
                    help="two-state Markov regime instead of --p-s: p_s when the text is repetitive / novel, and the "
-                        "per-cycle probabilities of switching to novel / to repetitive")
+                        "per-cycle probabilities of switching to novel / to repetitive (p_t and the model come from "
+                        "--p-t... or --acceptance-from, whose p_s the regime replaces)")
     _add_acceptance(p)
     p.set_defaults(handler=cmd_simulate)
 
@@ -161,8 +162,6 @@ def cmd_yield(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     bursty = args.bursty is not None
-    if bursty and args.acceptance_from is not None:
-        raise UsageError("--bursty sets p_s per regime and takes p_t from --p-t; drop --acceptance-from")
     if bursty and args.p_s is not None:
         raise UsageError("--bursty sets p_s per regime (PS_REP, PS_NOVEL); drop --p-s")
     if not bursty and args.p_s is None and args.acceptance_from is None:
@@ -178,7 +177,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if len(parts) != 4:
             raise UsageError(f"--bursty needs four comma-separated probabilities, got {len(parts)}")
         regime = BurstyRegime(*parts)  # names a value that is not a probability
-        args.p_s = str(regime.p_s_repetitive)  # replaced per regime by the simulator; p_t and the model stay
+        if args.acceptance_from is None:  # a placeholder: the simulator replaces p_s per regime
+            args.p_s = str(regime.p_s_repetitive)
     topology, acceptance = load_topology(args.topology), _acceptance(args)
     if bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)

@@ -218,6 +218,15 @@ def test_acceptance_from_a_file_equals_the_flags(capsys, tmp_path, topo_file):
     assert load_topology(out).meta["acceptance"] == load_topology(fitted).meta["acceptance"]
 
 
+def test_bursty_takes_p_t_from_a_file_and_p_s_from_the_regime(capsys, tmp_path, topo_file):
+    fitted = tmp_path / "fit.json"  # its p_s (0.5 by depth) is replaced by the regime's two values
+    save_topology(Topology.from_nodes(NODES).with_meta(acceptance={"p_s": [0.5, 0.4], "p_t": [0.1, 0.05]}), fitted)
+    common = ["simulate", "--topology", topo_file, "--bursty", "0.8,0.2,0.05,0.05", "--cycles", "20000", "--json"]
+    by_file = run_json(capsys, [*common, "--acceptance-from", str(fitted)])
+    by_flags = run_json(capsys, [*common, "--p-t", "0.1,0.05"])
+    assert by_file == by_flags
+
+
 @pytest.mark.parametrize("extra,needle", [
     ([], "--p-s and --p-t required (or --acceptance-from TOPOLOGY)"),
     (["--p-s", "0.5"], "--p-t required (or --acceptance-from TOPOLOGY)"),
