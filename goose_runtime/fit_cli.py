@@ -13,7 +13,6 @@ Example:
 """
 from __future__ import annotations
 
-import glob
 import os
 import sys
 
@@ -25,7 +24,7 @@ from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
-from .fit_inputs import copy_problem, trace_copies
+from .fit_inputs import copy_problem, expand_paths, trace_copies
 from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
 
 
@@ -54,32 +53,6 @@ def build_parser():
     p.add_argument("--bootstrap", type=int, default=1000,
                    help=f"cluster-bootstrap draws (default 1000, at most {MAX_BOOTSTRAP})")
     return p
-
-
-def expand_paths(paths: list[str]) -> list[str]:
-    """Files, directories (their own *.parquet) and globs (``**`` recursive) -> a sorted,
-    de-duplicated file list."""
-    out: list[str] = []
-    for raw in paths:
-        if not raw:  # was "error: : no such file"
-            raise UsageError("a trace path is empty ('')")
-        if os.path.isdir(raw):  # escaped: a folder's name may hold '[' or '*'
-            found = sorted(glob.glob(os.path.join(glob.escape(raw), "*.parquet")))
-            if not found:
-                raise UsageError(f"{raw}: directory holds no *.parquet files")
-            out += found
-        elif any(ch in raw for ch in "*?[") and not os.path.lexists(raw):  # a file that exists is itself, '[' or not
-            matches = sorted(glob.glob(raw, recursive=True))
-            if not matches:
-                raise UsageError(f"{raw}: no files match")
-            out += [m for m in matches if not os.path.isdir(m)]
-        else:
-            out.append(raw)
-    # one file under two spellings (x.parquet, ./x.parquet, a link) counts once, not twice
-    unique: dict[str, str] = {}
-    for path in out:
-        unique.setdefault(os.path.realpath(path), path)
-    return list(unique.values())
 
 
 def _check_options(args) -> tuple[str, ...]:

@@ -4,6 +4,7 @@
 topology was fitted on in its provenance (their prompts are held out); ``fit-acceptance`` takes
 paths. What each needs checked up front, before a fit of seconds or a model load:
 
+- :func:`expand_paths`: paths, folders and globs as a file list (fit-acceptance, ``--traces``);
 - :func:`trace_files`: ``--traces`` as files, none unreadable, none a copy of another;
 - :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
 - :func:`trace_sets`: the prompt sets the traces hold (``goose loop`` refuses others before its fit);
@@ -27,20 +28,47 @@ from goose_theory.cli_util import UsageError
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
 
 
+def expand_paths(paths: list[str]) -> list[str]:
+    """Files, folders (their own ``*.parquet``) and globs (``**`` recurses) -> a sorted, de-duplicated
+    file list: ``fit-acceptance PATH...`` and ``goose loop --traces`` read paths alike.
+
+    Example:
+        >>> [f.rsplit("/", 1)[-1] for f in expand_paths(["traces/prior/*.parquet", "traces/prior"])]
+        ['humaneval-b8.parquet', 'mtbench-b8.parquet', 'stdlib-b8.parquet']
+    """
+    out: list[str] = []
+    for raw in paths:
+        if not raw:  # was "error: : no such file"
+            raise UsageError("a trace path is empty ('')")
+        if os.path.isdir(raw):  # escaped: a folder's name may hold '[' or '*'
+            found = sorted(glob.glob(os.path.join(glob.escape(raw), "*.parquet")))
+            if not found:
+                raise UsageError(f"{raw}: directory holds no *.parquet files")
+            out += found
+        elif glob.has_magic(raw) and not os.path.lexists(raw):  # a file that exists is itself, '[' or not
+            matches = sorted(glob.glob(raw, recursive=True))
+            if not matches:
+                raise UsageError(f"{raw}: no files match")
+            out += [m for m in matches if not os.path.isdir(m)]
+        else:
+            out.append(raw)
+    # one file under two spellings (x.parquet, ./x.parquet, a link) counts once, not twice
+    unique: dict[str, str] = {}
+    for path in out:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
 def trace_files(spec: str) -> list[str]:
-    """``--traces``: a folder's parquet files or a glob's matches, sorted; each must read as a trace
-    (its one-line error here) and none may be a copy of another."""
-    if os.path.isdir(spec):  # escaped: a folder's name may hold '[' or '*'
-        files = sorted(glob.glob(os.path.join(glob.escape(spec), "*.parquet")))
-    else:  # a file that exists is itself, whatever its name holds; else a glob
-        files = [spec] if os.path.lexists(spec) else sorted(glob.glob(spec))
-    if not files:
-        raise UsageError(f"--traces: no parquet files at {spec!r} (record them with `goose record-traces`)")
+    """``--traces``: a folder's parquet files, a glob's matches or a file (as :func:`expand_paths`
+    reads them); each must read as a trace (its one-line error here) and none may be a copy of another."""
+    try:
+        files = expand_paths([spec])
+    except UsageError as error:
+        raise UsageError(f"--traces: {error} (record them with `goose record-traces`)") from None
     copies = trace_copies([check_trace(f) for f in files])
     if copies:
-        (copy, original), *_ = copies
-        raise UsageError(f"--traces: {copy.path} is the same trace as {original.path} (an identical parquet "
-                         "footer): its cycles would count twice")
+        raise UsageError(f"--traces: {copy_problem(*copies[0])}")
     return files
 
 

@@ -75,7 +75,6 @@ def picked_up_by(spec: str, path: str) -> bool:
     """Whether ``--traces spec`` (a folder, a file or a glob: :func:`~goose_runtime.fit_inputs.trace_files`)
     would take the file ``path`` (which need not exist yet) as a fit trace."""
     import glob
-    from pathlib import PurePath
 
     if os.path.isdir(spec):
         return os.path.realpath(os.path.dirname(path)) == os.path.realpath(spec)
@@ -87,7 +86,24 @@ def picked_up_by(spec: str, path: str) -> bool:
     specs = {os.path.abspath(spec)}
     if not glob.has_magic(folder):
         specs.add(os.path.join(os.path.realpath(folder), pattern))
-    return any(PurePath(p).match(s) for p in paths for s in specs)
+    return any(_glob_matches(s.split(os.sep), p.split(os.sep)) for p in paths for s in specs)
+
+
+def _glob_matches(pattern: list[str], parts: list[str]) -> bool:
+    """Whether path ``parts`` match glob ``pattern`` components as ``glob(recursive=True)`` reads
+    them: ``**`` is any number of folders (none included), the rest match one component each.
+
+    Example:
+        >>> _glob_matches(["", "t", "**", "*.parquet"], ["", "t", "a", "b", "v.parquet"])
+        True
+    """
+    import fnmatch
+
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_glob_matches(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) and _glob_matches(pattern[1:], parts[1:])
 
 
 def check_loop_outputs(args, benches: list[str]) -> None:

@@ -36,7 +36,7 @@ def test_loop_refuses_traces_recorded_with_min_score(capsys, tmp_path):
 
 def test_loop_without_traces(capsys, tmp_path, no_model):
     assert main(["loop", "--traces", str(tmp_path / "none-*.parquet"), "--out", str(tmp_path / "out")]) == 2
-    assert "no parquet files" in capsys.readouterr().err
+    assert "none-*.parquet: no files match (record them with" in capsys.readouterr().err
 
 
 def _fails(capsys, argv, message):
@@ -50,7 +50,7 @@ def test_loop_refuses_one_trace_under_two_names(capsys, tmp_path, no_model):
     for name in ("a.parquet", "b.parquet"):
         shutil.copy("traces/stdlib-b8.parquet", tmp_path / name)
     _fails(capsys, ["loop", "--traces", str(tmp_path), "--out-dir", str(tmp_path / "out")],
-           f"--traces: {tmp_path / 'b.parquet'} is the same trace as {tmp_path / 'a.parquet'}")
+           f"--traces: {tmp_path / 'b.parquet'}: the same trace as {tmp_path / 'a.parquet'}")
     assert not (tmp_path / "out").exists()
 
 
