@@ -67,7 +67,8 @@ def register(sub) -> None:
     p.set_defaults(handler=validate_handler)
 
     p = sub.add_parser("loop", help="main job: fit traces -> optimise (cost-aware) -> validate on held-out prompts")
-    p.add_argument("--traces", default="traces", help="a trace file, a folder (its own *.parquet) or a glob ('**' recurses), read as fit-acceptance reads its PATHs (default: traces/)")
+    p.add_argument("--traces", default="traces", help="a trace file, a folder (its own *.parquet) or a glob ('**' recurses), read as "
+                   "fit-acceptance reads its PATHs (default: traces/)")
     p.add_argument("--bench", default="humaneval,mtbench,stdlib",
                    help="built-in sets or JSONL paths; a JSONL set is matched to its traces by its file stem")
     # 5: two held-out prompts missed the prediction by 10-42% from prompt variation alone; five took
