@@ -205,6 +205,8 @@ def uniform_levels_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, D
     level = [0]
     for width in widths:
         level = [builder.add(v, TRANSITION, r) for v in level for r in range(width)]
+    for d in range(min(len(widths) + 1, cand.max_depth)):  # the levels the search chose widths for
+        builder.note(ROOT if d == 0 else TRANSITION, d, False)
     # no "unplaced": a uniform tree rarely fills the budget exactly, and that is its shape, not a shortfall
     return builder, {"truncated": list(builder.notes), "level_widths": list(widths)}
 

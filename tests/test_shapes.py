@@ -172,3 +172,11 @@ def test_uniform_levels_exports_as_a_tree_vllm_takes():
     res = build_topology("uniform-levels", acc, budget=63)
     assert portability_notes(choices_from_topology(res.topology)) == []  # no rank gap, same children per level
     assert res.details["level_widths"][0] > 1 and res.topology.budget <= 63
+
+
+def test_uniform_levels_notes_the_ranks_the_exclusive_model_drops():
+    # p_t 0.3 per rank: only ranks 0..2 fit under one parent (a fourth would sum past 1)
+    res = build_topology("uniform-levels", Acceptance.parse(0.0, 0.3), budget=30, max_depth=3, top_k=10)
+    assert res.details["truncated"][0].startswith("exclusive model: at the root only ranks 0..2 of top_k=10")
+    assert max(res.details["level_widths"]) <= 3
+    assert build_topology("uniform-levels", Acceptance.parse(0.0, 0.05), budget=30).details["truncated"] == []
