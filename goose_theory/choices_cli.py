@@ -1,6 +1,7 @@
 """``goose choices export|import``: topologies as the tree choices of Medusa, EAGLE, TensorRT-LLM, vLLM.
 
-``export TOPOLOGY.json [--out FILE]`` prints (or writes) the rank paths of a transition-only tree;
+``export TOPOLOGY.json [--out FILE] [--regime unmatched]`` prints (or writes) the rank paths of a
+transition-only tree (or of a regime file's unmatched tree);
 ``import CHOICES --out TOPOLOGY.json`` turns a choices list (JSON or a Python literal) into a
 ``goose-topology/1`` file that ``goose yield``, ``compare`` and ``decode --method topology:FILE``
 read. See :mod:`goose_theory.choices` for the convention.
@@ -13,6 +14,7 @@ from typing import Any
 
 from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes, save_choices
 from .cli_util import UsageError, check_not_an_input, check_output_file, print_json
+from .regimefile import unmatched_topology
 from .topology import load_topology, save_topology
 
 
@@ -23,6 +25,8 @@ def register(sub: Any) -> None:
     e = way.add_parser("export", help="a transition-only topology as a choices list [[0], [1], [0, 0], ...]")
     e.add_argument("topology", help="goose-topology/1 JSON file (no spine nodes)")
     e.add_argument("--out", help="write the list to this file (default: print it)")
+    e.add_argument("--regime", choices=["unmatched"], help="of a regime file (fit-acceptance --regimes): export "
+                   "its unmatched tree, the one drafted without a context match (its other trees have a spine)")
     e.set_defaults(handler=cmd_export)
     i = way.add_parser("import", help="a choices list (JSON or Python literal, e.g. [(0,), (1,), (0, 0)]) as "
                                       "topology JSON")
@@ -42,10 +46,18 @@ def _need_direction(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     check_not_an_input(args.out, "--out", {"the TOPOLOGY file": args.topology})
+    topology = load_topology(args.topology)
+    unmatched = unmatched_topology(topology)
+    if args.regime == "unmatched":
+        if unmatched is None:
+            raise UsageError(f"--regime unmatched: {args.topology} is not a regime file with an unmatched tree "
+                             f"(fit-acceptance --regimes --out writes one)")
+        topology = unmatched
     try:
-        paths = choices_from_topology(load_topology(args.topology))
+        paths = choices_from_topology(topology)
     except ChoicesError as exc:
-        raise ChoicesError(f"{args.topology}: {exc}") from None
+        hint = "; it is a regime file: --regime unmatched exports its tree without spine" if unmatched else ""
+        raise ChoicesError(f"{args.topology}: {exc}{hint}") from None
     if args.out is None:
         print(choices_text(paths), end="")
     else:

@@ -47,6 +47,19 @@ def test_export_refuses_a_spine_and_names_the_file(tmp_path, capsys):
     assert not (tmp_path / "c.json").exists()
 
 
+def test_export_takes_a_regime_files_unmatched_tree(tmp_path, capsys):
+    spine = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    save_topology(spine.with_meta(regimes={"unmatched": TREE.to_dict()}), tmp_path / "r.json")
+    assert main(["choices", "export", str(tmp_path / "r.json")]) == 2  # its own tree has a spine
+    assert "it is a regime file: --regime unmatched exports" in capsys.readouterr().err
+    assert main(["choices", "export", str(tmp_path / "r.json"), "--regime", "unmatched"]) == 0
+    assert json.loads(capsys.readouterr().out) == [[0], [1], [0, 0]]
+    save_topology(TREE, tmp_path / "plain.json")
+    assert main(["choices", "export", str(tmp_path / "plain.json"), "--regime", "unmatched"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a regime file with an unmatched tree" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("text,needle", [("[[0, 1]]", "has no parent"), ("{}", "a JSON object without speculative_token_tree"),
                                          ("[[0], [0]]", "appears twice"), ("", "neither JSON")])
 def test_import_bad_list_writes_nothing(tmp_path, capsys, text, needle):
