@@ -14,7 +14,6 @@ from typing import Any
 
 from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes, save_choices
 from .cli_util import UsageError, check_not_an_input, check_output_file, print_json
-from .regimefile import unmatched_topology
 from .topology import load_topology, save_topology
 
 
@@ -46,6 +45,8 @@ def _need_direction(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     check_output_file(args.out, "--out")
     check_not_an_input(args.out, "--out", {"the TOPOLOGY file": args.topology})
+    from .regimefile import unmatched_topology  # here: the regime modules are not for every command's start-up
+
     topology = load_topology(args.topology)
     unmatched = unmatched_topology(topology)
     if args.regime == "unmatched":

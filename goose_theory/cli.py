@@ -11,10 +11,11 @@ import math
 from typing import Any
 
 from .acceptance import Acceptance
-from .bound import paper_lower_bound
 from .cli_util import UsageError, check_not_an_input, check_output_file, format_table, print_json
 from .topology import load_topology, save_topology
-from .yields import exact_yield
+
+# bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
+# `goose --help` and the runtime's commands start without them
 
 
 MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faster than linearly
@@ -133,6 +134,8 @@ def _check_shape(args: argparse.Namespace) -> None:
 
 
 def cmd_yield(args: argparse.Namespace) -> int:
+    from .bound import paper_lower_bound
+    from .yields import exact_yield
     topology, acceptance = load_topology(args.topology), _acceptance(args)
     lbar: str | float = args.lbar
     if lbar not in ("topology", "zero"):
@@ -169,6 +172,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.cycles <= MAX_CYCLES:
         raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")
     from .simulate import BurstyRegime, simulate, simulate_bursty
+    from .yields import exact_yield
     if bursty:
         try:
             parts = [float(x) for x in args.bursty.split(",")]
@@ -250,6 +254,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_shape(args)
     acceptance = _acceptance(args)
     from .optimize import compare_rules
+    from .yields import exact_yield
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
     # each tree's own budget: a rule may build fewer nodes than --budget (its shape or the candidate tree ends)

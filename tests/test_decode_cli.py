@@ -336,8 +336,10 @@ def test_real_model_prompt_over_context(capsys):
 
 
 def test_registering_the_commands_imports_no_torch():
+    # nor numba (0.2 s) nor the regime modules: `goose --help` and every command pay for what registers
     code = ("import sys\nfrom goose_runtime.cli import build_parser\nbuild_parser()\n"
-            "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
+            "print(','.join(m for m in ('torch', 'transformers', 'numba', 'goose_theory.regimefile') "
+            "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
 
