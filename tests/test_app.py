@@ -390,3 +390,15 @@ def test_cost_tab_profile_without_size_1_says_no_baseline(at):
     assert metrics(at)["predicted speedup vs AR"] == "n/a"
     assert any("no AR baseline" in i.value for i in at.info)
     assert "best budget" in metrics(at)
+
+
+def test_cost_tab_offers_the_shipped_profiles(at):
+    from app.sections.cost import shipped_profiles
+    from goose_theory.latency import load_latency
+
+    names = [p.name for p in shipped_profiles()]
+    assert len(names) >= 3 and at.selectbox(key="latency_choice").options[:len(names)] == names
+    for path in shipped_profiles():  # each one a valid profile of the page's kind, and rendered
+        load_latency(str(path))
+        at.selectbox(key="latency_choice").set_value(path.name).run()
+        assert not at.exception and not errors(at) and "best budget" in metrics(at)
