@@ -223,7 +223,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                              f"tokens, none of them within --budget {args.budget} + 1")
         choice = cost_aware(acceptance, profile, rule=args.rule, budgets=range(low, top + 1), **shape)
         result = choice.best
-        extra = {"cost_aware": True, "latency_table": choice.table}
+        extra = {"cost_aware": True, "latency_table": choice.table, "priced_budgets": [low, top]}
     else:
         result = build_topology(args.rule, acceptance, budget=args.budget, **shape)
     topology = result.topology.with_meta(rule=result.rule, predicted_tau=result.predicted_tau,
@@ -243,6 +243,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print(f"note: {truncated[0]}{more}")
         if extra:
             print(format_table(extra["latency_table"]))
+            if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
+                print(f"note: --latency {args.latency} measures trees of at most {max(profile.sizes)} tokens, so "
+                      f"budgets {top + 1}..{args.budget} were not priced")
     return 0
 
 

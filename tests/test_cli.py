@@ -241,3 +241,19 @@ def test_acceptance_flags_or_file_one_line(capsys, tmp_path, topo_file, extra, n
     assert main(["yield", "--topology", topo_file, *extra]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp_path):
+    profile = tmp_path / "lat.json"
+    profile.write_text(json.dumps({"schema": "goose-latency/1", "sizes": [1, 8, 32], "seconds": [0.02, 0.021, 0.03],
+                                   "draft_s": 0.0005}))
+    argv = ["optimize", "--budget", "100", "--p-s", "0.6", "--p-t", "0.05", "--latency", str(profile),
+            "--out", str(tmp_path / "o.json")]
+    out = run_json(capsys, [*argv, "--json"])
+    assert out["priced_budgets"] == [0, 31] and [row["budget"] for row in out["latency_table"]] == list(range(32))
+    best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
+    assert out["budget"] == best["budget"] and out["predicted_tau"] == pytest.approx(best["predicted_tau"])
+    assert main(argv) == 0
+    assert f"note: --latency {profile} measures trees of at most 32 tokens, so budgets 32..100 were not priced" \
+        in capsys.readouterr().out
+    assert main([*argv[:2], "20", *argv[3:]]) == 0 and "not priced" not in capsys.readouterr().out
