@@ -9,7 +9,8 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 - :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
 - :func:`trace_sets`: the prompt sets the traces hold (``goose loop`` refuses others before its fit);
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
-- :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``.
+- :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``;
+- :func:`note_model_mismatch`: one line when they were decoded by another model or dtype.
 
 Example:
     >>> [f.rsplit("/", 1)[-1] for f in trace_files("traces/prior")]
@@ -120,14 +121,36 @@ def note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
     """Say so (one line on stderr) when the fit traces were decoded with another --max-new-tokens:
     the cap cuts each prompt's last cycle, and a fit of short runs predicts long ones badly (and the
     other way)."""
-    caps = set()
+    caps = {((meta.get("config") or {}).get("decode") or {}).get("max_new_tokens") for meta in _metadata(trace_files)}
+    caps.discard(None)
+    if caps and caps != {max_new_tokens}:
+        _note(f"the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
+              f"this run with {max_new_tokens}: predictions assume the traces' length")
+
+
+def note_model_mismatch(trace_files: list[str], *, model: str, dtype: str) -> None:
+    """Say so (one line on stderr) when the fit traces were decoded by another model or in another
+    dtype than this run's: the fitted acceptance, and so every prediction, describes theirs (a
+    tree fitted on one model may still be validated on another: that is a transfer test)."""
+    metas = _metadata(trace_files)
+    for key, ours in (("model", model), ("dtype", dtype)):
+        theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {ours})
+        if theirs:
+            _note(f"the fit traces were decoded with {key} {', '.join(theirs)}, this run with {ours}: the "
+                  f"predictions describe the traces' {key}")
+
+
+def _metadata(trace_files: list[str]) -> list[dict]:
+    """Each readable trace's key-value metadata (a bad trace is reported where it matters)."""
+    out = []
     for path in dict.fromkeys(trace_files):
         try:
             with open_trace(path) as pf:
-                caps.add(((trace_metadata(pf).get("config") or {}).get("decode") or {}).get("max_new_tokens"))
+                out.append(trace_metadata(pf))
         except TraceFileError:
-            continue  # only a note: a missing or bad trace is reported where it matters
-    caps.discard(None)
-    if caps and caps != {max_new_tokens}:
-        print(f"[goose] note: the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
-              f"this run with {max_new_tokens}: predictions assume the traces' length", file=sys.stderr, flush=True)
+            continue
+    return out
+
+
+def _note(text: str) -> None:
+    print(f"[goose] note: {text}", file=sys.stderr, flush=True)

@@ -164,7 +164,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
     from goose_theory.topology import load_topology
 
-    from .fit_inputs import check_provenance, note_token_cap
+    from .fit_inputs import check_provenance, note_model_mismatch, note_token_cap
     from .validate import provenance_traces
     fitted: dict[str, list[str]] = {}
     for path in args.topology:
@@ -175,6 +175,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     note_token_cap([t for traces in fitted.values() for t in traces], args.max_new_tokens)
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
     bundle = load_quietly(args)
+    note_model_mismatch([t for traces in fitted.values() for t in traces], model=bundle.name, dtype=args.dtype)
     _encode(bundle, prompts, config)
     plan = [(b, list(args.topology)) for b in benches]
     rows = _run_validation(args, bundle, plan, config, prompts)
@@ -228,7 +229,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
     check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
-    from .fit_inputs import note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
+    from .fit_inputs import note_model_mismatch, note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
 
     files = trace_files(args.traces)
     held = trace_sets(files)
@@ -249,6 +250,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     _progress("loading the model")
     bundle = load_quietly(args)
+    note_model_mismatch(files, model=bundle.name, dtype=args.dtype)
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)

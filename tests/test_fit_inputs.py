@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from goose_runtime.fit_inputs import note_token_cap, trace_copies, trace_files, trace_sets
+from goose_runtime.fit_inputs import note_model_mismatch, note_token_cap, trace_copies, trace_files, trace_sets
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import check_trace
 
@@ -17,6 +17,17 @@ def test_validate_says_when_the_fit_traces_ran_another_length(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "decoded with --max-new-tokens 128, this run with 32" in err
 
+
+
+def test_validate_says_when_the_fit_traces_ran_another_model_or_dtype(capsys):
+    note_model_mismatch(["traces/stdlib-b8.parquet"], model="SmolLM2-135M-Instruct", dtype="float32")
+    assert capsys.readouterr().err == ""
+    note_model_mismatch(["traces/stdlib-b8.parquet", "missing.parquet"], model="org/other", dtype="bfloat16")
+    assert capsys.readouterr().err.splitlines() == [
+        "[goose] note: the fit traces were decoded with model SmolLM2-135M-Instruct, this run with org/other: "
+        "the predictions describe the traces' model",
+        "[goose] note: the fit traces were decoded with dtype float32, this run with bfloat16: the predictions "
+        "describe the traces' dtype"]
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):
     shutil.copy("traces/stdlib-b8.parquet", tmp_path / "copy.parquet")

@@ -419,6 +419,20 @@ def test_validate_makes_the_trace_dir_with_its_first_trace(capsys, tmp_path, mon
     assert [p.name for p in (tmp_path / "new" / "deep").iterdir()] == ["validation-set.parquet"]
 
 
+
+def test_validate_notes_fit_traces_of_another_model(capsys, tmp_path, monkeypatch):
+    import goose_runtime.model as model_mod
+    from goose_theory.topology import load_topology, save_topology
+
+    bundle = model_mod.tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
+    topo, bench = _tiny_validate_inputs(tmp_path)  # fitted, by its provenance, on the shipped SmolLM2 trace
+    save_topology(load_topology(topo).with_meta(provenance={"traces": ["traces/stdlib-b8.parquet"]}), topo)
+    assert main(["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--max-new-tokens", "6",
+                 "--trace-dir", str(tmp_path / "v"), "--json"]) == 0
+    assert (f"note: the fit traces were decoded with model SmolLM2-135M-Instruct, this run with {bundle.name}"
+            in capsys.readouterr().err)
+
 def _fitted_inputs(tmp_path, name: str = "held") -> tuple[str, str, str]:
     """(topology, JSONL set, fit trace): a topology whose provenance trace holds every prompt of the
     set ``name`` (ids g/p00000, g/p00001), so holding them out leaves none."""
