@@ -80,8 +80,7 @@ def check_model_args(args) -> None:
     """``--device``, ``--dtype`` and a local ``--model`` path, before any long work (``goose loop``
     fits its traces before it loads the model): a ModelLoadError, one line (a local folder must hold
     config.json: :func:`~goose_runtime.model.model_path`). The default model's folder is left to
-    the load, which may first have to convert it. A command without a flag (``record-traces`` has
-    no ``--model``) takes its default."""
+    the load, which may first have to convert it. A command without one of the flags takes its default."""
     from .model import DEFAULT_NAME, model_path, resolve_device, resolve_dtype
 
     resolve_device(getattr(args, "device", "auto")), resolve_dtype(getattr(args, "dtype", "float32"))

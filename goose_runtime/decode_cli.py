@@ -66,8 +66,13 @@ def register(subparsers) -> None:
     prof.add_argument("--json", action="store_true")
     prof.set_defaults(handler=profile_handler)
 
-    rec = subparsers.add_parser("record-traces", help="record the committed traces in traces/ (default model, fp32)")
+    rec = subparsers.add_parser("record-traces", help="record the traces of traces/ (the default model, fp32, CPU), "
+                                "or the same runs of your --model")
     rec.add_argument("--out-dir", default="traces", help="default traces/")
+    rec.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
+    rec.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
+                     help="default cpu (the shipped traces' device)")
+    rec.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
     rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "
@@ -310,12 +315,13 @@ def record_handler(args: argparse.Namespace) -> int:
     import os
 
     check_run_args(args)
-    check_model_args(args)  # record-traces has no model flags: the defaults (the default model's load converts it)
+    check_model_args(args)  # a local --model folder must hold config.json (the default model's load converts it)
     for bench in RECORD_BENCHES:  # every file of the set, before minutes of recording (the folder is checked above)
         check_output_file(os.path.join(args.out_dir, f"{bench}.parquet"), "--out-dir")
     from .runner import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                          benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads)
+                          benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads, model=args.model,
+                          device=args.device, dtype=args.dtype)
     print(format_table(files))
     return 0

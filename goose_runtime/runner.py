@@ -227,8 +227,10 @@ def write_results_trace(path: str, bundle, specs, results: dict[str, list[Prompt
 
 
 def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],
-                  methods: tuple[str, ...], model: str = "default", threads: int | None = None) -> list[dict]:
-    """Record one trace file per prompt set (all ``methods``) with ``model`` in fp32 on the CPU.
+                  methods: tuple[str, ...], model: str = "default", threads: int | None = None,
+                  device: str = "cpu", dtype: str = "float32") -> list[dict]:
+    """Record one trace file per prompt set (all ``methods``) with ``model`` (fp32 on the CPU unless
+    ``device``/``dtype`` say otherwise).
 
     The files are written together once every set has run
     (:func:`~goose_theory.fileio.write_files_together`): a set that fails, or a file that cannot be
@@ -249,7 +251,7 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
     hf_logging.disable_progress_bar()
     if threads is not None:
         torch.set_num_threads(threads)
-    bundle = model_mod.load_model(model, device="cpu", dtype="float32")
+    bundle = model_mod.load_model(model, device=device, dtype=dtype)
     specs = [parse_labeled(m) for m in methods]
     config = DecodeConfig(max_new_tokens=max_new_tokens, record=True)
     rows, writers = [], {}

@@ -43,4 +43,4 @@ def test_check_model_args_wants_config_json_in_a_local_folder(tmp_path, monkeypa
     cli_checks.check_model_args(args("org/some-model"))  # an HF id: left to the load
     monkeypatch.setattr(model_mod, "default_model_dir", lambda: pytest.fail("the default's folder is the load's"))
     cli_checks.check_model_args(args("default"))
-    cli_checks.check_model_args(argparse.Namespace())  # record-traces: no model flags, the defaults
+    cli_checks.check_model_args(argparse.Namespace())  # a command without the flags: the defaults

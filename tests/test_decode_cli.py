@@ -315,6 +315,20 @@ def test_record_traces_writes_one_file_per_bench(capsys, tiny, tmp_path, monkeyp
     assert "humaneval.parquet" in capsys.readouterr().out
 
 
+def test_record_traces_records_your_model(capsys, tmp_path, monkeypatch):
+    bundle, asked = model_mod.tiny_random_bundle(seed=1), []
+    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: asked.append((name, kw)) or bundle)
+    monkeypatch.setattr(decode_cli, "RECORD_BENCHES", ("mtbench",))
+    monkeypatch.setattr(decode_cli, "RECORD_METHODS", ("ar", "goose@4"))
+    assert main(["record-traces", "--model", "org/mine", "--dtype", "bfloat16", "--out-dir", str(tmp_path),
+                 "--limit", "1", "--max-new-tokens", "4"]) == 0
+    assert asked == [("org/mine", {"device": "cpu", "dtype": "bfloat16"})]
+    assert pq.read_metadata(tmp_path / "mtbench.parquet").metadata[b"model"] == bundle.name.encode()
+    _fails(capsys, ["record-traces", "--model", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "o")],
+           "does not exist")
+    assert not (tmp_path / "o").exists()
+
+
 def test_record_traces_rejects_bad_limit(capsys, tmp_path):
     _fails(capsys, ["record-traces", "--out-dir", str(tmp_path), "--limit", "0"], "--limit must be at least 1")
     assert os.listdir(tmp_path) == []
