@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
+from goose_theory.choices import choices_from_topology
 from goose_theory.fit import fit_traces
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
@@ -27,6 +28,23 @@ def at() -> AppTest:
     app = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     assert not app.exception
     return app
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> dict[str, bytes]:
+    """file name -> bytes of every download button the page offers (AppTest keeps no contents)."""
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    served: dict[str, bytes] = {}
+    load = MemoryMediaFileStorage.load_and_get_id
+
+    def spy(self, path_or_data, mimetype, kind, filename=None):
+        if filename:
+            served[filename] = path_or_data
+        return load(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
+    return served
 
 
 def metrics(app: AppTest) -> dict[str, str]:
@@ -142,12 +160,15 @@ def test_p_t_by_parent_exclusive_violation_is_a_message(at):
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, acc).expected_tau:.4f}"
 
 
-def test_export_offers_tree_choices_without_a_spine(at):
+def test_export_offers_tree_choices_without_a_spine(downloads, at):
     assert any("Not for this tree" in c.value for c in at.caption)  # the default optimal tree has a spine
     at.selectbox(key="rule").set_value("transition-only").run()
     assert not at.exception and not errors(at)
     assert len(at.get("download_button")) == 2
     assert any("goose choices import" in c.value for c in at.caption)
+    # the choices download is the rank paths of the tree in the topology download
+    tree = topology_from_dict(json.loads(downloads["topology-transition-only-B60.json"]))
+    assert json.loads(downloads["choices-transition-only-B60.json"]) == choices_from_topology(tree)
 
 
 def test_bad_rule_is_a_message_and_the_rest_works(at):
@@ -177,7 +198,7 @@ def test_uploaded_topology_and_exclusive_violation(at):
     assert not errors(at)
 
 
-def test_uploaded_tree_choices_are_scored_and_exported_back(at):
+def test_uploaded_tree_choices_are_scored_and_exported_back(downloads, at):
     at.selectbox(key="rule").set_value("uploaded topology").run()
     at.file_uploader(key="topology_upload").set_value(("medusa.json", b"[[0], [1], [0, 0], [0, 1]]",
                                                        "application/json"))
@@ -187,6 +208,7 @@ def test_uploaded_tree_choices_are_scored_and_exported_back(at):
                                 (1, "transition", 1)])
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau:.4f}"
     assert len(at.get("download_button")) == 2  # no spine: the choices download is offered
+    assert json.loads(downloads["choices-uploaded-B4.json"]) == [[0], [1], [0, 0], [0, 1]]  # the upload, back
     best = build_topology("optimal", Acceptance.parse(0.5, 0.2), budget=4).predicted_tau
     mine = exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau
     assert any(c.value.startswith(f"The optimal tree of 4 nodes within the sidebar's limits: E[tau] = {best:.4f}; "
@@ -262,6 +284,8 @@ def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
     assert shown["fitted p_s"] == f"{fit.p_s.estimate:.4f}"
     assert shown_delta["fitted p_s"] == f"95% CI {fit.p_s.ci95[0]:.4f} .. {fit.p_s.ci95[1]:.4f}"
     assert shown["fitted p_t"] == f"{fit.p_t.estimate:.4f}"
+    assert shown_delta["fitted p_t"] == f"95% CI {fit.p_t.ci95[0]:.4f} .. {fit.p_t.ci95[1]:.4f}"
+    assert shown_delta["p_s / p_t"] == f"95% CI {fit.ratio.ci95[0]:.2f} .. {fit.ratio.ci95[1]:.2f}"
     assert any("bound holds" in s.value for s in at.success)
 
 
@@ -349,6 +373,8 @@ def test_cost_tab_best_budget_is_the_librarys(at):
     assert shown["best budget"] == str(best.best.budget)
     assert deltas(at)["best budget"] == f"rule {rule}"
     assert shown["predicted E[tau] there"] == f"{best.best.predicted_tau:.4f}"
+    row = next(r for r in best.table if r["budget"] == best.best.budget)  # the speed at the best budget itself
+    assert shown["predicted speedup vs AR"] == f"{row['speedup_vs_ar']:.3f}x"
 
 
 @pytest.mark.parametrize("data, message", [

@@ -153,6 +153,8 @@ def test_fit_uploaded_equals_fit_traces(trace_file):
         assert summary.loc[g.label, "p_s"] == g.p_s.estimate
         assert (summary.loc[g.label, "p_s_lo"], summary.loc[g.label, "p_s_hi"]) == g.p_s.ci95
         assert summary.loc[g.label, "p_t"] == g.p_t.estimate
+        assert (summary.loc[g.label, "p_t_lo"], summary.loc[g.label, "p_t_hi"]) == g.p_t.ci95  # cluster bootstrap
+        assert (summary.loc[g.label, "ratio_lo"], summary.loc[g.label, "ratio_hi"]) == g.ratio.ci95
     assert summary.loc["goose", "p_s"] == pytest.approx(0.6, abs=0.05)
     assert out["files"] == ["mine.parquet"]
     assert set(out["spine_curve"]["group"]) == {"all", "goose", "other"}
@@ -244,6 +246,8 @@ def test_cost_table_is_cost_aware():
         assert mine["tokens_per_s"].tolist() == [r["tokens_per_s"] for r in ref.table]
         best = out["best"].set_index("rule").loc[rule]
         assert best["budget"] == ref.best.budget and best["predicted_tau"] == ref.best.predicted_tau
+        row = next(r for r in ref.table if r["budget"] == ref.best.budget)  # the speed at the best budget itself
+        assert best["tokens_per_s"] == row["tokens_per_s"] and best["speedup_vs_ar"] == row["speedup_vs_ar"]
     assert set(out["table"].columns) >= {"budget", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar", "rule"}
 
 

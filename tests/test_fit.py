@@ -11,6 +11,7 @@ import pytest
 from goose_theory.fit import Z95, fit_counts, wilson
 from goose_theory.fitcounts import count_tables
 from goose_theory.synthetic import SyntheticSpec, synthetic_table
+from goose_theory.validation import ratio_ci
 from tests.conftest import DEEP, TREE
 
 
@@ -69,6 +70,16 @@ def test_ratio_and_tau_intervals():
     assert math.isclose(o.ratio.estimate, o.p_s.estimate / o.p_t.estimate)
     assert o.ratio.ci95[0] < 6.0 < o.ratio.ci95[1]
     assert o.observed_tau.ci95[0] < o.observed_tau.estimate < o.observed_tau.ci95[1]
+
+
+def test_observed_tau_interval_is_as_wide_as_the_prompts_spread():
+    # the tau interval is a cluster bootstrap over prompts: as wide as an independent delta-method one over prompts
+    table = synthetic_table(SyntheticSpec(0.6, 0.1, (TREE,), prompts=40, cycles=100, prompt_sd=0.5), seed=3)
+    o = fit_counts(count_tables([table]), n_boot=300, seed=3).overall
+    roots = table.to_pandas().query("node == 0").groupby("prompt_id", observed=True)["tau"].agg(["sum", "size"])
+    estimate, lo, hi = ratio_ci(roots["sum"], roots["size"])
+    assert o.observed_tau.estimate == pytest.approx(estimate)
+    assert o.observed_tau.ci95[1] - o.observed_tau.ci95[0] == pytest.approx(hi - lo, rel=0.3)
 
 
 def test_groups_split_and_overall_pools_them():

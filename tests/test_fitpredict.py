@@ -36,12 +36,18 @@ def _recorded():
 
 def test_goodness_of_fit_falls_back_on_the_infeasible_shape_only():
     fit, topos, cycles = _recorded()
-    gof = goodness_of_fit(fit.overall, fit.counts, topos, selected=INFEASIBLE_ON_FAN, scalar=INFEASIBLE_ON_FAN)
+    scalar = Acceptance.parse(0.6, 0.25, "exclusive")  # also infeasible on FAN, but not `selected`: tells them apart
+    gof = goodness_of_fit(fit.overall, fit.counts, topos, selected=INFEASIBLE_ON_FAN, scalar=scalar)
     assert gof.model == f"exclusive (independent on {cycles['fan']} cycles)"
-    chain = exact_yield(CHAIN, INFEASIBLE_ON_FAN).expected_tau  # still exclusive
-    fan = exact_yield(FAN, INFEASIBLE_ON_FAN.with_model("independent")).expected_tau
-    expected = (cycles["chain"] * chain + cycles["fan"] * fan) / (cycles["chain"] + cycles["fan"])
-    assert gof.predicted == pytest.approx(expected) and gof.predicted_scalar == pytest.approx(expected)
+
+    def expected(acc: Acceptance) -> float:
+        chain = exact_yield(CHAIN, acc).expected_tau  # still exclusive
+        fan = exact_yield(FAN, acc.with_model("independent")).expected_tau
+        return (cycles["chain"] * chain + cycles["fan"] * fan) / (cycles["chain"] + cycles["fan"])
+
+    assert gof.predicted == pytest.approx(expected(INFEASIBLE_ON_FAN))
+    assert gof.predicted_scalar == pytest.approx(expected(scalar))
+    assert expected(scalar) != pytest.approx(expected(INFEASIBLE_ON_FAN))  # so a mixed-up acceptance shows
     assert gof.cycles == cycles["chain"] + cycles["fan"] and gof.skipped_cycles == 0
 
 

@@ -138,6 +138,9 @@ def test_export_writes_predictions_and_the_unmatched_tree():
     assert single.meta["predicted_tau"] <= pair.meta["predicted_tau"] + 1e-9
     unmatched = Topology.from_nodes([(n["parent"], n["source"], n["rank"]) for n in pair.meta["regimes"]["unmatched"]["nodes"]])
     assert unmatched.spine_length == 0 and unmatched.budget == 6
+    # each file records its own tree's two-regime tau (the single tree's unmatched regime is its pruned self)
+    assert single.meta["predicted_tau"] == pytest.approx(regime_tau(single, M, U, 0.4).tau, rel=1e-12)
+    assert pair.meta["predicted_tau"] == pytest.approx(regime_tau(pair, M, U, 0.4, unmatched).tau, rel=1e-12)
     assert pair.meta["provenance"]["traces"] == ["x.parquet"]
 
 

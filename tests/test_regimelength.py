@@ -8,7 +8,7 @@ import pytest
 from goose_theory.acceptance import Acceptance
 from goose_theory.regimelength import known_length, length_tau, length_tree, length_trees
 from goose_theory.regimespare import SpineModel, spare_tau
-from goose_theory.topology import SPINE, TRANSITION, Topology
+from goose_theory.topology import Topology
 
 ACC = Acceptance.parse([0.9] * 4, [0.3, 0.12, 0.05], "exclusive", p_t_spine=[0.2, 0.05], p_t_chain=[0.4, 0.1])
 SPINE_MODEL = SpineModel(p_s=(0.85, 0.7, 0.95), avail=(1.0, 0.6, 0.5, 0.9), end=(0.55, 0.15, 0.05))
@@ -63,9 +63,10 @@ def test_length_trees_use_the_budget_and_one_tree_per_length():
     assert len(trees) == 4  # L = 1..min(budget, max_spine)
     for length, tree in enumerate(trees, start=1):
         assert tree.spine_length <= length and 5 <= tree.budget <= 10
-        assert sum(1 for s in tree.source if s == TRANSITION) + sum(1 for s in tree.source if s == SPINE) == tree.budget
+    full = length_trees(ACC, SPINE_MODEL, FULL, budget=5)
+    assert [t.budget for t in full] == [5] * 5  # every slot has a candidate: no spare slots past the budget given
     lower = length_trees(ACC, SPINE_MODEL, FULL, budget=5, scale=0.2)
-    assert sum(t.spine_length for t in lower) < sum(t.spine_length for t in length_trees(ACC, SPINE_MODEL, FULL, budget=5))
+    assert sum(t.spine_length for t in lower) < sum(t.spine_length for t in full)
     with pytest.raises(ValueError, match="no match"):
         length_tau(trees, ACC, SpineModel((0.9,), (0.0,), (0.5,)), FULL, budget=5)
 

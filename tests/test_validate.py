@@ -42,6 +42,7 @@ def test_summarize_rows_reports_error_and_regimes():
     assert row.psi == pytest.approx(3 / 8) and row.tau_matched == 3 and row.tau_unmatched == pytest.approx(5 / 3)
     assert row.cycles == 4 and row.prompts == 2 and row.lossless
     assert math.isnan(row.noise_pct)  # the number of fitted prompts was not given
+    assert row.realised_tau == pytest.approx(1.2)  # every cycle built the root and one rank-0 transition: 1 + p_t
 
 
 def test_accepted_tau_counts_what_verification_accepted_not_what_the_token_cap_emitted():

@@ -133,6 +133,12 @@ def test_continuation_matches_reach_ratios():
     r = exact_yield(topo, acc)
     cont = continuation(topo, r.qeff)
     assert 1.0 + cont[0] == pytest.approx(r.expected_tau)
+    for v in range(topo.n_nodes):  # every node: its descendants' reach over its own (accepted given v accepted)
+        below, level = [], [v]
+        while level:
+            level = [c for c in range(topo.n_nodes) if topo.parent[c] in level]
+            below += level
+        assert cont[v] == pytest.approx(sum(r.reach[d] for d in below) / r.reach[v], rel=1e-9, abs=1e-12)
 
 
 def _exclusive_infeasible(topo: Topology, acc: Acceptance) -> bool:
