@@ -25,7 +25,7 @@ from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
 from .fit_inputs import copy_problem, expand_paths, trace_copies
-from .fit_report import ReportFiles, check_outputs, export_line, summary_text, write_report
+from .fit_report import ReportFiles, check_outputs, export_line, stale_note, stale_outputs, summary_text, write_report
 
 
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace
@@ -130,6 +130,8 @@ def _handler(args) -> int:
     pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
                                  log=lambda line: print(line, file=sys.stderr, flush=True)) if args.regimes else {}
     written = write_report(analysis, args.out, regimes=pairs) if args.out else ReportFiles({}, [])
+    if args.out and (stale := stale_outputs(args.out, written)):
+        print(stale_note(args.out, stale), file=sys.stderr)
     # a group whose file holds its regime export, not the recommended tree, is named only there
     files, exports = written.recommended, written.exports
     if args.json:

@@ -227,6 +227,7 @@ class ReportFiles:
     groups given two-regime exports, what their two files hold (:func:`regime_export`)."""
     topologies: dict[str, str]
     exports: list[dict[str, Any]]
+    paths: tuple[str, ...] = ()  # every file written: topologies, regime files, charts, report.md
 
     @property
     def recommended(self) -> dict[str, str]:
@@ -262,11 +263,33 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
         if not frame.empty:
             chart_files.append(os.path.join(out_dir, f"{name}.html"))
             writers[chart_files[-1]] = functools.partial(charts.write_html, _BUILDERS[name](frame))
-    written = ReportFiles(topologies, exports)
-    report = render_markdown(analysis, written.recommended, chart_files) + _regime_section(analysis, exports)
+    recommended = ReportFiles(topologies, exports).recommended
+    report = render_markdown(analysis, recommended, chart_files) + _regime_section(analysis, exports)
     writers[os.path.join(out_dir, "report.md")] = functools.partial(write_text, text=report)
     write_files_together(writers)
-    return written
+    return ReportFiles(topologies, exports, tuple(writers))
+
+
+def stale_outputs(out_dir: str, written: ReportFiles) -> list[str]:
+    """Topology files and charts in ``out_dir`` that this run did not write: an earlier run's (a
+    ``--regimes`` file beside a plain run's tree, a group this fit no longer has), which a reader
+    of the folder would take for this run's.
+
+    Example:
+        >>> import tempfile; d = tempfile.mkdtemp(); open(os.path.join(d, "topology-old.json"), "w").close()
+        >>> stale_outputs(d, ReportFiles({}, [], (os.path.join(d, "report.md"),)))
+        ['topology-old.json']
+    """
+    ours = {os.path.basename(p) for p in written.paths}
+    names = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    return [n for n in names if n not in ours and (n.startswith("topology-") and n.endswith(".json")
+                                                   or n in {f"{name}.html" for name in _BUILDERS})]
+
+
+def stale_note(out_dir: str, stale: list[str]) -> str:
+    """The one line that names :func:`stale_outputs` (four names at most)."""
+    more = f" and {len(stale) - 4} more" if len(stale) > 4 else ""
+    return f"note: {out_dir} also holds files this run did not write (an earlier run's): {', '.join(stale[:4])}{more}"
 
 
 def _topology_writer(topology: Topology) -> Callable[[str], None]:

@@ -243,7 +243,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
-    from .fit_report import check_outputs, write_report
+    from .fit_report import check_outputs, stale_note, stale_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     note_token_cap(files, args.max_new_tokens)
@@ -269,6 +269,9 @@ def loop_handler(args: argparse.Namespace) -> int:
                                    exported[0].budget, bundle=bundle, config=config, prompt_set=by_label[label],
                                    prior=args.prior)
         plan.append((by_label[label], paths))
+    replays = {os.path.basename(p) for _, paths in plan for p in paths}  # the replay's picks are this run's too
+    if stale := [n for n in stale_outputs(args.out_dir, written) if n not in replays]:
+        _progress(stale_note(args.out_dir, stale))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
         raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report

@@ -391,3 +391,16 @@ def test_degenerate_rates_are_named_in_the_summary(tmp_path, capsys):
     assert main([str(tmp_path / "sure.parquet")]) == 0
     out = capsys.readouterr().out
     assert "p_s/p_t = inf" in out and "no spine node" not in out
+
+
+def test_out_names_an_earlier_runs_files_it_left(good, tmp_path, capsys):
+    # a plain run into a folder of an earlier --regimes run left its regime file there, unmentioned
+    out = tmp_path / "fit"
+    out.mkdir()
+    (out / "topology-gone-regimes.json").write_text("{}")
+    assert main([str(good), "--out", str(out), "--bootstrap", "50"]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {out} also holds files this run did not write (an earlier run's): topology-gone-regimes.json" in err
+    (out / "topology-gone-regimes.json").unlink()
+    assert main([str(good), "--out", str(out), "--bootstrap", "50"]) == 0  # its own files from last time: replaced
+    assert "also holds" not in capsys.readouterr().err
