@@ -89,7 +89,9 @@ def _fill_counts(part: pd.DataFrame, topo: Topology) -> tuple[np.ndarray, np.nda
 
 def root_fill(nodes: pd.DataFrame) -> float | None:
     """P(the root got a transition child | unmatched cycle) over methods that place root
-    transitions (goose asks for them in every unmatched cycle with a budget)."""
+    transitions (goose asks for them in every unmatched cycle with a budget). A cycle is its
+    ``start`` (root row), which must be unique across ``nodes``: ``regimefit._annotate_all``
+    offsets each file's."""
     u = nodes[(nodes["regime"] == 0)]
     with_root = u[(u["parent_source"] == "root") & (u["source"] == "transition")].groupby("method")["start"].unique()
     rates = []

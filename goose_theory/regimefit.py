@@ -47,14 +47,12 @@ from .acceptance import Acceptance
 from .fitcheck import spine_availability
 from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
                          psi_estimate)
+from .regimeinput import read_frames  # noqa: F401 (the fit's callers import it from here)
 from .rankcurve import bin_curve as _curve, rank_curve, rates_by as _rates, tail_exponent
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
 from .topology import SOURCE_NAMES
-from .traceio import TraceFileError, open_trace, trace_metadata
 
-COLUMNS = ["benchmark", "method", "prompt_id", "cycle", "node", "parent", "source", "rank", "depth", "match",
-           "reached", "spine_avail", "tau"]
 MAX_SPINE = 20
 MIN_ROWS = 30
 
@@ -82,43 +80,6 @@ class RegimeFit:
             out.update(confident=self.confident.to_dict(), psi_confident=self.psi_confident)
         out["spines"] = [None if m is None else m.to_dict() for m in self.spines]
         return out
-
-
-def read_frames(files: Sequence[str], *, benchmark: str | None = None) -> list[tuple[pd.DataFrame, dict]]:
-    """(node rows, trace metadata) per file, optionally only one benchmark's rows."""
-    out = []
-    for path in files:
-        pf = open_trace(path)
-        missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
-        if missing:
-            raise ValueError(f"{path}: no {', '.join(missing)} column (recorded before it existed; re-record "
-                             f"the traces for the two-regime fit)")
-        meta = trace_metadata(pf)
-        thresholded = [str(m.get("label")) for m in (meta.get("config") or {}).get("methods", [])
-                       if isinstance(m, dict) and (m.get("min_score") or 0) > 0]
-        if thresholded:  # fill_rates would read the threshold's cuts as a sparse adjacency table
-            raise ValueError(f"{path}: {', '.join(thresholded)} recorded with --min-score; the regime fit "
-                             f"needs traces of goose without it")
-        extra = ["accepted"] + [c for c in ("bypass",) if c in pf.schema_arrow.names]  # accepted: for a null reached
-        frame = pf.read(columns=COLUMNS + extra).to_pandas()
-        _check_parents(path, frame)
-        if benchmark is not None:
-            frame = frame[frame["benchmark"] == benchmark].reset_index(drop=True)
-        if len(frame):
-            out.append((frame, meta))
-    return out
-
-
-def _check_parents(path: str, frame: pd.DataFrame) -> None:
-    """The root's parent is -1, another node's an earlier node: :func:`_annotate` indexes rows by
-    them (an unsigned column's root, 2**32 - 1, ended in an IndexError)."""
-    node = frame["node"].to_numpy(dtype=float, na_value=np.nan)  # float: nulls and any width compare
-    parent = frame["parent"].to_numpy(dtype=float, na_value=np.nan)
-    ok = np.where(node == 0, parent == -1, (parent >= 0) & (parent < node))
-    if not ok.all():
-        i = int(np.argmin(ok))
-        raise TraceFileError(f"{path}: column parent is {parent[i]:.0f} on row {i} (node {node[i]:.0f}): "
-                             "the root's parent is -1, another node's an earlier node")
 
 
 def reached_rows(frame: pd.DataFrame, prow: np.ndarray) -> np.ndarray:
@@ -163,6 +124,19 @@ def _annotate(frame: pd.DataFrame, known: Sequence[str] = ()) -> pd.DataFrame:
                         spine_sibling_hit=sibling_hit)
 
 
+def _annotate_all(frames: Sequence[tuple[pd.DataFrame, dict]], known: Sequence[str] = ()) -> pd.DataFrame:
+    """:func:`_annotate` of every frame, concatenated, with ``start`` offset by the rows of the frames
+    before it, so that it identifies a cycle across files: :func:`~goose_theory.regimefill.root_fill`
+    counts distinct starts, and per-file starts collided (humaneval-b8 and mtbench-b8 as two files
+    gave root fill 0.5597, the same rows in one file 0.5809)."""
+    parts, offset = [], 0
+    for frame, _ in frames:
+        part = _annotate(frame, known)
+        parts.append(part.assign(start=part["start"] + offset))
+        offset += len(frame)
+    return pd.concat(parts, ignore_index=True)
+
+
 def _slot_rows(nodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Reached nodes by slot kind: spine (matched cycles), transitions under the root (matched:
     only where the root has a spine child), under mid-spine nodes, and under transitions."""
@@ -192,7 +166,11 @@ def _spine_model(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int, end: tup
     """p_s(d) given the node exists and a(d) = P(offered >= d | >= d - 1), in ``regime``."""
     spine = nodes[nodes["reached"] & (nodes["node"] > 0) & (nodes["regime"] == regime) & (nodes["source"] == "spine")]
     p_s = _curve(*_rates(spine, by="depth", size=MAX_SPINE + 1), start=1, fallback=0.0)
-    hist = np.bincount(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), minlength=MAX_SPINE + 1)
+    # clipped as the plain fit clips it: a(d) for d <= MAX_SPINE reads only how many cycles offered
+    # >= d, so the clip changes nothing, while np.bincount of a value past the recorded range (the
+    # reader accepts any integer width) allocated memory growing with it (8 TiB at 2**40)
+    avail = np.minimum(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), MAX_SPINE)
+    hist = np.bincount(avail, minlength=MAX_SPINE + 1)
     return SpineModel(tuple(p_s), spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE, end)
 
 
@@ -232,6 +210,21 @@ def _slot_tables(nodes: pd.DataFrame, everything: pd.DataFrame) -> tuple[dict, d
     return sel, ref
 
 
+def _psi(everything: pd.DataFrame, seed: int) -> tuple[float, tuple[float, float]]:
+    """:func:`psi_estimate` over the roots of ``everything``, refused in one line naming the column
+    it lacks where it is NaN (it surfaced as "need 0 <= psi_confident <= psi <= 1, got 0.0, nan")."""
+    roots = everything[everything["node"] == 0]
+    psi, psi_ci = psi_estimate(roots, seed=seed)
+    if psi == psi:
+        return psi, psi_ci
+    known = roots[roots["regime"] >= 0]
+    if len(known) and known["tau"].isna().all():  # the regime is known; the token sums were empty
+        raise ValueError("column tau is null (not recorded) on every cycle whose regime is known: the two-regime "
+                         "fit weighs the regimes by each cycle's tokens; re-record the traces with tau")
+    raise ValueError("no cycle of these traces says whether the matcher offered a spine (spine_avail): the "
+                     "two-regime fit needs traces of a method with a context matcher, such as goose")
+
+
 def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (), seed: int = 0,
                 split: bool = False) -> RegimeFit:
     """Per-regime acceptance with slot fill folded in (see the module docstring), from the
@@ -245,15 +238,12 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
     if not frames:
         raise ValueError("no trace rows to fit")
     known = confident_methods(frames) if split else ()
-    everything = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
-    psi, psi_ci = psi_estimate(everything[everything["node"] == 0], seed=seed)
-    if psi != psi:  # it surfaced as "need 0 <= psi_confident <= psi <= 1, got 0.0, nan"
-        raise ValueError("no cycle of these traces says whether the matcher offered a spine (spine_avail): the "
-                         "two-regime fit needs traces of a method with a context matcher, such as goose")
+    everything = _annotate_all(frames, known)
+    psi, psi_ci = _psi(everything, seed)
     frames = _select(frames, methods)
     if not frames:
         raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")
-    nodes = pd.concat([_annotate(f, known) for f, _ in frames], ignore_index=True)
+    nodes = _annotate_all(frames, known)
     fill = fill_rates(frames, nodes)
     all_roots = nodes[nodes["node"] == 0]
     cut = _split(everything, psi) if split else None

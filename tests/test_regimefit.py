@@ -9,9 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from goose_theory.regimefit import fit_regimes, method_budgets, nearest_methods, psi_estimate, read_frames, _annotate
-from goose_theory.synthetic import SyntheticSpec, write_synthetic
-from goose_theory.traceio import TraceFileError
-from tests.conftest import TREE
+from tests.test_regimeinput import synthetic_trace
 
 P_S, PT_ROOT_M, PT_ROOT_U, PT_CHAIN, FILL, SHARE = 0.8, 0.1, 0.3, 0.4, 0.7, 0.25
 
@@ -166,45 +164,56 @@ def test_spine_models_from_the_offered_lengths():
     assert split.spines[1] is not None and split.spines[1].p_s[0] == pytest.approx(P_CONF, abs=0.03)
 
 
-def test_traces_recorded_with_min_score_are_refused(tmp_path):
-    from goose_theory.regimefit import read_frames
-    from tests.conftest import thresholded_trace_copy
-    bad = tmp_path / "thresholded.parquet"
-    thresholded_trace_copy("traces/mtbench-b8.parquet", bad)
-    assert read_frames(["traces/mtbench-b8.parquet"])  # the shipped one reads
-    with pytest.raises(ValueError, match="recorded with --min-score"):
-        read_frames([str(bad)])
-
-
-def _trace(tmp_path):
-    path = tmp_path / "t.parquet"
-    write_synthetic(path, SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    return path
-
-
-def test_a_parent_out_of_range_is_refused_when_read(tmp_path):
-    """An unsigned parent column (the root's -1 stored as 2**32 - 1) ended in an IndexError in
-    _annotate; it is a one-line error naming the file."""
-    path = _trace(tmp_path)
-    table = pq.read_table(path)
-    parent = [p if p >= 0 else 2**32 - 1 for p in table["parent"].to_pylist()]
-    i = table.schema.get_field_index("parent")
-    bad = tmp_path / "bad.parquet"
-    pq.write_table(table.set_column(i, pa.field("parent", pa.uint32()), pa.array(parent, pa.uint32())), bad)
-    with pytest.raises(TraceFileError, match=rf"^{bad}: column parent is 4294967295 on row 0 \(node 0\): the root's"):
-        read_frames([str(bad)])
-    parent = table["parent"].to_pylist()
-    parent[1] = 5  # node 1's parent: not an earlier node
-    pq.write_table(table.set_column(i, table.schema.field(i), pa.array(parent, pa.int32())), bad)
-    with pytest.raises(TraceFileError, match="column parent is 5 on row 1 \\(node 1\\)"):
-        read_frames([str(bad)])
-
-
 def test_null_reached_rows_take_the_parent_rows_accepted(tmp_path):
     """A null reached (not recorded on that row) is derived as the counts derive it, not read as
     "not reached"."""
-    frame, _ = read_frames([str(_trace(tmp_path))])[0]
+    frame, _ = read_frames([str(synthetic_trace(tmp_path))])[0]
     ref = _annotate(frame)["reached"].to_numpy()
     holes = frame.assign(reached=frame["reached"].astype(object).where(frame.index % 3 != 1, None))
     assert holes["reached"].isna().sum() > 3
     assert np.array_equal(_annotate(holes)["reached"].to_numpy(), ref)
+
+
+def test_rows_split_over_two_files_fit_as_in_one(tmp_path):
+    """``start`` (a cycle's root row) counted from 0 in each file, so the root fill, which counts
+    distinct starts per method, lost the cycles whose starts collided across files: humaneval-b8
+    and mtbench-b8 as two files gave root fill 0.5597, the same rows in one file 0.5809."""
+    files = [f"traces/{name}-b8.parquet" for name in ("humaneval", "mtbench")]
+    tables = [pq.read_table(f) for f in files]
+    one = tmp_path / "both.parquet"  # the same rows, the first file's metadata (the same config)
+    pq.write_table(pa.concat_tables([tables[0], tables[1].replace_schema_metadata(tables[0].schema.metadata)]), one)
+    for split in (False, True):
+        two_fit = fit_regimes(read_frames(files), methods=("goose@8",), split=split)
+        one_fit = fit_regimes(read_frames([str(one)]), methods=("goose@8",), split=split)
+        assert two_fit.to_dict() == one_fit.to_dict()
+    assert two_fit.fill[0] == pytest.approx(0.5809, abs=1e-4)
+
+
+def test_a_synthetic_trace_split_by_prompt_fits_as_one():
+    """The same on synthetic rows split in two frames by prompt (one config)."""
+    frame, meta = _frames(prompts=20, cycles=30)[0]
+    first = frame["prompt_id"].astype(int) < 10
+    halves = [(frame[first].reset_index(drop=True), meta), (frame[~first].reset_index(drop=True), meta)]
+    assert fit_regimes(halves).to_dict() == fit_regimes([(frame, meta)]).to_dict()
+
+
+def test_a_spine_offer_past_the_recorded_range_is_clipped():
+    """A spine_avail of 2**40 (any integer width reads) made np.bincount allocate 8 TiB (a
+    MemoryError traceback; 1.4 GB at 2**26). a(d) for d <= MAX_SPINE reads only the cycles that
+    offered >= d, so clipping at MAX_SPINE leaves the fit as with the recorded 20."""
+    frame, meta = _frames(prompts=10, cycles=30)[0]
+    root = frame.index[(frame["node"] == 0) & (frame["spine_avail"] == 20)][3]
+    cycle = range(root, root + 4)  # a matched cycle of _frames: the root, two spine nodes, a transition
+    assert frame.loc[cycle, "node"].tolist() == [0, 1, 2, 3] and frame.loc[root + 4, "node"] == 0
+    huge = frame.assign(spine_avail=frame["spine_avail"].astype(object))
+    huge.loc[cycle, "spine_avail"] = 2**40
+    assert fit_regimes([(huge, meta)]).to_dict() == fit_regimes([(frame, meta)]).to_dict()
+
+
+def test_tau_null_throughout_is_named_as_tau():
+    """A null tau (not recorded) everywhere left the token sums empty, and the refusal blamed
+    spine_avail, which every goose cycle recorded."""
+    frame, meta = _frames(prompts=4, cycles=20)[0]
+    with pytest.raises(ValueError, match=r"^column tau is null \(not recorded\) on every cycle whose regime") as caught:
+        fit_regimes([(frame.assign(tau=None), meta)])
+    assert "spine_avail" not in str(caught.value)
