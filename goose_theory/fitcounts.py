@@ -12,7 +12,9 @@ run_id, benchmark, prompt_id)``; the fit resamples prompts over runs), we count 
 
 A node is *reached* when its parent was accepted (``reached`` column; where it is absent or null,
 derived from ``parent``/``accepted``). Observed tau of a cycle = accepted rows (root included: the bonus
-token). Rows must come grouped by cycle, root first, in node order, else a :class:`TraceFileError`.
+token). Rows must come grouped by cycle, root first, in node order, else a :class:`TraceFileError`;
+so must the rest of :mod:`goose_theory.tracecheck` (one value per cycle in the per-cycle columns,
+the rows ``budget`` says, no cycle counted twice).
 
 Example:
     >>> from goose_theory.topology import Topology
@@ -25,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -32,20 +35,20 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
-from .topology import ROOT, SOURCE_NAMES, SPINE, TRANSITION
-from .traceio import (TraceFileError, TraceInfo, check_cycle_tau, check_node_values, check_trace, per_cycle_values,
-                      signed_values)
+from .topology import SPINE, TRANSITION
+from .tracecheck import (PER_CYCLE, REPEAT_KEY, SAME_IN_CYCLE, Cycles, SeenCycles, batch_arrays, check_cycle_columns,
+                         check_node_values, cycle_rows, file_batches, source_codes, whole_cycles)
+from .traceio import TraceFileError, TraceInfo, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
 LEGACY_PROMPT_ID = "prompt"  # benchmark and id of `decode --prompt` traces before ids named the text: per run
-_NUMERIC = ("node", "parent", "depth", "rank", "match", "accepted")
-_PER_CYCLE = {"spine_avail": 0, "tau": 1}  # extra columns the regime fit reads: the lowest valid value
+_NUMERIC = ("cycle", "node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
+_FLAT_KEYS = 2**62  # cluster keys numbered 0.._FLAT_KEYS - 1 fit an int64 (see _root_ids)
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ class Shape:
 
 @dataclass(frozen=True)
 class FitCounts:
-    """Count tables of one or more traces; rows of the 2-D arrays are clusters (prompts)."""
+    """Count tables of one or more traces; rows of the 2-D arrays are clusters (prompts), in the
+    order of their values (so that the bootstrap, which draws by position, sees the data, not the
+    row order); shapes in the order of their hashes."""
 
     group_by: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...]  # values of group_by per group
@@ -89,63 +94,34 @@ class FitCounts:
 class _Accumulator:
     def __init__(self, group_by: Sequence[str]) -> None:
         self.group_by = tuple(group_by)
-        self.string_cols = tuple(dict.fromkeys((*self.group_by, *CLUSTER_COLUMNS, "source")))
+        self.string_cols = tuple(dict.fromkeys((*self.group_by, *CLUSTER_COLUMNS, *SAME_IN_CYCLE, "source")))
         self.codes = {c: _Codes() for c in self.string_cols}
         self.clusters: dict[tuple[int, ...], int] = {}
         self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm", "av")}
         self.grids.update({k: _Grid(3 * CAP) for k in ("pr", "pm")})  # columns: parent source * CAP + rank
-        self.shape_ids: dict[int, int] = {}
+        self.shape_ids: dict[int, int] = {}  # shape hash -> index into shapes
         self.shapes: list[Shape] = []
         self.shape_parts: list[pd.DataFrame] = []
+        self.keys: dict[tuple[int, ...], int] = {}  # (run_id, benchmark, prompt_id, method) codes -> id
+        self.seen = SeenCycles()
 
     def columns(self, names: Sequence[str]) -> list[str]:
-        return [*self.string_cols, *_NUMERIC, *(c for c in ("reached", *_PER_CYCLE) if c in names)]
-
-    def to_arrays(self, batch: pa.RecordBatch, file: str) -> dict[str, np.ndarray]:
-        out = {}
-        for name in batch.schema.names:
-            col = batch.column(name)
-            if name == "reached":  # null = not recorded on that row, derived there; decided per row, so that
-                out[name] = _reached_codes(col)  # batches with and without nulls carry the same keys
-                continue
-            if name in _PER_CYCLE:  # null = not recorded
-                out[name] = per_cycle_values(file, col, name, lowest=_PER_CYCLE[name])
-                continue
-            if name in self.codes:
-                out[name] = self.codes[name].encode(col, name, file)
-            else:
-                if col.null_count:
-                    raise TraceFileError(f"{file}: column {name} has null values")
-                out[name] = signed_values(file, col, name).to_numpy(zero_copy_only=False)
-        return out
+        return [*self.string_cols, *_NUMERIC, *(c for c in ("reached", *PER_CYCLE) if c in names)]
 
     def add(self, a: dict[str, np.ndarray], file: str) -> None:
         """Count the complete cycles in ``a`` (rows grouped by cycle, root first)."""
-        node = a["node"].astype(np.int64)
-        roots = np.flatnonzero(node == 0)
-        lens = np.diff(np.append(roots, node.shape[0]))
-        start = np.repeat(roots, lens)
-        local = np.arange(node.shape[0]) - start
-        if not np.array_equal(node, local):
-            raise TraceFileError(f"{file}: rows are not grouped by cycle with nodes in index order (root first)")
-        parent = a["parent"].astype(np.int64)
-        source = self._source_codes(a["source"], file)
-        nonroot = node > 0
-        if np.any(nonroot & ((parent < 0) | (parent >= node))) or np.any(source[~nonroot] != ROOT) \
-                or np.any(source[nonroot] == ROOT):
-            raise TraceFileError(f"{file}: bad tree rows (a parent that is not an earlier node, or a misplaced root)")
-        root_parent = parent[~nonroot]
-        if np.any(root_parent != -1):  # e.g. an unsigned column's 2**32 - 1, which no index reading makes -1
-            raise TraceFileError(f"{file}: column parent is {root_parent[root_parent != -1][0]} on a root row "
-                                 "(the root's parent is -1)")
-        gparent = np.where(nonroot, start + parent, np.arange(node.shape[0]))
+        node, parent = a["node"].astype(np.int64), a["parent"].astype(np.int64)
+        source = source_codes(file, a["source"], self.codes["source"].values)
+        cyc = cycle_rows(file, node, parent, source)
+        roots, lens, nonroot, gparent = cyc.roots, cyc.lens, cyc.nonroot, cyc.gparent
         depth, accepted, raw_rank = a["depth"].astype(np.int64), a["accepted"].astype(bool), a["rank"].astype(np.int64)
-        given = a.get("reached")  # 1 / 0, -1 where not recorded
         check_node_values(file, depth=depth, gparent=gparent, nonroot=nonroot, rank=raw_rank, accepted=accepted,
-                          match=a["match"].astype(bool), reached=given)
+                          match=a["match"].astype(bool), reached=a.get("reached"))  # reached: 1 / 0, -1 not recorded
+        tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
+        cyc_cluster, key = self._root_ids(a, roots)
+        self._check_cycles(a, cyc, tau, key, file)
         reached = accepted[gparent] | ~nonroot
         matched = a["match"].astype(bool) & reached & nonroot
-        cyc_cluster = self._cluster_ids(a, roots)
         row_cluster = np.repeat(cyc_cluster, lens) * CAP
         rank = np.clip(raw_rank, 0, CAP - 1)
         dclip = np.clip(depth, 0, CAP - 1)
@@ -164,33 +140,43 @@ class _Accumulator:
             av = a["spine_avail"][roots]
             ok = av >= 0
             self.grids["av"].add(n_c, cyc_cluster[ok] * CAP + np.clip(av[ok], 0, CAP - 1))
-        tau = np.add.reduceat(accepted.astype(np.int64), roots) if roots.size else np.zeros(0, np.int64)
-        if "tau" in a:
-            check_cycle_tau(file, a["tau"], start, roots, tau)
         self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
 
-    def _source_codes(self, codes: np.ndarray, file: str) -> np.ndarray:
-        names = self.codes["source"].values
-        lookup = np.full(len(names), -1, dtype=np.int64)
-        for i, name in enumerate(names):
-            if name in SOURCE_NAMES:
-                lookup[i] = SOURCE_NAMES.index(name)
-        out = lookup[codes]
-        if np.any(out < 0):
-            bad = sorted({names[c] for c in np.unique(codes) if lookup[c] < 0})
-            raise TraceFileError(f"{file}: unknown source value(s) {', '.join(map(repr, bad))}")
-        return out
+    def _check_cycles(self, a: dict[str, np.ndarray], cyc: Cycles, accepted_rows: np.ndarray, key: np.ndarray,
+                      file: str) -> None:
+        """One value per cycle in the per-cycle columns, tau and budget that fit the rows, and no
+        cycle that was counted already (``key``: each cycle's (run_id, benchmark, prompt_id, method))."""
+        def describe(i: int) -> str:
+            row = cyc.roots[i]
+            of = ", ".join(f"{c} {self.codes[c].values[a[c][row]]!r}" for c in REPEAT_KEY)
+            return f"cycle {a['cycle'][row]} of ({of})"
 
-    def _cluster_ids(self, a: dict[str, np.ndarray], roots: np.ndarray) -> np.ndarray:
-        cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
-        keys = np.stack([a[c][roots] for c in cols], axis=1) if roots.size else None
+        check_cycle_columns(file, a, cyc, accepted_rows, describe)
+        self.seen.check(key, a["cycle"][cyc.roots], describe)
+
+    def _cluster_columns(self) -> list[str]:
+        return [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
+
+    def _root_ids(self, a: dict[str, np.ndarray], roots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per cycle: its cluster id and the id of its (run_id, benchmark, prompt_id, method)."""
+        cols = self._cluster_columns()
+        every = [*cols, *(c for c in REPEAT_KEY if c not in cols)]
         if not roots.size:
-            return np.zeros(0, np.int64)
-        uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        ids = np.empty(uniq.shape[0], dtype=np.int64)
-        for j in np.argsort(first).tolist():  # order of first appearance: batch-independent ids
-            ids[j] = self.clusters.setdefault(tuple(uniq[j].tolist()), len(self.clusters))
-        return ids[inverse.reshape(-1)]
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows = np.stack([a[c][roots] for c in every], axis=1)
+        sizes = [len(self.codes[c].values) for c in every]
+        if math.prod(sizes) < _FLAT_KEYS:  # one number per cycle: a 1-D unique, ~10x faster than one of rows
+            _, first, inverse = np.unique(np.ravel_multi_index(rows.T, sizes), return_index=True, return_inverse=True)
+            uniq = rows[first]
+        else:
+            uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+        at = [every.index(c) for c in REPEAT_KEY]
+        clusters, keys = np.empty(uniq.shape[0], np.int64), np.empty(uniq.shape[0], np.int64)
+        for j, row in enumerate(uniq.tolist()):  # ids in any order: finish() numbers clusters by their values
+            clusters[j] = self.clusters.setdefault(tuple(row[:len(cols)]), len(self.clusters))
+            keys[j] = self.keys.setdefault(tuple(row[i] for i in at), len(self.keys))
+        inverse = inverse.reshape(-1)
+        return clusters[inverse], keys[inverse]
 
     def _add_shapes(self, node, parent, source, rank, roots, lens, cyc_cluster, tau) -> None:
         if not roots.size:
@@ -200,7 +186,7 @@ class _Accumulator:
         cyc_hash = np.add.reduceat(_splitmix(h), roots) ^ _splitmix(lens.astype(np.uint64))
         uniq, first, inverse = np.unique(cyc_hash, return_index=True, return_inverse=True)
         ids = np.empty(uniq.shape[0], dtype=np.int64)
-        for j in np.argsort(first).tolist():  # register in order of first appearance: batch-independent ids
+        for j in range(uniq.shape[0]):  # any order: finish() numbers shapes by their hashes
             hv, f = int(uniq[j]), int(first[j])
             if hv not in self.shape_ids:
                 s, e = roots[f], roots[f] + lens[f]
@@ -210,33 +196,48 @@ class _Accumulator:
         df = pd.DataFrame({"cluster": cyc_cluster, "shape": ids[inverse.reshape(-1)],
                            "n": 1, "tau_sum": tau, "tau_sq": tau * tau})
         self.shape_parts.append(df.groupby(["cluster", "shape"], as_index=False).sum())
+        if len(self.shape_parts) >= 32:  # many files: one small table each; memory follows clusters x shapes
+            self.shape_parts = [self._shape_sums()]
+
+    def _shape_sums(self) -> pd.DataFrame:
+        parts = self.shape_parts or [pd.DataFrame({"cluster": [], "shape": [], "n": [], "tau_sum": [], "tau_sq": []},
+                                                  dtype=np.int64)]
+        return pd.concat(parts, ignore_index=True).groupby(["cluster", "shape"], as_index=False).sum()
 
     def finish(self, files: Sequence[str]) -> FitCounts:
-        n_c = len(self.clusters)
-        keys = sorted(self.clusters, key=self.clusters.get)
-        ng = len(self.group_by)
-        group_keys = [k[:ng] for k in keys]
-        groups = sorted(set(group_keys))
+        n_c, cols, ng = len(self.clusters), self._cluster_columns(), len(self.group_by)
+        codes = list(self.clusters)  # in id order
+        values = [tuple(self.codes[c].values[v] for c, v in zip(cols, k)) for k in codes]
+        # clusters in the order of their values, not of first appearance: the bootstrap draws by
+        # position, so the same cycles in another row order gave other intervals for one seed
+        order = np.array(sorted(range(n_c), key=values.__getitem__), dtype=np.int64)
+        codes, values = [codes[i] for i in order], [values[i] for i in order]
+        groups = sorted({v[:ng] for v in values})
         gindex = {g: i for i, g in enumerate(groups)}
-        cols = [*self.group_by, *(c for c in CLUSTER_COLUMNS if c not in self.group_by)]
         legacy = tuple(self.codes[c].index.get(LEGACY_PROMPT_ID, -1) for c in PROMPT_COLUMNS)
-        prompt_keys = [tuple(k[cols.index(c)] for c in PROMPT_COLUMNS) for k in keys]  # global codes
-        prompt_keys = [k + (key[cols.index("run_id")],) if k == legacy else k for k, key in zip(prompt_keys, keys)]
+        prompt_keys = [tuple(k[cols.index(c)] for c in PROMPT_COLUMNS) for k in codes]  # global codes
+        prompt_keys = [k + (key[cols.index("run_id")],) if k == legacy else k for k, key in zip(prompt_keys, codes)]
         pindex: dict[tuple[int, ...], int] = {}
         cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
-        names = tuple(tuple(self.codes[c].values[v] for c, v in zip(self.group_by, g)) for g in groups)
-        parts = self.shape_parts or [pd.DataFrame({"cluster": [], "shape": [], "n": [], "tau_sum": [], "tau_sq": []}, dtype=np.int64)]
-        table = pd.concat(parts, ignore_index=True).groupby(["cluster", "shape"], as_index=False).sum()
-        g = {k: v.data[:n_c].copy() for k, v in self.grids.items()}
-        return FitCounts(self.group_by, names, np.array([gindex[k] for k in group_keys], dtype=np.int64),
+        new_cluster = np.empty(n_c, np.int64)
+        new_cluster[order] = np.arange(n_c)
+        shapes, table = self._shape_table(new_cluster)
+        g = {k: v.data[:n_c][order] for k, v in self.grids.items()}
+        return FitCounts(self.group_by, tuple(groups), np.array([gindex[v[:ng]] for v in values], dtype=np.int64),
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
-                         tuple(self.shapes), table, g["av"], tuple(files),
+                         shapes, table, g["av"], tuple(files),
                          g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
 
-
-def _reached_codes(col: pa.Array) -> np.ndarray:
-    """A ``reached`` column as int8: 1 / 0, -1 where null (not recorded; also a null-type column)."""
-    return col.cast(pa.int8()).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int8)
+    def _shape_table(self, new_cluster: np.ndarray) -> tuple[tuple[Shape, ...], pd.DataFrame]:
+        """The shapes, numbered in the order of their hashes (as clusters by value: independent of
+        the row order), and the shape table with clusters numbered by ``new_cluster``."""
+        order = np.argsort(np.array(list(self.shape_ids), dtype=np.uint64))  # shape_ids: in shape order
+        new_shape = np.empty(len(self.shapes), np.int64)
+        new_shape[order] = np.arange(len(self.shapes))
+        table = self._shape_sums()
+        table["cluster"] = new_cluster[table["cluster"].to_numpy()]
+        table["shape"] = new_shape[table["shape"].to_numpy()]
+        return tuple(self.shapes[i] for i in order), table.groupby(["cluster", "shape"], as_index=False).sum()
 
 
 def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:
@@ -278,7 +279,7 @@ def count_files(paths: Iterable[str | os.PathLike | TraceInfo], *, group_by: Seq
 def _count_file(acc: _Accumulator, trace: TraceInfo, batch_rows: int) -> None:
     """Stream one checked file: only the needed columns, strings as dictionaries."""
     with trace.open(read_dictionary=list(acc.string_cols)) as pf:
-        _stream(acc, pf.iter_batches(batch_size=batch_rows, columns=acc.columns(trace.columns)), trace.path)
+        _stream(acc, file_batches(pf, acc.columns(trace.columns), batch_rows), trace.path, batch_rows)
 
 
 def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), name: str = "<table>") -> FitCounts:
@@ -288,23 +289,12 @@ def count_tables(tables: Iterable[pa.Table], *, group_by: Sequence[str] = (), na
     for i, table in enumerate(tables):
         cols = acc.columns(table.column_names)
         names.append(f"{name}[{i}]")
-        _stream(acc, table.select(cols).to_batches(max_chunksize=BATCH_ROWS), names[-1])
+        _stream(acc, table.select(cols).to_batches(max_chunksize=BATCH_ROWS), names[-1], BATCH_ROWS)
     return acc.finish(names)
 
 
-def _stream(acc: _Accumulator, batches: Iterable[pa.RecordBatch], name: str) -> None:
-    """Feed batches; the last (possibly incomplete) cycle of a batch is carried to the next."""
-    carry: dict[str, np.ndarray] | None = None
-    for batch in batches:
-        a = acc.to_arrays(batch, name)
-        if carry is not None:
-            a = {k: np.concatenate([carry[k], a[k]]) for k in a}
-        roots = np.flatnonzero(a["node"] == 0)
-        if roots.size == 0 or roots[0] != 0:
-            raise TraceFileError(f"{name}: rows are not grouped by cycle with the root first")
-        cut = int(roots[-1])
-        carry = {k: v[cut:] for k, v in a.items()}
-        if cut:
-            acc.add({k: v[:cut] for k, v in a.items()}, name)
-    if carry is not None:
-        acc.add(carry, name)
+def _stream(acc: _Accumulator, batches: Iterable[pa.RecordBatch], name: str, batch_rows: int) -> None:
+    """Count the whole cycles of one file's batches (joined to >= ``batch_rows`` rows)."""
+    acc.seen.begin(name)
+    for a in whole_cycles(batches, name, batch_rows, lambda batch: batch_arrays(batch, name, acc.codes)):
+        acc.add(a, name)

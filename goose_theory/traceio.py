@@ -30,7 +30,7 @@ spine_pos      int16     1-based position on the spine, 0 otherwise [extra]
 ngram          int8      n-gram length of the context match that produced the spine [extra]
 consensus      int16     earlier occurrences agreeing on the first spine token [extra]
 tau            int16     accepted tokens of the cycle, bonus included [extra]
-budget         int16     non-root nodes of the cycle's tree [extra]
+budget         int16     non-root nodes of the cycle's tree (the fit checks its rows against it) [extra]
 verify_s       float32   seconds in the verification forward pass of the cycle [extra]
 draft_s        float32   seconds outside the forward pass (match, build, walk, ...) [extra]
 ema            float32   EMA of spine acceptance after the cycle (NaN if unused) [extra]
@@ -46,12 +46,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import InputError
@@ -176,6 +175,10 @@ def _validate(name: str, schema: pa.Schema, num_rows: int) -> None:
     text = version.decode("utf-8", errors="replace")  # bytes that are not text: named, not a traceback
     if text != TRACE_VERSION:
         raise TraceFileError(f"{name}: goose_trace_version {text!r} is not supported (expected {TRACE_VERSION})")
+    counts = Counter(schema.names)
+    twice = [c for c in schema.names if counts[c] > 1]
+    if twice:  # which of the two is meant cannot be known (schema.field(name) raised a KeyError traceback)
+        raise TraceFileError(f"{name}: column {twice[0]} appears {counts[twice[0]]} times")
     missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise TraceFileError(f"{name}: missing required column(s) {', '.join(missing)}")
@@ -233,70 +236,20 @@ def config_problem(raw: bytes | None) -> str | None:
 
 
 def _same_kind(found: pa.DataType, expected: pa.DataType, may_be_null: bool) -> bool:
-    """bool, integer, float or string, at any width (strings stored as text "true" counted every
-    row as accepted); an extra column a recorder left empty may be of null type."""
+    """bool, integer, float or string, at any width or layout (strings stored as text "true" counted
+    every row as accepted); an extra column a recorder left empty may be of null type."""
     if may_be_null and pa.types.is_null(found):
         return True
     for kind in (pa.types.is_boolean, pa.types.is_integer, pa.types.is_floating):
         if kind(expected):
             return kind(found)
-    return pa.types.is_string(found) or pa.types.is_large_string(found) or (
-        pa.types.is_dictionary(found) and pa.types.is_string(found.value_type))
+    return is_text(found) or (pa.types.is_dictionary(found) and is_text(found.value_type))
 
 
-def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonroot: np.ndarray, rank: np.ndarray,
-                      accepted: np.ndarray, match: np.ndarray, reached: np.ndarray | None) -> None:
-    """What the schema cannot say about a batch of whole cycles (``gparent``: each row's parent row,
-    a root its own): depths follow the parents, ranks are not negative, the root is accepted, and a
-    node is accepted only if it matched under an accepted parent (``reached``, where recorded, is the
-    parent's ``accepted``; -1: not recorded on that row). A file that breaks them would fit to
-    numbers that mean nothing."""
-    if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
-        raise TraceFileError(f"{file}: column depth disagrees with the parent links")
-    if np.any(rank < 0):
-        raise TraceFileError(f"{file}: column rank has negative values")
-    if not np.all(accepted[~nonroot]):
-        raise TraceFileError(f"{file}: a cycle's root row is not accepted (the root always is)")
-    if np.any(nonroot & accepted & ~(match & accepted[gparent])):
-        raise TraceFileError(f"{file}: column accepted marks a node that did not match, or whose parent was not accepted")
-    if reached is not None and np.any((reached != (accepted[gparent] | ~nonroot)) & (reached >= 0)):
-        raise TraceFileError(f"{file}: column reached disagrees with the parent rows' accepted")
-
-
-def signed_values(file: str, col: pa.Array, name: str) -> pa.Array:
-    """An integer column as a signed one: an unsigned width is a legitimate choice of the writer,
-    but the readers mark "not recorded" with -1 and subtract rows, so it becomes int64; a value
-    past int64 is refused rather than wrapped to a negative number (-1, the root's parent)."""
-    if not pa.types.is_unsigned_integer(col.type):
-        return col
-    high = pc.max(col).as_py()  # nulls skipped; None when nothing is recorded
-    if high is not None and high > np.iinfo(np.int64).max:
-        raise TraceFileError(f"{file}: column {name} has values too large (found {high})")
-    return col.cast(pa.int64())
-
-
-def per_cycle_values(file: str, col: pa.Array, name: str, *, lowest: int) -> np.ndarray:
-    """A per-cycle extra column (``spine_avail``, ``tau``) as int64, null (not recorded) as -1;
-    recorded values below ``lowest`` are refused: the regime fit reads them as the match length and
-    the cycle's tokens."""
-    if pa.types.is_null(col.type):  # a column the recorder left empty: nothing recorded
-        return np.full(len(col), -1, np.int64)
-    col = signed_values(file, col, name)  # null -> -1 does not fit an unsigned column
-    low = pc.min(col).as_py()  # nulls skipped; None when nothing is recorded
-    if low is not None and low < lowest:
-        raise TraceFileError(f"{file}: column {name} has values below {lowest} (found {low})")
-    return col.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def check_cycle_tau(file: str, tau: np.ndarray, start: np.ndarray, roots: np.ndarray,
-                    accepted_rows: np.ndarray) -> None:
-    """A recorded ``tau`` (-1: not recorded) is the same on every row of its cycle (``start``: each
-    row's root row) and at most the cycle's accepted rows (fewer only where EOS or the token cap cut
-    the accepted path)."""
-    if np.any(tau != tau[start]):
-        raise TraceFileError(f"{file}: column tau differs between the rows of one cycle")
-    if np.any((tau[roots] > accepted_rows) & (tau[roots] != -1)):
-        raise TraceFileError(f"{file}: column tau exceeds the accepted rows of its cycle")
+def is_text(kind: pa.DataType) -> bool:
+    """A string type of any layout: ``string``, ``large_string`` or ``string_view`` (what pyarrow 26
+    and polars' newest arrow output write; read as a dictionary, or cast, it is the same text)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
 
 
 def trace_metadata(pf: pq.ParquetFile) -> dict[str, Any]:

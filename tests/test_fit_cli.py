@@ -256,7 +256,8 @@ def test_regimes_on_traces_it_cannot_fit_exits_2_and_writes_nothing(good, tmp_pa
 
 
 def test_each_file_footer_is_read_once(good, tmp_path, capsys, monkeypatch):
-    other = _rewrite(good, tmp_path / "copy.parquet")
+    other = tmp_path / "other.parquet"  # other cycles: a rewrite of good's would now be refused as a copy
+    write_synthetic(other, [SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=4, cycles=20, run_id="r3")], seed=12)
     reads: list[str] = []
     real = pq.ParquetFile
 
@@ -330,7 +331,7 @@ def test_traces_of_roots_only_are_refused(good, tmp_path, capsys):
     table = pq.read_table(good)
     frame = table.to_pandas()
     roots = tmp_path / "roots.parquet"  # as ar records them: the root alone, one token a cycle
-    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1), schema=table.schema,
+    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1, budget=0), schema=table.schema,
                                         preserve_index=False), roots)
     out = tmp_path / "fit"
     assert main([str(roots), "--bootstrap", "20", "--out", str(out)]) == 2
@@ -356,7 +357,7 @@ def test_a_group_of_roots_only_gets_no_topology(good, tmp_path, capsys):
     table = pq.read_table(good)
     frame = table.to_pandas()
     roots = tmp_path / "ar.parquet"
-    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1, method="ar"), schema=table.schema,
+    pq.write_table(pa.Table.from_pandas(frame[frame["node"] == 0].assign(tau=1, method="ar", budget=0), schema=table.schema,
                                         preserve_index=False), roots)
     out = tmp_path / "fit"
     assert main([str(good), str(roots), "--group-by", "method", "--bootstrap", "20", "--out", str(out), "--json"]) == 0

@@ -4,6 +4,7 @@ derived where absent."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from goose_theory.fit import fit_counts, fit_traces
-from goose_theory.fitcounts import count_files, count_tables
+from goose_theory import fitcounts
+from goose_theory.fitcounts import BATCH_ROWS, _Accumulator, count_files, count_tables
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.traceio import TraceFileError, check_trace
 from tests.conftest import DEEP, TREE
@@ -180,6 +182,15 @@ def test_any_batch_size_gives_the_same_counts(small_trace, batch_rows):
     assert ref.shape_table.equals(got.shape_table)
 
 
+def test_cluster_keys_too_many_for_one_number_are_counted_alike(small_trace, monkeypatch):
+    # a cycle's cluster key is one int64 where the string codes allow it, else a row of codes
+    path, ref = small_trace
+    monkeypatch.setattr(fitcounts, "_FLAT_KEYS", 1)
+    got = count_files([path], group_by=["method"])
+    assert got.shape_table.equals(ref.shape_table) and np.array_equal(got.cluster_prompt, ref.cluster_prompt)
+    assert np.array_equal(got.rank_matched, ref.rank_matched)
+
+
 def test_legacy_prompt_traces_count_one_unit_per_run():
     # `goose decode --prompt` traces written before their ids named the text all say prompt_id
     # "prompt": each run is then its own prompt, not one prompt for every text ever decoded
@@ -207,3 +218,140 @@ def test_synthetic_prompts_of_other_runs_are_other_prompts():
     assert fit_counts(count_tables([synthetic_table(specs, seed=1)]), n_boot=20).overall.prompts == 40
     shared = [dataclasses.replace(s, prompt_group="g") for s in specs]
     assert fit_counts(count_tables([synthetic_table(shared, seed=1)]), n_boot=20).overall.prompts == 20
+
+
+@pytest.mark.parametrize("name", ["run_id", "model", "benchmark", "prompt_id", "method"])
+def test_a_cycle_whose_rows_disagree_on_a_cluster_column_is_refused(name):
+    """The fit reads these on the root row only, while the regime fit filters rows by method row by
+    row: a non-root row of another method (or none) left its cycle there, and the later rows'
+    parent links pointed at other rows, silently."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    values = table[name].to_pylist()
+    values[1] = "other"  # row 1: the first cycle's first non-root row
+    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: column {name} differs between the rows of one cycle$"):
+        count_tables([_with_column(table, name, values)])
+    values[1] = None
+    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: column {name} has null values$"):
+        count_tables([_with_column(table, name, values)])
+
+
+def test_the_cycle_number_is_one_value_per_cycle():
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    cycle = table["cycle"].to_pylist()
+    cycle[1] += 1
+    with pytest.raises(TraceFileError, match=r"^<table>\[0\]: column cycle differs between the rows of one cycle$"):
+        count_tables([_with_column(table, "cycle", cycle)])
+    cycle[1] = None  # the repeat check reads it
+    with pytest.raises(TraceFileError, match=r"^<table>\[0\]: column cycle has null values$"):
+        count_tables([_with_column(table, "cycle", cycle)])
+
+
+def _cycle_rows(table: pa.Table) -> list[np.ndarray]:
+    """The row indices of each cycle of ``table``, in order."""
+    node = table["node"].to_numpy()
+    roots = np.flatnonzero(node == 0)
+    return np.split(np.arange(table.num_rows), roots[1:])
+
+
+def test_a_cycle_that_lost_rows_is_refused_where_budget_is_recorded():
+    """A head(n) that cut a cycle after its accepted rows, or a filter that dropped unaccepted leaf
+    rows, left valid smaller trees that were fitted in silence; budget (non-root nodes of the
+    cycle's tree) says so. Where it is not recorded there is nothing to compare."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    accepted = table["accepted"].to_numpy(zero_copy_only=False)
+    cycles = _cycle_rows(table)
+    c = next(i for i, rows in enumerate(cycles) if not accepted[rows[-1]])  # its last row: not accepted
+    cut = table.slice(0, cycles[c][-1])
+    number, prompt = c % 5, c // 5  # 5 cycles a prompt
+    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: cycle {number} of \(run_id 'run-0', benchmark "
+                                             rf"'synthetic', prompt_id 'run-0/goose/p0000{prompt}', method 'goose'\) "
+                                             r"has 6 non-root rows, but column budget says 7$"):
+        count_tables([cut])
+    dropped = np.concatenate([rows[:-1] if not accepted[rows[-1]] else rows for rows in cycles])
+    with pytest.raises(TraceFileError, match=rf"cycle {number} of .*p0000{prompt}.* has 6 non-root rows, but column "
+                                             r"budget says 7$"):
+        count_tables([table.take(dropped)])
+    with pytest.raises(TraceFileError, match="cycle 0 of .* has 7 non-root rows, but column budget says 10$"):
+        count_tables([_with_column(table, "budget", table["budget"].to_numpy() + 3)])
+    whole = count_tables([table.slice(0, cycles[c][0])])
+    for unrecorded in (_with_column(cut, "budget", [None] * cut.num_rows), cut.drop_columns(["budget"])):
+        assert count_tables([unrecorded]).shape_table["n"].sum() == whole.shape_table["n"].sum() + 1
+
+
+def test_cycles_counted_twice_are_refused(tmp_path):
+    """The same cycles twice (a trace concatenated with itself, or beside a re-compressed copy,
+    whose footer differs from the original's) narrowed every interval in silence."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
+    first = r"cycle 0 of \(run_id 'run-0', benchmark 'synthetic', prompt_id 'run-0/goose/p00000', method 'goose'\)"
+    doubled = tmp_path / "doubled.parquet"
+    pq.write_table(pa.concat_tables([table, table]), doubled)
+    for batch_rows in (BATCH_ROWS, 7):  # in one batch, or in other batches of the file
+        with pytest.raises(TraceFileError, match=rf"^{doubled}: {first} appears twice in this file: its rows would "
+                                                 "count twice$"):
+            count_files([doubled], batch_rows=batch_rows)
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(table, a)
+    pq.write_table(table, b, compression="gzip")
+    with pytest.raises(TraceFileError, match=rf"^{b}: {first} is also in {a}: its rows would count twice$"):
+        count_files([a, b])
+    errors: list[str] = []
+    got = count_files([a, b], on_bad=lambda e: errors.append(str(e)))  # the copy skipped, its rows rolled back
+    assert len(errors) == 1 and got.files == (str(a),) and got.shape_table.equals(count_files([a]).shape_table)
+    # a trace split into files at a cycle boundary (inside a prompt) holds no cycle twice
+    cut = int(_cycle_rows(table)[2][0])
+    pq.write_table(table.slice(0, cut), a)
+    pq.write_table(table.slice(cut), b)
+    assert count_files([a, b]).shape_table.equals(count_tables([table]).shape_table)
+
+
+def test_a_row_group_per_cycle_is_counted_in_one_batch(tmp_path, monkeypatch):
+    """A writer that calls write_table once per cycle makes a row group per cycle; each was a batch
+    of its own, and the per-batch costs made 64k rows take 41 s instead of 2 s."""
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=3, cycles=20), seed=5)
+    path = tmp_path / "groups.parquet"
+    with pq.ParquetWriter(path, table.schema) as writer:
+        for rows in _cycle_rows(table):
+            writer.write_table(table.slice(int(rows[0]), len(rows)))
+    assert pq.ParquetFile(path).num_row_groups == 60
+    ref = count_tables([table])
+    added: list[int] = []
+    real = _Accumulator.add
+    monkeypatch.setattr(_Accumulator, "add", lambda acc, a, file: (added.append(len(a["node"])), real(acc, a, file)))
+    got = count_files([path])
+    assert len(added) == 2 and sum(added) == table.num_rows  # the whole cycles, then the last (carried) one
+    assert got.shape_table.equals(ref.shape_table) and np.array_equal(got.spine_reached, ref.spine_reached)
+    assert np.array_equal(got.parent_rank_matched, ref.parent_rank_matched)
+
+
+def test_the_same_cycles_in_another_order_give_the_same_intervals(tmp_path):
+    """Clusters, groups and shapes were numbered by first appearance, and the bootstrap draws
+    units by position: a file and a copy with its (whole) cycles in another order gave other
+    intervals for one seed."""
+    specs = [SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=6, cycles=10, prompt_sd=0.5, method=m, run_id=f"r-{m}")
+             for m in ("goose", "iso")]
+    table = synthetic_table(specs, seed=3)
+    cycles = _cycle_rows(table)
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(table, a)
+    order = np.random.default_rng(0).permutation(len(cycles))
+    pq.write_table(table.take(np.concatenate([cycles[i] for i in order])), b)
+    for group_by in ((), ("method",)):
+        fa, fb = (fit_traces([f], group_by=group_by, n_boot=100, seed=1) for f in (a, b))
+        for ga, gb in zip((fa.overall, *fa.groups), (fb.overall, *fb.groups)):
+            assert json.dumps(ga.to_dict()) == json.dumps(gb.to_dict())
+        assert fa.counts.groups == fb.counts.groups and fa.counts.shape_table.equals(fb.counts.shape_table)
+
+
+def test_string_view_columns_count_as_strings(tmp_path):
+    # a string_view file (pyarrow 26, polars' newest arrow output) was refused; its strings are read
+    # as dictionaries, as those of any other string type
+    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=3, cycles=10), seed=5)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type):
+            table = table.set_column(i, pa.field(field.name, pa.string_view()), table[i].cast(pa.string_view()))
+    path = tmp_path / "view.parquet"
+    pq.write_table(table, path)
+    ref, got = count_tables([synthetic_table(SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=3, cycles=10), seed=5)]), \
+        count_files([path])
+    assert got.groups == ref.groups and got.shape_table.equals(ref.shape_table)
+    assert np.array_equal(got.spine_reached, ref.spine_reached) and np.array_equal(got.rank_matched, ref.rank_matched)

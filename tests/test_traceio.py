@@ -4,15 +4,13 @@
 through the CLI in test_fit_cli.py.)"""
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.topology import Topology
-from goose_theory.traceio import (TraceFileError, TraceInfo, check_node_values, check_trace, open_trace,
-                                  per_cycle_values, trace_metadata)
+from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
 
 TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
 
@@ -109,23 +107,6 @@ def test_a_recorded_config_and_none_at_all_pass(good, tmp_path):
         assert check_trace(path).num_rows == table.num_rows
 
 
-def test_per_cycle_values_of_an_unsigned_column():
-    # null (not recorded) is -1, which an unsigned column cannot hold: fill_null(-1) raised OverflowError
-    got = per_cycle_values("f.parquet", pa.array([3, None, 255], pa.uint8()), "tau", lowest=1)
-    assert got.tolist() == [3, -1, 255] and got.dtype == np.int64
-    with pytest.raises(TraceFileError, match=r"^f.parquet: column spine_avail has values too large \(found 9223372036854775808\)$"):
-        per_cycle_values("f.parquet", pa.array([0, 2**63], pa.uint64()), "spine_avail", lowest=0)
-
-
-def test_check_node_values_skips_reached_where_not_recorded():
-    # a root and its two children, the first accepted; reached -1: not recorded on that row
-    kw = dict(depth=np.array([0, 1, 1]), gparent=np.array([0, 0, 0]), nonroot=np.array([False, True, True]),
-              rank=np.zeros(3, np.int64), accepted=np.array([True, True, False]), match=np.array([True, True, False]))
-    check_node_values("f.parquet", reached=np.array([-1, 1, -1], np.int8), **kw)
-    with pytest.raises(TraceFileError, match="column reached disagrees"):
-        check_node_values("f.parquet", reached=np.array([-1, 0, -1], np.int8), **kw)
-
-
 def test_metadata_keys_that_are_not_utf8_are_read(good, tmp_path):
     # the regime fit reads the metadata: such a key ended as "--regimes: all: 'utf-8' codec can't decode
     # byte 0xff", naming no file
@@ -134,3 +115,32 @@ def test_metadata_keys_that_are_not_utf8_are_read(good, tmp_path):
     pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"\xffnote": b"1"}), path)
     meta = check_trace(path).metadata()
     assert meta["\ufffdnote"] == 1 and meta["synthetic"] is True
+
+
+def test_a_column_name_twice_is_one_line(good, tmp_path):
+    # pyarrow lets a table hold one name twice: schema.field(name) raised a KeyError traceback (in
+    # fit-acceptance and the explorer's upload) for a required column and an extra one alike
+    table = pq.read_table(good)
+    for name in ("node", "score"):
+        path = tmp_path / f"{name}-twice.parquet"
+        twice = pa.Table.from_arrays([*table.columns, table[name]], names=[*table.column_names, name])
+        pq.write_table(twice.replace_schema_metadata(table.schema.metadata), path)
+        with pytest.raises(TraceFileError) as err:
+            check_trace(path)
+        assert str(err.value) == f"{path}: column {name} appears 2 times"
+
+
+def _string_view(table: pa.Table) -> pa.Table:
+    """Every string column as string_view (what pyarrow 26 and polars' newest arrow output write)."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type):
+            table = table.set_column(i, pa.field(field.name, pa.string_view()), table[i].cast(pa.string_view()))
+    return table
+
+
+def test_string_view_columns_are_strings(good, tmp_path):
+    # they were refused: "column run_id is string_view, expected string (or another width of that kind)"
+    path = tmp_path / "view.parquet"
+    pq.write_table(_string_view(pq.read_table(good)), path)
+    info = check_trace(path)
+    assert info.schema.field("run_id").type == pa.string_view() and info.metadata()["synthetic"] is True
