@@ -118,13 +118,18 @@ def test_shipped_default_table_matches_the_model():
     shipped = read_prior(path)
     assert shipped.tokens.shape == (49152, 10)
     for rows in (range(0, 512), range(30720, 31232)):
-        fresh = build_prior(real, rows=rows)
+        # one rank more than shipped, so a tie between the 10th and the 11th token is seen: another
+        # CPU's kernels round differently (an AVX2-only EPYC swapped them in row 318, 3 Dec)
+        fresh = build_prior(real, rows=rows, top_k=11)
         sl = slice(rows.start, rows.stop)
-        np.testing.assert_allclose(fresh.logits[sl], shipped.logits[sl], atol=1e-4, rtol=0)
+        np.testing.assert_allclose(fresh.logits[sl, :10], shipped.logits[sl], atol=1e-4, rtol=0)
         np.testing.assert_allclose(fresh.lse[sl], shipped.lse[sl], atol=1e-4, rtol=0)
         # ids must agree except where two neighbouring logits tie within rounding
-        gaps = np.diff(shipped.logits[sl], axis=1)
+        gaps = np.diff(fresh.logits[sl], axis=1)
         near_tie = np.zeros_like(fresh.tokens[sl], dtype=bool)
         near_tie[:, 1:] |= gaps > -1e-4
         near_tie[:, :-1] |= gaps > -1e-4
-        assert (fresh.tokens[sl] == shipped.tokens[sl])[~near_tie].all()
+        near_tie[:, :10][:, 1:] |= np.diff(shipped.logits[sl], axis=1) > -1e-4
+        near_tie[:, :10][:, :-1] |= np.diff(shipped.logits[sl], axis=1) > -1e-4
+        assert near_tie[:, :10].mean() < 0.05  # ties are rare: the check below still covers most ids
+        assert (fresh.tokens[sl, :10] == shipped.tokens[sl])[~near_tie[:, :10]].all()
