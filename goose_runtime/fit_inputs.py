@@ -9,6 +9,7 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 - :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
 - :func:`trace_sets`: the prompt sets the traces hold (``goose loop`` refuses others before its fit);
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
+- :func:`fit_metadata`: the traces' footer metadata, read once for the two notes below;
 - :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``;
 - :func:`note_model_mismatch`: one line when they were decoded by another model or dtype.
 
@@ -117,22 +118,22 @@ def check_provenance(topology_path: str, traces: list[str]) -> None:
                 raise UsageError(f"--topology {topology_path}: provenance.traces: {exc}") from None
 
 
-def note_token_cap(trace_files: list[str], max_new_tokens: int) -> None:
-    """Say so (one line on stderr) when the fit traces were decoded with another --max-new-tokens:
-    the cap cuts each prompt's last cycle, and a fit of short runs predicts long ones badly (and the
-    other way)."""
-    caps = {((meta.get("config") or {}).get("decode") or {}).get("max_new_tokens") for meta in _metadata(trace_files)}
+def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
+    """Say so (one line on stderr) when the fit traces (their :func:`fit_metadata`) were decoded
+    with another --max-new-tokens: the cap cuts each prompt's last cycle, and a fit of short runs
+    predicts long ones badly (and the other way)."""
+    caps = {((meta.get("config") or {}).get("decode") or {}).get("max_new_tokens") for meta in metas}
     caps.discard(None)
     if caps and caps != {max_new_tokens}:
         _note(f"the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
               f"this run with {max_new_tokens}: predictions assume the traces' length")
 
 
-def note_model_mismatch(trace_files: list[str], *, model: str, dtype: str) -> None:
-    """Say so (one line on stderr) when the fit traces were decoded by another model or in another
-    dtype than this run's: the fitted acceptance, and so every prediction, describes theirs (a
-    tree fitted on one model may still be validated on another: that is a transfer test)."""
-    metas = _metadata(trace_files)
+def note_model_mismatch(metas: list[dict], *, model: str, dtype: str) -> None:
+    """Say so (one line on stderr) when the fit traces (their :func:`fit_metadata`) were decoded by
+    another model or in another dtype than this run's: the fitted acceptance, and so every
+    prediction, describes theirs (a tree fitted on one model may still be validated on another:
+    that is a transfer test)."""
     for key, ours in (("model", model), ("dtype", dtype)):
         theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {ours})
         if theirs:
@@ -140,8 +141,9 @@ def note_model_mismatch(trace_files: list[str], *, model: str, dtype: str) -> No
                   f"predictions describe the traces' {key}")
 
 
-def _metadata(trace_files: list[str]) -> list[dict]:
-    """Each readable trace's key-value metadata (a bad trace is reported where it matters)."""
+def fit_metadata(trace_files: list[str]) -> list[dict]:
+    """Each readable trace's key-value metadata, a file once (a bad trace is reported where it
+    matters); read before the model loads, so both notes above cost one footer read a file."""
     out = []
     for path in dict.fromkeys(trace_files):
         try:

@@ -164,7 +164,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
     from goose_theory.topology import load_topology
 
-    from .fit_inputs import check_provenance, note_model_mismatch, note_token_cap
+    from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_token_cap
     from .validate import provenance_traces
     fitted: dict[str, list[str]] = {}
     for path in args.topology:
@@ -172,10 +172,11 @@ def validate_handler(args: argparse.Namespace) -> int:
         check_provenance(path, traces)
         fitted.setdefault(path, []).extend(traces)
     check_validate_outputs(args, benches, fitted)
-    note_token_cap([t for traces in fitted.values() for t in traces], args.max_new_tokens)
+    metas = fit_metadata([t for traces in fitted.values() for t in traces])
+    note_token_cap(metas, args.max_new_tokens)
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
     bundle = load_quietly(args)
-    note_model_mismatch([t for traces in fitted.values() for t in traces], model=bundle.name, dtype=args.dtype)
+    note_model_mismatch(metas, model=bundle.name, dtype=args.dtype)
     _encode(bundle, prompts, config)
     plan = [(b, list(args.topology)) for b in benches]
     rows = _run_validation(args, bundle, plan, config, prompts)
@@ -229,7 +230,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
     check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
-    from .fit_inputs import note_model_mismatch, note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
+    from .fit_inputs import fit_metadata, note_model_mismatch, note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
 
     files = trace_files(args.traces)
     held = trace_sets(files)
@@ -246,11 +247,12 @@ def loop_handler(args: argparse.Namespace) -> int:
     from .fit_report import check_outputs, stale_note, stale_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
-    note_token_cap(files, args.max_new_tokens)
+    metas = fit_metadata(files)
+    note_token_cap(metas, args.max_new_tokens)
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     _progress("loading the model")
     bundle = load_quietly(args)
-    note_model_mismatch(files, model=bundle.name, dtype=args.dtype)
+    note_model_mismatch(metas, model=bundle.name, dtype=args.dtype)
     from .profile import device_profile
     profile, profile_path = device_profile(bundle, dtype=args.dtype, path=args.latency,
                                            refresh=args.refresh_latency, log=_progress)

@@ -237,7 +237,8 @@ class _Accumulator:
         table = self._shape_sums()
         table["cluster"] = new_cluster[table["cluster"].to_numpy()]
         table["shape"] = new_shape[table["shape"].to_numpy()]
-        return tuple(self.shapes[i] for i in order), table.groupby(["cluster", "shape"], as_index=False).sum()
+        # both renumberings are bijections, so the (cluster, shape) pairs stay unique: a sort suffices
+        return tuple(self.shapes[i] for i in order), table.sort_values(["cluster", "shape"], ignore_index=True)
 
 
 def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:

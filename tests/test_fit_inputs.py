@@ -5,24 +5,27 @@ import shutil
 
 import pytest
 
-from goose_runtime.fit_inputs import note_model_mismatch, note_token_cap, trace_copies, trace_files, trace_sets
+from goose_runtime.fit_inputs import fit_metadata, note_model_mismatch, note_token_cap, trace_copies, trace_files, trace_sets
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import check_trace
 
 
 def test_validate_says_when_the_fit_traces_ran_another_length(capsys):
-    note_token_cap(["traces/stdlib-b8.parquet"], 128)
+    note_token_cap(fit_metadata(["traces/stdlib-b8.parquet"]), 128)
     assert capsys.readouterr().err == ""
-    note_token_cap(["traces/stdlib-b8.parquet", "traces/stdlib-b8.parquet"], 32)
+    metas = fit_metadata(["traces/stdlib-b8.parquet", "traces/stdlib-b8.parquet"])
+    assert len(metas) == 1  # a file named twice is read once
+    note_token_cap(metas, 32)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "decoded with --max-new-tokens 128, this run with 32" in err
 
 
 
 def test_validate_says_when_the_fit_traces_ran_another_model_or_dtype(capsys):
-    note_model_mismatch(["traces/stdlib-b8.parquet"], model="SmolLM2-135M-Instruct", dtype="float32")
+    note_model_mismatch(fit_metadata(["traces/stdlib-b8.parquet"]), model="SmolLM2-135M-Instruct", dtype="float32")
     assert capsys.readouterr().err == ""
-    note_model_mismatch(["traces/stdlib-b8.parquet", "missing.parquet"], model="org/other", dtype="bfloat16")
+    metas = fit_metadata(["traces/stdlib-b8.parquet", "missing.parquet"])  # an unreadable one is left out
+    note_model_mismatch(metas, model="org/other", dtype="bfloat16")
     assert capsys.readouterr().err.splitlines() == [
         "[goose] note: the fit traces were decoded with model SmolLM2-135M-Instruct, this run with org/other: "
         "the predictions describe the traces' model",
