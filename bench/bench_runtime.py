@@ -31,6 +31,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from goose_runtime.decoder import DecodeConfig
+from goose_runtime.linear_plan import cpu_id
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.profile import profile_latency
@@ -72,7 +73,7 @@ def machine() -> dict:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    return {"cpu": cpu, "gpu": gpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    return {"cpu": cpu, "cpu_id": cpu_id(), "gpu": gpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(), "torch": torch.__version__,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

@@ -163,3 +163,17 @@ def test_the_cache_key_follows_the_thread_count(tmp_path):
         assert plan_path(str(tmp_path), "m") != first
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("fields, expected", [
+    ({"cpu family": "25", "model": "1", "stepping": "1", "flags": "fpu sse2 avx avx2 fma"}, "25/1/1 avx2"),
+    ({"cpu family": "26", "model": "2", "stepping": "0", "flags": "avx2 avx512f avx512bw"}, "26/2/0 avx512"),
+    ({"cpu family": "6", "model": "207", "flags": "sse2"}, "6/207/? no-avx2"),
+    ({}, "?"),
+])
+def test_cpu_id_tells_apart_hosts_of_one_model_name(monkeypatch, fields, expected):
+    """Two AMD EPYC hosts read "AMD EPYC" alike; records carry family/model/stepping and the ISA."""
+    monkeypatch.setattr(plan_mod, "cpu_fields", lambda *names: {k: v for k, v in fields.items() if k in names})
+    assert plan_mod.cpu_id() == expected
+    info = plan_linears(tiny_random_bundle(seed=3).model, cache_dir="unused", model_name="m")
+    assert info["cpu_id"] == expected
