@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.sections.common import TAB_KEY
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
 from goose_theory.choices import choices_from_topology
@@ -59,6 +60,12 @@ def errors(app: AppTest) -> list[str]:
     return [e.value for e in app.error]
 
 
+def open_tab(app: AppTest, label: str) -> AppTest:
+    """Click a tab: only the open tab runs, so a test opens the one it reads."""
+    app.session_state[TAB_KEY] = label
+    return app.run()
+
+
 def expected(p_s, p_t, model="exclusive", rule="optimal", budget=60, seed=0, p_t_spine=None, p_t_chain=None,
              **shape):
     acc = Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
@@ -81,7 +88,7 @@ def test_default_page_shows_the_librarys_numbers(at):
     assert_whatif_numbers(at, expected(0.5, 0.05))
     assert [t.label for t in at.tabs] == ["What-if", "Traces", "Cost", "Export"]
     assert not errors(at)
-    exported = json.loads(at.code[0].value)  # the Export tab's JSON is the What-if tree
+    exported = json.loads(open_tab(at, "Export").code[0].value)  # the Export tab's JSON is the What-if tree
     assert topology_from_dict(exported) == expected(0.5, 0.05)[0]
     assert exported["schema"] == "goose-topology/1"
     assert at.get("download_button")
@@ -123,7 +130,8 @@ def test_p_t_by_parent_sliders_move_e_tau(at):
     assert_whatif_numbers(at, expected(0.5, 0.05, p_t_spine=0.02, p_t_chain=0.45))
     assert metrics(at)["exact E[tau]"] != scalar
     assert any("0.02 under a spine node, 0.45 under a transition node" in m.value  # the Export tab says so
-               for m in at.markdown)
+               for m in open_tab(at, "Export").markdown)
+    open_tab(at, "What-if")
     at.radio(key="model").set_value("independent").run()
     assert_whatif_numbers(at, expected(0.5, 0.05, "independent", p_t_spine=0.02, p_t_chain=0.45))
 
@@ -139,7 +147,7 @@ def test_p_t_by_parent_off_is_the_scalar_page(at):
     assert metrics(at)["exact E[tau]"] != moved
     fresh = AppTest.from_file(APP, default_timeout=TIMEOUT).run()  # the same page as one never switched on
     assert metrics(at) == metrics(fresh) and deltas(at) == deltas(fresh)
-    assert json.loads(at.code[0].value) == json.loads(fresh.code[0].value)
+    assert json.loads(open_tab(at, "Export").code[0].value) == json.loads(open_tab(fresh, "Export").code[0].value)
 
 
 def test_p_t_by_parent_exclusive_violation_is_a_message(at):
@@ -161,6 +169,7 @@ def test_p_t_by_parent_exclusive_violation_is_a_message(at):
 
 
 def test_export_offers_tree_choices_without_a_spine(downloads, at):
+    open_tab(at, "Export")
     assert any("Not for this tree" in c.value for c in at.caption)  # the default optimal tree has a spine
     at.selectbox(key="rule").set_value("transition-only").run()
     assert not at.exception and not errors(at)
@@ -177,8 +186,10 @@ def test_bad_rule_is_a_message_and_the_rest_works(at):
     assert not at.exception
     assert any("K=5 must be between 1 and top_k=3" in e for e in errors(at))
     assert "exact E[tau]" not in metrics(at)
-    assert any("No valid tree to export" in w.value for w in at.warning)
     assert len(at.get("vega_lite_chart")) >= 3  # curves, widths and the heatmap still drawn
+    assert [w.value for w in open_tab(at, "Export").warning] == [
+        "No valid tree to export (rule 'isotropic:5': K=5 must be between 1 and top_k=3): change the What-if "
+        "parameters."]
 
 
 def test_uploaded_topology_and_exclusive_violation(at):
@@ -207,12 +218,12 @@ def test_uploaded_tree_choices_are_scored_and_exported_back(downloads, at):
     tree = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0),
                                 (1, "transition", 1)])
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau:.4f}"
-    assert len(at.get("download_button")) == 2  # no spine: the choices download is offered
-    assert json.loads(downloads["choices-uploaded-B4.json"]) == [[0], [1], [0, 0], [0, 1]]  # the upload, back
     best = build_topology("optimal", Acceptance.parse(0.5, 0.2), budget=4).predicted_tau
     mine = exact_yield(tree, Acceptance.parse(0.5, 0.2)).expected_tau
     assert any(c.value.startswith(f"The optimal tree of 4 nodes within the sidebar's limits: E[tau] = {best:.4f}; "
                                   f"this tree {mine / best - 1:+.1%}") for c in at.caption)
+    assert len(open_tab(at, "Export").get("download_button")) == 2  # no spine: the choices download is offered
+    assert json.loads(downloads["choices-uploaded-B4.json"]) == [[0], [1], [0, 0], [0, 1]]  # the upload, back
 
 
 def test_uploaded_regime_file_shows_its_own_prediction(at):
@@ -271,6 +282,7 @@ def trace_bytes(tmp_path_factory) -> bytes:
 
 def upload_and_fit(at, name: str, data: bytes, tmp_path):
     """Upload one trace file in the Traces tab; return the library's fit of the same bytes."""
+    open_tab(at, "Traces")
     at.radio(key="trace_source").set_value("upload parquet files").run()
     at.file_uploader(key="trace_upload").set_value([(name, data, "application/octet-stream")]).run()
     assert not at.exception and not errors(at)
@@ -305,6 +317,7 @@ def test_traces_fit_loads_p_t_by_parent_into_the_sidebar(at, parent_trace_bytes,
     assert spine < root < chain  # true 0.05 < 0.2 < 0.6: three distinct values to load
     at.button(key="trace_load_acceptance").click().run()
     assert not at.exception and not errors(at)
+    open_tab(at, "What-if")
     assert at.checkbox(key="by_parent").value
     assert (at.slider(key="p_s").value, at.slider(key="p_t").value) == (fit.p_s.estimate, root)
     assert (at.slider(key="p_t_spine").value, at.slider(key="p_t_chain").value) == (spine, chain)
@@ -316,14 +329,14 @@ def test_traces_fit_loads_p_t_by_parent_into_the_sidebar(at, parent_trace_bytes,
     ("junk.parquet", b"PAR1 definitely not parquet", "junk.parquet: not a readable parquet file"),
 ])
 def test_traces_bad_upload_is_a_message(at, name, data, message):
-    at.radio(key="trace_source").set_value("upload parquet files").run()
-    at.file_uploader(key="trace_upload").set_value([(name, data, "application/octet-stream")]).run()
+    upload_traces(at, [(name, data)])
     assert not at.exception
     assert any(message in e for e in errors(at))
-    assert "exact E[tau]" in metrics(at)  # the What-if tab is unaffected
+    assert "exact E[tau]" in metrics(open_tab(at, "What-if"))  # the What-if tab is unaffected
 
 
 def upload_traces(at: AppTest, files: list[tuple[str, bytes]]) -> None:
+    open_tab(at, "Traces")
     at.radio(key="trace_source").set_value("upload parquet files").run()
     at.file_uploader(key="trace_upload").set_value([(n, d, "application/octet-stream") for n, d in files]).run()
 
@@ -354,6 +367,7 @@ PROFILE = {"schema": "goose-latency/1", "device": "test", "model": "m", "dtype":
 
 
 def _upload_profile(at: AppTest, data: bytes, name: str = "p.json") -> None:
+    open_tab(at, "Cost")
     at.selectbox(key="latency_choice").set_value("upload a profile").run()
     at.file_uploader(key="latency_upload").set_value((name, data, "application/json")).run()
 
@@ -386,7 +400,7 @@ def test_cost_tab_bad_profile_is_a_message(at, data, message):
     _upload_profile(at, data)
     assert not at.exception
     assert any(message in e for e in errors(at))
-    assert "exact E[tau]" in metrics(at)
+    assert "exact E[tau]" in metrics(open_tab(at, "What-if"))
 
 
 def test_cost_tab_takes_p_t_by_parent(at):
@@ -423,8 +437,58 @@ def test_cost_tab_offers_the_shipped_profiles(at):
     from goose_theory.latency import load_latency
 
     names = [p.name for p in shipped_profiles()]
+    open_tab(at, "Cost")
     assert len(names) >= 3 and at.selectbox(key="latency_choice").options[:len(names)] == names
     for path in shipped_profiles():  # each one a valid profile of the page's kind, and rendered
         load_latency(str(path))
         at.selectbox(key="latency_choice").set_value(path.name).run()
         assert not at.exception and not errors(at) and "best budget" in metrics(at)
+
+
+def test_only_the_open_tab_runs(at):
+    """A slider moved on the What-if tab computes nothing behind the closed tabs."""
+    assert "exact E[tau]" in metrics(at) and not at.get("download_button")
+    assert not ({"fitted p_s", "best budget"} & set(metrics(at)))
+    open_tab(at, "Cost")
+    assert "best budget" in metrics(at) and "exact E[tau]" not in metrics(at)
+
+
+def test_closed_tabs_keep_their_widgets_and_uploads(at):
+    at.select_slider(key="heatmap_budget").set_value(40).run()
+    _upload_profile(at, json.dumps(PROFILE).encode())
+    at.multiselect(key="cost_rules").set_value(["optimal", "linear"]).run()
+    shown = metrics(at)
+    open_tab(at, "What-if")
+    at.slider(key="p_t").set_value(0.06).run()  # a rerun that draws neither the Cost widgets nor the uploader
+    assert at.select_slider(key="heatmap_budget").value == 40
+    open_tab(at, "Cost")
+    assert not at.exception and not errors(at)
+    assert at.selectbox(key="latency_choice").value == "upload a profile"
+    assert at.multiselect(key="cost_rules").value == ["optimal", "linear"]
+    assert any(c.value.startswith("Using p.json, uploaded before the tab was closed") for c in at.caption)
+    assert metrics(at)["best budget"] and metrics(at) != shown  # p_t moved: the kept profile priced the new trees
+    at.slider(key="p_t").set_value(0.05).run()
+    assert metrics(at) == shown
+    at.button(key="forget_latency_upload").click().run()
+    assert "best budget" not in metrics(at)
+    assert any(i.value.startswith("Upload a latency profile") for i in at.info)
+
+
+def test_traces_upload_outlives_a_closed_tab(at, trace_bytes):
+    upload_traces(at, [("t.parquet", trace_bytes)])
+    fitted = metrics(at)
+    assert "fitted p_s" in fitted
+    open_tab(at, "Cost")
+    open_tab(at, "Traces")
+    assert at.radio(key="trace_source").value == "upload parquet files"
+    assert metrics(at) == fitted
+    assert any(c.value.startswith("Using t.parquet, uploaded before") for c in at.caption)
+    at.button(key="forget_trace_upload").click().run()
+    assert "fitted p_s" not in metrics(at)
+
+
+def test_traces_removed_from_the_uploader_are_forgotten(at, trace_bytes):
+    upload_traces(at, [("t.parquet", trace_bytes)])
+    at.file_uploader(key="trace_upload").set_value([]).run()  # the user removes the file, the tab open
+    assert "fitted p_s" not in metrics(open_tab(open_tab(at, "Cost"), "Traces"))
+    assert not any(c.value.startswith("Using t.parquet") for c in at.caption)

@@ -1,11 +1,19 @@
-"""Shared plumbing for the sections: Streamlit-cached wrappers and error display.
+"""Shared plumbing for the sections: Streamlit-cached wrappers, error display, and widget state that
+outlives a closed tab.
 
 The cached wrappers are made once per process; ``st.cache_data`` keys them on their arguments
 only (the compute functions are pure), so repeated interactions are answered from the cache.
+
+Only the open tab runs (``app/explorer.py``), and Streamlit drops the state of every widget that a
+run does not draw. So the widgets of the tabs keep their state through :func:`keep_tab_widgets`
+(re-assigned at the top of each run, which makes them the page's own session state) and start from
+:func:`seed` instead of a ``value=``/``default=`` argument (Streamlit warns about a widget given both);
+a file uploader cannot be re-assigned, so :func:`uploader` keeps a copy of its files.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -25,6 +33,12 @@ choices_download = _cache(compute.choices_download)
 optimal_tau = _cache(compute.optimal_tau)
 parse_topology_json = _cache(compute.parse_topology_json)
 parse_latency = _cache(compute_io.parse_latency)
+
+TAB_KEY = "tab"  # st.tabs' key: its state is the open tab's label
+# the tabs' widgets whose state outlives a run that does not draw them (a closed tab); the sidebar
+# is drawn in every run. Not the Traces tab's "group to load": its options change with the traces.
+KEPT_WIDGETS = ("heatmap_budget", "trace_source", "trace_files", "trace_group_by", "latency_choice", "cost_rules")
+_KEPT_UPLOAD = "kept_upload:"  # + an uploader's key: the (name, bytes) of its files
 
 # Errors that mean "the input is bad" (the library's one base class for them), shown as one
 # readable line; anything else is a bug and Streamlit shows it as such.
@@ -76,3 +90,47 @@ def chart(spec: dict) -> None:
 def show_error(where: str, exc: BaseException) -> None:
     """One readable line in the page, never a stack trace."""
     st.error(f"{where}: {one_line(exc)}")
+
+
+def seed(key: str, value: Any) -> None:
+    """A widget's starting value, kept in session state (not the widget's ``value``), so a
+    callback (the Traces tab's "load fitted values") or :func:`keep_tab_widgets` may set it without
+    a duplicate-default clash."""
+    if key not in st.session_state:
+        st.session_state[key] = value
+
+
+def keep_tab_widgets() -> None:
+    """Call first in every run: re-assigning a widget's value makes it the page's own session state,
+    which Streamlit keeps through runs that do not draw the widget (its tab is closed)."""
+    for key in KEPT_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def _keep_upload(key: str) -> None:
+    """The uploader's on_change: copy what it now holds (nothing: the user removed the files)."""
+    value = st.session_state.get(key)
+    files = value if isinstance(value, list) else [value] if value is not None else []
+    if files:
+        st.session_state[_KEPT_UPLOAD + key] = tuple((f.name, f.getvalue()) for f in files)
+    else:
+        st.session_state.pop(_KEPT_UPLOAD + key, None)
+
+
+def _forget_upload(key: str) -> None:
+    st.session_state.pop(_KEPT_UPLOAD + key, None)
+
+
+def uploader(label: str, key: str, **kwargs: Any) -> tuple[tuple[str, bytes], ...]:
+    """A file uploader whose files outlive its tab being closed: the (name, bytes) of each file the
+    user uploaded, or () if none. Reopened, the uploader itself shows no file (Streamlit made a new
+    one), so the page says which kept files it uses and offers to forget them."""
+    st.file_uploader(label, key=key, on_change=_keep_upload, args=(key,), **kwargs)
+    kept = st.session_state.get(_KEPT_UPLOAD + key, ())
+    if kept and not st.session_state.get(key):
+        st.caption(f"Using {', '.join(name for name, _ in kept)}, uploaded before the tab was closed "
+                   "(upload again to replace).")
+        st.button("Forget the uploaded file" + ("s" if len(kept) > 1 else ""), key=f"forget_{key}",
+                  on_click=_forget_upload, args=(key,))
+    return kept

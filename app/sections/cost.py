@@ -30,12 +30,12 @@ def _profile() -> str | None:
     if choice != "upload a profile":
         data, name = (PROFILES_DIR / choice).read_bytes(), choice
     else:
-        upload = st.file_uploader("latency profile JSON (written by `goose profile-latency --out FILE`)",
-                                  type=["json"], key="latency_upload")
-        if upload is None:
+        upload = common.uploader("latency profile JSON (written by `goose profile-latency --out FILE`)",
+                                 "latency_upload", type=["json"])
+        if not upload:
             st.info("Upload a latency profile, or measure one with `goose profile-latency --out FILE`.")
             return None
-        data, name = upload.getvalue(), upload.name
+        (name, data), = upload
     try:
         return common.parse_latency(data, name)
     except INPUT_ERRORS as exc:
@@ -47,8 +47,8 @@ def render(p: Params) -> None:
     """Draw the Cost tab for the sidebar's acceptance parameters."""
     st.subheader("Predicted speed from a latency profile")
     profile = _profile()
-    rules = tuple(st.multiselect("rules", COST_RULES, default=["optimal", "paper", "isotropic:3"],
-                                 key="cost_rules"))
+    common.seed("cost_rules", ["optimal", "paper", "isotropic:3"])
+    rules = tuple(st.multiselect("rules", COST_RULES, key="cost_rules"))
     if profile is None or not rules:
         return
     facts = compute_io.profile_summary(profile)

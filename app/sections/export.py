@@ -6,15 +6,18 @@ from typing import Any
 
 import streamlit as st
 
-from app.sections import common
-from app.sections.common import Params
+from app.sections import common, whatif
+from app.sections.common import INPUT_ERRORS, Params
+from goose_theory.cli_util import one_line
 
 
-def render(p: Params, result: dict[str, Any] | None) -> None:
-    """Draw the Export tab for the What-if tab's tree."""
+def render(p: Params) -> None:
+    """Draw the Export tab for the What-if tab's tree (the same cached result)."""
     st.subheader("Download the topology")
-    if result is None:
-        st.warning("No valid tree to export: fix the What-if parameters first (see the message there).")
+    try:
+        result = whatif.tree_result(p)
+    except INPUT_ERRORS as exc:
+        st.warning(f"No valid tree to export ({one_line(exc)}): change the What-if parameters.")
         return
     topo = result["topology"]
     text = common.topology_download(topo)

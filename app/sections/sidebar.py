@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, show_error
+from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, seed, show_error
 
 RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
                 "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels",
@@ -16,13 +16,6 @@ P_T_MAX = 0.5  # the root p_t slider's top; per-parent p_t goes to 1 (chains rea
 BY_PARENT_HELP = ("Real traces show transition acceptance depends on the parent: rank 0 is accepted "
                   "0.32-0.49 under the root, 0.04-0.27 under a spine node and 0.51-0.63 under a "
                   "transition node. On: p_t applies under the root and two more sliders set the rest.")
-
-
-def _seed(key: str, value: float) -> None:
-    """A slider's starting value, kept in session state (not the widget's ``value``), so a
-    callback (the Traces tab's "load fitted values") may set it without a duplicate-default clash."""
-    if key not in st.session_state:
-        st.session_state[key] = value
 
 
 def _clip(x: float, hi: float = 1.0) -> float:
@@ -41,8 +34,8 @@ def _by_parent(sb, p_t: float) -> tuple[float | None, float | None]:
     both start at the current p_t, so nothing changes until one is moved."""
     if not sb.checkbox("transition acceptance by parent", key="by_parent", help=BY_PARENT_HELP):
         return None, None
-    _seed("p_t_spine", p_t)
-    _seed("p_t_chain", p_t)
+    seed("p_t_spine", p_t)
+    seed("p_t_chain", p_t)
     spine = sb.slider("p_t under a spine node", 0.0, 1.0, step=0.005, key="p_t_spine", format="%.3f")
     chain = sb.slider("p_t under a transition node", 0.0, 1.0, step=0.005, key="p_t_chain", format="%.3f")
     return spine, chain
@@ -52,8 +45,8 @@ def render() -> Params:
     """Draw the sidebar and return the chosen parameters."""
     sb = st.sidebar
     sb.header("What-if parameters")
-    _seed("p_s", 0.5)
-    _seed("p_t", 0.05)
+    seed("p_s", 0.5)
+    seed("p_t", 0.05)
     p_s = sb.slider("p_s (spine acceptance)", 0.0, 1.0, step=0.01, key="p_s")
     p_t = sb.slider("p_t (transition acceptance)", 0.0, P_T_MAX, step=0.005, key="p_t", format="%.3f",
                     help="every transition node's; under the root only while 'by parent' is on")
@@ -66,7 +59,7 @@ def render() -> Params:
     max_spine = sb.slider("max spine length", 0, 40, 20, 1, key="max_spine")
     top_k = sb.slider("top-K ranks", 1, 20, 10, 1, key="top_k")
     rule = sb.selectbox("rule", RULE_CHOICES, key="rule")
-    seed = int(sb.number_input("Monte Carlo seed", 0, 2**31 - 1, 0, 1, key="seed"))
+    mc_seed = int(sb.number_input("Monte Carlo seed", 0, 2**31 - 1, 0, 1, key="seed"))
     topology_json = None
     if rule == UPLOADED:
         upload = sb.file_uploader("goose-topology/1 JSON, or tree choices ([[0], [1], [0, 0]])", type=["json"],
@@ -80,4 +73,4 @@ def render() -> Params:
                 show_error(f"topology file {upload.name}", exc)
     effective_rule = "optimal" if rule == UPLOADED else rule
     return Params(p_s, p_t, model, effective_rule if topology_json is None else UPLOADED, budget,
-                  max_depth, max_spine, top_k, seed, topology_json, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
+                  max_depth, max_spine, top_k, mc_seed, topology_json, p_t_spine=p_t_spine, p_t_chain=p_t_chain)

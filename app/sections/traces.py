@@ -28,16 +28,16 @@ def _choose() -> tuple[str, Any] | None:
         if not files:
             st.info(f"No traces shipped in {TRACES_DIR}; upload parquet files instead.")
             return None
-        chosen = st.multiselect("trace files", [f.name for f in files], default=[f.name for f in files],
-                                key="trace_files")
+        common.seed("trace_files", [f.name for f in files])
+        chosen = st.multiselect("trace files", [f.name for f in files], key="trace_files")
         paths = tuple(str(TRACES_DIR / name) for name in chosen)
         return "shipped", paths
-    uploads = st.file_uploader("goose trace files (parquet, goose_trace_version=1)", type=["parquet"],
-                               accept_multiple_files=True, key="trace_upload")
+    uploads = common.uploader("goose trace files (parquet, goose_trace_version=1)", "trace_upload",
+                              type=["parquet"], accept_multiple_files=True)
     if not uploads:
         st.info("Upload one or more trace files recorded by `goose decode --trace ...`.")
         return None
-    return "upload", tuple((u.name, u.getvalue()) for u in uploads)
+    return "upload", uploads
 
 
 def _offer_load(summary: pd.DataFrame) -> None:

@@ -61,7 +61,8 @@ def _curves(p: Params) -> None:
 
 def _heatmap(p: Params) -> None:
     st.subheader("Where does the anisotropic tree win?")
-    budget = st.select_slider("heatmap budget B", HEATMAP_BUDGETS, value=60, key="heatmap_budget",
+    common.seed("heatmap_budget", 60)
+    budget = st.select_slider("heatmap budget B", HEATMAP_BUDGETS, key="heatmap_budget",
                               help="its own budget, so moving the sidebar's does not recompute the grid")
     try:
         view = common.heatmap_view(p.model, budget=budget, max_depth=p.max_depth, max_spine=p.max_spine,
@@ -76,27 +77,32 @@ def _heatmap(p: Params) -> None:
                   if p.p_t_spine is not None else ""))
 
 
-def render(p: Params) -> dict[str, Any] | None:
-    """Draw the What-if tab; returns the what-if result (for Export) or None on bad input."""
-    result = None
+def tree_result(p: Params) -> dict[str, Any]:
+    """The what-if result of the sidebar's tree (cached; the Export tab's input too); raises the
+    library's input errors."""
+    return common.whatif_view(p.p_s, p.p_t, p.model, p.rule if p.topology_json is None else "optimal",
+                              seed=p.seed, topology_json=p.topology_json, **p.by_parent, **p.shape)
+
+
+def render(p: Params) -> None:
+    """Draw the What-if tab."""
+    r = None
     try:
-        result = common.whatif_view(p.p_s, p.p_t, p.model, p.rule if p.topology_json is None else "optimal",
-                                    seed=p.seed, topology_json=p.topology_json, **p.by_parent, **p.shape)
+        r = tree_result(p)
     except INPUT_ERRORS as exc:
         show_error("this tree cannot be evaluated", exc)
     if p.topology_json is not None and (note := compute.uploaded_note(json.loads(p.topology_json))):
         st.info(note)
-    if result is not None:
-        _metrics(result)
+    if r is not None:
+        _metrics(r)
         if p.topology_json is not None:
-            _against_optimal(p, result)
+            _against_optimal(p, r)
         left, right = st.columns([3, 2])
         with left:
-            chart(result["tree_spec"])
+            chart(r["tree_spec"])
         with right:
-            chart(result["pmf_spec"])
-            if result["pmf_note"]:
-                st.caption(result["pmf_note"])
+            chart(r["pmf_spec"])
+            if r["pmf_note"]:
+                st.caption(r["pmf_note"])
     _curves(p)
     _heatmap(p)
-    return result
