@@ -97,6 +97,18 @@ def test_gain_grid():
     assert (df["gain"] > 0).all()  # anisotropic dominance: p_s > p_t everywhere here
 
 
+@pytest.mark.parametrize("model", ["exclusive", "independent"])
+def test_gain_grid_equals_every_cell_searched(model):
+    """The grid searches isotropic:K once per p_t (a tree without a spine does not see p_s): the
+    page's default grid equals a search of every K in every cell, to the last bit."""
+    df = compute.gain_grid(model, budget=60)
+    for row in df.itertuples():
+        acc = Acceptance.parse(row.p_s, row.p_t, model)
+        iso = [build_topology(f"isotropic:{k}", acc, budget=60).predicted_tau for k in range(1, 11)]
+        assert (row.best_isotropic, row.best_k) == (max(iso), iso.index(max(iso)) + 1)
+        assert row.optimal == build_topology("optimal", acc, budget=60).predicted_tau
+
+
 def test_topology_download_round_trip():
     topo = build_topology("paper", Acceptance.parse(0.5, 0.05), budget=60).topology
     text = compute.topology_download(topo.to_dict())
