@@ -2,7 +2,9 @@
 
 Used by ``fit-acceptance``'s HTML report and reusable by the Streamlit app. Every builder takes
 a tidy DataFrame and returns a chart; nothing here reads files or computes statistics.
-:func:`save_chart` writes HTML atomically.
+:func:`save_chart` writes HTML atomically. Every encoding is a channel object: a bare ``"field:T"``
+string makes altair resolve it through ``from_dict``, which hashes hundreds of schema classes each
+time (the app's Traces tab draws these on first opening).
 
 Example:
     >>> import pandas as pd
@@ -37,14 +39,14 @@ def curve_chart(df: pd.DataFrame, *, x: str, title: str, y_title: str = "accepta
     base = alt.Chart(df).encode(
         x=alt.X(f"{x}:O", title=x),
         color=alt.Color("group:N", title="group"),
-        xOffset="group:N",
-        tooltip=["group", x, alt.Tooltip("estimate:Q", format=".4f"), alt.Tooltip("lo:Q", format=".4f"),
-                 alt.Tooltip("hi:Q", format=".4f"), "n"],
+        xOffset=alt.XOffset("group:N"),
+        tooltip=[alt.Tooltip("group"), alt.Tooltip(x), alt.Tooltip("estimate:Q", format=".4f"),
+                 alt.Tooltip("lo:Q", format=".4f"), alt.Tooltip("hi:Q", format=".4f"), alt.Tooltip("n")],
     )
-    bars = base.mark_rule(strokeWidth=2).encode(y=alt.Y("lo:Q", title=y_title), y2="hi:Q")
-    naive_lo = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_lo:Q")
-    naive_hi = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y="naive_hi:Q")
-    points = base.mark_point(filled=True, size=50).encode(y="estimate:Q")
+    bars = base.mark_rule(strokeWidth=2).encode(y=alt.Y("lo:Q", title=y_title), y2=alt.Y2("hi:Q"))
+    naive_lo = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y=alt.Y("naive_lo:Q"))
+    naive_hi = base.mark_tick(thickness=1, size=8, opacity=0.6).encode(y=alt.Y("naive_hi:Q"))
+    points = base.mark_point(filled=True, size=50).encode(y=alt.Y("estimate:Q"))
     return alt.layer(bars, naive_lo, naive_hi, points).properties(title=title, width=420, height=260)
 
 
@@ -74,13 +76,14 @@ def predicted_vs_observed_chart(df: pd.DataFrame) -> alt.Chart:
     _require(df, ["group", "predicted", "observed", "lo", "hi", "n"])
     top = float(max(df["hi"].max(), df["predicted"].max(), 1.0)) if len(df) else 1.0
     diagonal = alt.Chart(pd.DataFrame({"v": [1.0, top]})).mark_line(color="gray", strokeDash=[4, 4]).encode(
-        x="v:Q", y="v:Q")
+        x=alt.X("v:Q"), y=alt.Y("v:Q"))
     base = alt.Chart(df).encode(x=alt.X("predicted:Q", title="predicted E[tau]", scale=alt.Scale(zero=False)),
-                                color="group:N",
-                                tooltip=["group", "n", alt.Tooltip("predicted:Q", format=".3f"),
+                                color=alt.Color("group:N"),
+                                tooltip=[alt.Tooltip("group"), alt.Tooltip("n"), alt.Tooltip("predicted:Q", format=".3f"),
                                          alt.Tooltip("observed:Q", format=".3f")])
-    bars = base.mark_rule().encode(y=alt.Y("lo:Q", title="observed mean tau", scale=alt.Scale(zero=False)), y2="hi:Q")
-    points = base.mark_point(filled=True).encode(y="observed:Q", size=alt.Size("n:Q", legend=None))
+    bars = base.mark_rule().encode(y=alt.Y("lo:Q", title="observed mean tau", scale=alt.Scale(zero=False)),
+                                   y2=alt.Y2("hi:Q"))
+    points = base.mark_point(filled=True).encode(y=alt.Y("observed:Q"), size=alt.Size("n:Q", legend=None))
     return alt.layer(diagonal, bars, points).properties(title="Predicted vs observed tau", width=420, height=300)
 
 
@@ -90,12 +93,13 @@ def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
     observed_tau, lo, hi, lower_bound, violated."""
     _require(df, ["group", "observed_tau", "lo", "hi", "lower_bound", "violated"])
     base = alt.Chart(df).encode(y=alt.Y("group:N", title=None))
-    interval = base.mark_rule(strokeWidth=3, color="steelblue").encode(x=alt.X("lo:Q", title="tau"), x2="hi:Q")
+    interval = base.mark_rule(strokeWidth=3, color="steelblue").encode(x=alt.X("lo:Q", title="tau"),
+                                                                       x2=alt.X2("hi:Q"))
     observed = base.mark_point(filled=True, color="steelblue", size=60).encode(
-        x="observed_tau:Q", tooltip=["group", alt.Tooltip("observed_tau:Q", format=".3f"),
-                                     alt.Tooltip("lower_bound:Q", format=".3f"), "violated"])
+        x=alt.X("observed_tau:Q"), tooltip=[alt.Tooltip("group"), alt.Tooltip("observed_tau:Q", format=".3f"),
+                                            alt.Tooltip("lower_bound:Q", format=".3f"), alt.Tooltip("violated")])
     bound = base.mark_tick(color="firebrick", thickness=3, size=18).encode(
-        x="lower_bound:Q", opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
+        x=alt.X("lower_bound:Q"), opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
     return alt.layer(interval, observed, bound).properties(title="Paper's lower bound vs observed tau", width=420)
 
 
