@@ -32,12 +32,20 @@ from .topology import Topology, TopologyError
 from .yields import fallback_model_name, yield_with_fallback
 
 
-def shape_topologies(counts: FitCounts) -> list[Topology | None]:
+class ShapeTopologies(tuple):
+    """A :class:`Topology` per recorded shape id (None for a tree the contract rejects), with a memo
+    of their evaluations: a group's goodness of fit, calibration and bound check evaluate the same
+    shapes under the same fitted acceptance, so each (shape, acceptance) is evaluated once."""
+
+    def __new__(cls, topologies: Sequence[Topology | None]) -> ShapeTopologies:
+        self = super().__new__(cls, topologies)
+        self.evaluated: dict[tuple[int, Acceptance, bool], tuple[float, float, float, bool]] = {}
+        return self
+
+
+def shape_topologies(counts: FitCounts) -> ShapeTopologies:
     """A :class:`Topology` per recorded shape (None for a tree the contract rejects)."""
-    out: list[Topology | None] = []
-    for s in counts.shapes:
-        out.append(_topology(s))
-    return out
+    return ShapeTopologies([_topology(s) for s in counts.shapes])
 
 
 def _topology(s: Shape) -> Topology | None:
@@ -65,9 +73,13 @@ def _evaluate(shape_ids: np.ndarray, topologies: Sequence[Topology | None], acce
     (the per-tree rule of :func:`goose_theory.yields.evaluate_with_fallback`)."""
     e, v, b = (np.full(shape_ids.size, np.nan) for _ in range(3))
     fell_back = np.zeros(shape_ids.size, dtype=bool)
+    memo = getattr(topologies, "evaluated", None)  # a plain sequence has none
     for j, s in enumerate(shape_ids.tolist()):
         topo = topologies[s]
         if topo is None:
+            continue
+        if memo is not None and (s, acceptance, with_bound) in memo:
+            e[j], v[j], b[j], fell_back[j] = memo[s, acceptance, with_bound]
             continue
         if with_bound:
             r, fell_back[j] = bound_with_fallback(topo, acceptance)
@@ -75,6 +87,8 @@ def _evaluate(shape_ids: np.ndarray, topologies: Sequence[Topology | None], acce
         else:
             y, fell_back[j] = yield_with_fallback(topo, acceptance)
             e[j], v[j] = y.expected_tau, y.variance
+        if memo is not None:
+            memo[s, acceptance, with_bound] = (e[j], v[j], b[j], bool(fell_back[j]))
     return e, v, b, fell_back
 
 

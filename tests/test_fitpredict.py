@@ -69,3 +69,29 @@ def test_no_fallback_where_exclusive_is_feasible():
     gof = goodness_of_fit(fit.overall, fit.counts, topos, selected=feasible, scalar=feasible)
     assert gof.model == "exclusive"
     assert bound_check(fit.overall, fit.counts, topos, scalar=feasible).model == "exclusive"
+
+
+def test_shape_evaluations_are_memoised_with_the_same_results(monkeypatch):
+    """goodness of fit, calibration and the bound check of one group share each (shape, acceptance)
+    evaluation: the same numbers as a plain list of the trees (no memo), each tree evaluated once."""
+    import goose_theory.fitpredict as fp
+
+    fit, topos, _ = _recorded()
+    plain = list(topos)
+    calls = []
+    real = fp.yield_with_fallback
+    monkeypatch.setattr(fp, "yield_with_fallback", lambda t, a: calls.append(t) or real(t, a))
+    selected, scalar = Acceptance.parse(0.6, 0.15), Acceptance.parse(0.55, 0.1)
+    for trees in (topos, plain):
+        calls.clear()
+        got = (goodness_of_fit(fit.overall, fit.counts, trees, selected=selected, scalar=scalar),
+               fp.calibration(fit.overall, fit.counts, trees, selected),
+               fp.calibration(fit.overall, fit.counts, trees, scalar))
+        if trees is topos:
+            memo, memo_calls = got, len(calls)
+    assert memo_calls == 2 * len(topos) and len(calls) == 4 * len(topos)  # two acceptances; four evaluations
+    assert memo[0] == got[0]
+    for a, b in zip(memo[1:], got[1:]):
+        assert a.equals(b)
+    assert bound_check(fit.overall, fit.counts, topos, scalar=scalar) == bound_check(fit.overall, fit.counts, plain,
+                                                                                     scalar=scalar)
