@@ -72,6 +72,9 @@ def main() -> int:
     for label, ms in rows:
         print(f"{ms:8.1f} ms  {label}")
     times = [ms for _, ms in rows]
+    whatif = [ms for label, ms in rows if not label.startswith(("tab ->", "[Cost]"))]
+    print(f"the What-if tab open: median {statistics.median(whatif):.1f} ms, max {max(whatif):.1f} ms over "
+          f"{len(whatif)} reruns")
     print(f"median {statistics.median(times):.1f} ms, max {max(times):.1f} ms over {len(rows)} reruns; "
           f"load average {os.getloadavg()[0]:.2f}")
     return 0
