@@ -223,7 +223,7 @@ def gain_grid(model: str, *, budget: int, max_depth: int = 6, max_spine: int = 2
     # isotropic:K has no spine node, so neither its shape (the exclusive model caps a node's ranks
     # by its children's q alone) nor its E[tau] depends on p_s: one search over K per p_t
     best_iso = {p_t: _best_isotropic(Acceptance.parse(float(p_s_values[0]), float(p_t), model), budget,
-                                     max_depth, max_spine, top_k) for p_t in p_t_values}
+                                     max_depth, max_spine, top_k) for p_t in p_t_values} if p_s_values else {}
     rows = []
     for p_s in p_s_values:
         for p_t in p_t_values:
