@@ -98,11 +98,13 @@ def render() -> None:
         return
     kind, value = choice
     try:
-        if kind == "shipped":
-            mtimes = tuple(os.path.getmtime(p) for p in value)
-            fit = common.fit_shipped_view(value, mtimes, group_by)
-        else:
-            fit = common.fit_uploaded_view(value, group_by)
+        # a new fit takes a second or more (cached after): say so rather than leave the tab blank
+        with st.spinner("Fitting the traces (once; cached after)..."):
+            if kind == "shipped":
+                mtimes = tuple(os.path.getmtime(p) for p in value)
+                fit = common.fit_shipped_view(value, mtimes, group_by)
+            else:
+                fit = common.fit_uploaded_view(value, group_by)
     except INPUT_ERRORS as exc:
         show_error("cannot fit these traces", exc)
         return
