@@ -31,7 +31,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from goose_runtime.decoder import DecodeConfig
-from goose_runtime.linear_plan import cpu_id
+from goose_runtime.linear_plan import cpu_id, cpu_name
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.profile import profile_latency
@@ -66,12 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or "cpu"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((l.split(":", 1)[1].strip() for l in fh if l.startswith("model name")), cpu)
-    except OSError:
-        pass
+    cpu = cpu_name()
+    if cpu == "cpu":  # no /proc/cpuinfo model name (not Linux)
+        cpu = platform.processor() or "cpu"
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     return {"cpu": cpu, "cpu_id": cpu_id(), "gpu": gpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_avg_1m": os.getloadavg()[0], "python": platform.python_version(), "torch": torch.__version__,
