@@ -446,7 +446,9 @@ def test_cost_tab_offers_the_shipped_profiles(at):
 
 
 def test_only_the_open_tab_runs(at):
-    """A slider moved on the What-if tab computes nothing behind the closed tabs."""
+    """A slider moved on the What-if tab draws nothing of the closed tabs (no fit, no budgets, no
+    downloads); opening one draws it and not the What-if tab."""
+    at.slider(key="p_s").set_value(0.6).run()
     assert "exact E[tau]" in metrics(at) and not at.get("download_button")
     assert not ({"fitted p_s", "best budget"} & set(metrics(at)))
     open_tab(at, "Cost")
