@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -130,7 +131,9 @@ class Acceptance:
         values = self.transition_list(parent_source)
         return values[min(rank, len(values) - 1)]
 
-    @property
+    # The arrays the exact-yield kernels read, built once per (immutable) instance: a fit scores
+    # thousands of recorded trees under one acceptance. Callers must not write to them.
+    @cached_property
     def p_s_array(self) -> np.ndarray:
         return np.asarray(self.p_s, dtype=np.float64)
 
@@ -138,7 +141,7 @@ class Acceptance:
     def p_t_array(self) -> np.ndarray:
         return np.asarray(self.p_t, dtype=np.float64)
 
-    @property
+    @cached_property
     def p_t_matrix(self) -> np.ndarray:
         """(3, K) p_t by parent source (rows: root, spine, transition) and rank; shorter lists
         are padded with their last value, so row[min(rank, K - 1)] is always right."""
@@ -156,7 +159,14 @@ class Acceptance:
         return self.model == "independent"
 
     def with_model(self, model: str) -> "Acceptance":
-        return replace(self, model=model)
+        """The same parameters under ``model`` (one instance per model, reused: the per-tree
+        fallback to the independent model asks for it once per infeasible tree)."""
+        if model == self.model:
+            return self
+        twins = self.__dict__.setdefault("_twins", {})  # the frozen fields stay untouched
+        if model not in twins:
+            twins[model] = replace(self, model=model)
+        return twins[model]
 
     def to_dict(self) -> dict[str, Any]:
         def compact(v: Sequence[float]) -> float | list[float]:

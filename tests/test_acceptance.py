@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -78,3 +79,15 @@ def test_numpy_values_still_parse():
     import numpy as np
     a = Acceptance.parse(np.array([0.6, 0.5]), np.float32(0.25), p_t_chain=np.array(0.5))
     assert a.p_s == (0.6, 0.5) and a.p_t == (0.25,) and a.p_t_chain == (0.5,)
+
+
+def test_with_model_reuses_one_twin_per_model():
+    """The per-tree fallback asks for the independent twin once per infeasible tree: one instance,
+    equal (and hashing equal) to a freshly parsed one; the frozen fields are untouched."""
+    acc = Acceptance.parse(0.7, [0.4, 0.1], "exclusive", p_t_chain=0.5)
+    twin = acc.with_model("independent")
+    assert twin is acc.with_model("independent") and acc.with_model("exclusive") is acc
+    fresh = Acceptance.parse(0.7, [0.4, 0.1], "independent", p_t_chain=0.5)
+    assert twin == fresh and hash(twin) == hash(fresh) and twin.independent
+    assert acc == Acceptance.parse(0.7, [0.4, 0.1], "exclusive", p_t_chain=0.5)
+    np.testing.assert_array_equal(twin.p_t_matrix, fresh.p_t_matrix)
