@@ -9,7 +9,7 @@ import pytest
 
 import goose_theory.latency as latency_module
 from goose_theory.acceptance import Acceptance
-from goose_theory.latency import (SCHEMA, LatencyError, LatencyProfile, cost_aware, load_latency,
+from goose_theory.latency import (SCHEMA, LatencyError, LatencyProfile, cost_aware, latency_from_dict, load_latency,
                                   save_latency)
 from goose_theory.optimize import build_topology
 
@@ -141,3 +141,31 @@ def test_huge_values_give_a_short_line(sizes, seconds):
     with pytest.raises(LatencyError) as info:
         LatencyProfile(sizes=sizes, seconds=seconds)
     assert len(str(info.value)) <= 200
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_isotonic_is_scipys_least_squares_fit(seed):
+    """The pool-adjacent-violators fit against scipy's isotonic regression (the reference)."""
+    from scipy.optimize import isotonic_regression
+
+    rng = np.random.default_rng(seed)
+    values = np.cumsum(rng.normal(0.5, 1.0, size=int(rng.integers(1, 30))))  # drifts up, dips often
+    np.testing.assert_allclose(latency_module.isotonic(values), isotonic_regression(values).x, rtol=0, atol=1e-12)
+
+
+def test_a_dip_in_the_measured_seconds_is_priced_flat_and_kept_in_the_file():
+    """3 Dec's refreshed 2-core profile read 12 rows 101.9 ms and 16 rows 97.1: priced as measured,
+    budgets 12-15 looked cheaper than 11; priced by the isotonic fit, 12 and 16 cost their mean."""
+    measured = (0.0708, 0.0712, 0.0763, 0.0869, 0.1019, 0.0971, 0.1207)
+    prof = LatencyProfile(sizes=(1, 2, 4, 8, 12, 16, 24), seconds=measured)
+    assert prof.priced_seconds[4] == prof.priced_seconds[5] == pytest.approx((0.1019 + 0.0971) / 2)
+    costs = [prof.verify_seconds(n) for n in range(1, 25)]
+    assert all(b >= a for a, b in zip(costs, costs[1:]))  # never cheaper for more tokens
+    assert prof.to_dict()["seconds"] == list(measured)  # the file keeps what was measured
+    assert latency_from_dict(prof.to_dict()) == prof
+
+
+def test_a_profile_that_never_dips_is_priced_as_measured():
+    prof = LatencyProfile(sizes=(1, 2, 4, 8), seconds=(0.02, 0.02, 0.021, 0.03))
+    assert prof.priced_seconds == prof.seconds
+    assert [prof.verify_seconds(n) for n in (1, 2, 4, 8)] == [0.02, 0.02, 0.021, 0.03]
