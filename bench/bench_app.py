@@ -57,8 +57,11 @@ def main() -> int:
         for key, v in (("p_t_spine", 0.02), ("p_t_chain", 0.3)):
             step(f"[{model}] {key} -> {v}", lambda key=key, v=v: at.slider(key=key).set_value(v))
         step(f"[{model}] by parent -> off", lambda: at.checkbox(key="by_parent").set_value(False))
+    def open_tab(label: str) -> None:  # a click on the tab: st.tabs' state is the open tab's label
+        at.session_state[TAB_KEY] = label
+
     for tab in ("Traces", "Export", "Cost"):
-        step(f"tab -> {tab}", lambda tab=tab: at.session_state.__setitem__(TAB_KEY, tab))
+        step(f"tab -> {tab}", lambda tab=tab: open_tab(tab))
     step("[Cost] profile -> upload", lambda: at.selectbox(key="latency_choice").set_value("upload a profile"))
     step("[Cost] upload p.json", lambda: at.file_uploader(key="latency_upload").set_value(
         ("p.json", json.dumps(PROFILE).encode(), "application/json")))
@@ -68,7 +71,7 @@ def main() -> int:
     step("[Cost] model -> exclusive", lambda: at.radio(key="model").set_value("exclusive"))
     step("[Cost] rules + linear", lambda: at.multiselect(key="cost_rules").set_value(
         ["optimal", "paper", "isotropic:3", "linear"]))
-    step("tab -> What-if", lambda: at.session_state.__setitem__(TAB_KEY, "What-if"))
+    step("tab -> What-if", lambda: open_tab("What-if"))
     for label, ms in rows:
         print(f"{ms:8.1f} ms  {label}")
     times = [ms for _, ms in rows]
