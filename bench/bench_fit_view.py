@@ -1,0 +1,72 @@
+"""What the explorer's Traces tab and gain heatmap cost to build, piece by piece (median of
+``--repeats``, warm): the gain grid per acceptance model, the shipped traces' fit (``fit_shipped``),
+each fit chart of ``goose_runtime/charts.py`` on the frames of that fit grouped by benchmark, and
+one exact-yield pass over every recorded tree of the shipped traces (``yield_with_fallback`` under
+the scalar fit, as goodness of fit evaluates them). ``--out FILE`` writes the fit charts' specs
+(JSON) to compare two versions.
+
+    .venv/bin/python bench/bench_fit_view.py [--repeats 5] [--out specs.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the app package
+
+from app import compute, compute_io  # noqa: E402
+from app.sections.traces import shipped_traces  # noqa: E402
+from goose_runtime import charts as fit_charts  # noqa: E402
+from goose_theory.fitpredict import shape_topologies  # noqa: E402
+from goose_theory.yields import yield_with_fallback  # noqa: E402
+
+
+def median_ms(fn, repeats: int) -> float:
+    fn()  # warm: numba's cached kernels, imports, altair's first-use caches
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", help="write the fit charts' specs here (JSON)")
+    args = ap.parse_args(argv)
+    for model in ("exclusive", "independent"):
+        print(f"gain grid ({model}, B = 60): {median_ms(lambda: compute.gain_grid(model, budget=60), args.repeats):.1f} ms")
+    paths = tuple(str(p) for p in shipped_traces())
+    print(f"fit of the {len(paths)} shipped trace files: "
+          f"{median_ms(lambda: compute_io.fit_shipped(paths, (), ()), args.repeats):.1f} ms")
+    fit = compute_io.fit_shipped(paths, (), ("benchmark",))
+    charts = {"p_s by depth": lambda: fit_charts.p_s_by_depth_chart(fit["spine_curve"]),
+              "p_t by rank": lambda: fit_charts.p_t_by_rank_chart(fit["rank_curve"]),
+              "calibration": lambda: fit_charts.predicted_vs_observed_chart(fit["calibration"]),
+              "bound": lambda: fit_charts.bound_check_chart(fit["bound"])}
+    specs = {}
+    for name, build in charts.items():
+        print(f"chart {name}: {median_ms(lambda: build().to_dict(validate=False), args.repeats):.1f} ms")
+        specs[name] = build().to_dict(validate=False)
+    from goose_theory.fit import fit_traces
+    from goose_theory.fitcheck import check_group
+
+    traced = fit_traces(list(paths), n_boot=10, seed=0)
+    trees = [t for t in shape_topologies(traced.counts) if t is not None]
+    scalar = check_group(traced.overall, traced.counts).scalar
+    print(f"one exact-yield pass over {len(trees)} recorded trees: "
+          f"{median_ms(lambda: [yield_with_fallback(t, scalar) for t in trees], args.repeats):.1f} ms")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(specs, fh, sort_keys=True, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
