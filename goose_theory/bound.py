@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._numba import jit
 from .acceptance import Acceptance
-from .topology import TRANSITION, Topology
-from .yields import continuation, evaluate_with_fallback, exact_yield
+from .topology import SPINE, TRANSITION, Topology
+from .yields import _compiled, _continuation, evaluate_with_fallback, exact_yield
 
 
 @dataclass(frozen=True)
@@ -52,30 +53,59 @@ class BoundResult:
         return self.gap / self.exact
 
 
+LBAR_ZERO, LBAR_TOPOLOGY, LBAR_GIVEN = 0, 1, 2
+
+
+@jit
+def _bound_terms(parent, source, q, qeff, child_start, child_index, lbar_rule, lbar_given, phi, cont):
+    """Fill phi[i] for spine positions i = 0..m (phi has one slot per node); return
+    (bound, lbar, m). q: match probabilities, qeff: effective ones (see goose_theory.yields).
+    One kernel for a single tree and for the batched evaluation of recorded shapes."""
+    node, m = 0, 0
+    lbar = lbar_given if lbar_rule == LBAR_GIVEN else 0.0
+    if lbar_rule == LBAR_TOPOLOGY:
+        _continuation(parent, qeff, cont)
+    first_level = False
+    while True:  # the spine chain: a spine child is its parent's first (priority order)
+        miss, spine_child = 1.0, -1
+        for k in range(child_start[node], child_start[node + 1]):
+            c = child_index[k]
+            if source[c] == SPINE:
+                spine_child = c
+            elif source[c] == TRANSITION:
+                miss *= 1.0 - q[c]
+        phi[m] = 1.0 - miss
+        if spine_child < 0:
+            break
+        if lbar_rule == LBAR_TOPOLOGY:  # branch children of spine positions 0..m-1
+            for k in range(child_start[node], child_start[node + 1]):
+                c = child_index[k]
+                if source[c] == TRANSITION and (not first_level or cont[c] < lbar):
+                    lbar, first_level = cont[c], True
+        node, m = spine_child, m + 1
+    reach_spine, bound, node = 1.0, 1.0, 0
+    for i in range(m):
+        for k in range(child_start[node], child_start[node + 1]):
+            if source[child_index[k]] == SPINE:
+                node = child_index[k]
+        p_next = q[node]
+        bound += reach_spine * (1.0 - p_next) * phi[i] * (1.0 + lbar)
+        reach_spine *= p_next
+        bound += reach_spine
+    return bound, lbar, m
+
+
 def paper_lower_bound(topology: Topology, acceptance: Acceptance, lbar: str | float = "topology") -> BoundResult:
     """Evaluate the paper's bound for ``topology``; ``lbar`` as in the module docstring."""
     result = exact_yield(topology, acceptance)
-    chain = topology.spine_chain
-    m = len(chain) - 1
-    phi = np.zeros(m + 1)
-    first_level: list[int] = []
-    for i, node in enumerate(chain):
-        miss = 1.0
-        start, index = topology.children
-        for c in index[start[node]:start[node + 1]]:
-            if topology.source[c] == TRANSITION:
-                miss *= 1.0 - acceptance.transition_q(topology.rank[c], topology.source[node])
-                if i < m:
-                    first_level.append(int(c))
-        phi[i] = 1.0 - miss
-    lbar_value, rule = _lbar(topology, result.qeff, first_level, lbar)
-    reach_spine, bound = 1.0, 1.0
-    for i in range(m):
-        p_next = acceptance.spine_q(i + 1)
-        bound += reach_spine * (1.0 - p_next) * phi[i] * (1.0 + lbar_value)
-        reach_spine *= p_next
-        bound += reach_spine
-    return BoundResult(bound, result.expected_tau, lbar_value, rule, m, topology.first_level_widths, phi)
+    rule, given = _lbar_rule(lbar)
+    q, _ = _compiled(topology, acceptance)
+    start, index = topology.children
+    phi, cont = np.zeros(topology.n_nodes), np.zeros(topology.n_nodes)
+    bound, lbar_value, m = _bound_terms(topology.parent_array, topology.source_array, q, result.qeff, start, index,
+                                        rule, given, phi, cont)
+    return BoundResult(float(bound), result.expected_tau, float(lbar_value), _LBAR_NAMES[rule], int(m), topology.first_level_widths,
+                       phi[:m + 1].copy())
 
 
 def bound_with_fallback(topology: Topology, acceptance: Acceptance,
@@ -87,15 +117,15 @@ def bound_with_fallback(topology: Topology, acceptance: Acceptance,
     return evaluate_with_fallback(lambda t, a: paper_lower_bound(t, a, lbar=lbar), topology, acceptance)
 
 
-def _lbar(topology: Topology, qeff: np.ndarray, first_level: list[int], lbar: str | float) -> tuple[float, str]:
+_LBAR_NAMES = {LBAR_ZERO: "zero", LBAR_TOPOLOGY: "topology", LBAR_GIVEN: "given"}
+
+
+def _lbar_rule(lbar: str | float) -> tuple[int, float]:
     if lbar == "zero":
-        return 0.0, "zero"
+        return LBAR_ZERO, 0.0
     if lbar == "topology":
-        if not first_level:
-            return 0.0, "topology"
-        cont = continuation(topology, qeff)
-        return float(min(cont[c] for c in first_level)), "topology"
+        return LBAR_TOPOLOGY, 0.0
     value = float(lbar)
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"lbar: {lbar!r} must be 'zero', 'topology' or a non-negative number")
-    return value, "given"
+    return LBAR_GIVEN, value

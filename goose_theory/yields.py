@@ -92,6 +92,24 @@ def _reach_and_pmf(parent, depth, qeff, child_start, child_index, reach, pmf):
     return expected
 
 
+@jit
+def _variance(pmf, expected):
+    """Var[tau] = sum_k k^2 P(tau = k) - E[tau]^2, summed in index order (one order for the
+    per-tree and the batched evaluations, so both give the same bits)."""
+    second = 0.0
+    for k in range(pmf.shape[0]):
+        second += pmf[k] * float(k * k)
+    return second - expected * expected
+
+
+@jit
+def _continuation(parent, qeff, cont):
+    """cont[v] = sum_c qeff(c) (1 + cont[c]); children have larger indices than their parents."""
+    cont[:] = 0.0
+    for v in range(parent.shape[0] - 1, 0, -1):
+        cont[parent[v]] += qeff[v] * (1.0 + cont[v])
+
+
 @dataclass(frozen=True)
 class YieldResult:
     """Exact distribution of tau for one topology under one acceptance model."""
@@ -137,9 +155,7 @@ def exact_yield(topology: Topology, acceptance: Acceptance) -> YieldResult:
     pmf = np.zeros(int(topology.depth.max()) + 2)
     start, index = topology.children
     expected = _reach_and_pmf(topology.parent_array, topology.depth, qeff, start, index, reach, pmf)
-    taus = np.arange(pmf.shape[0])
-    variance = float(pmf @ (taus.astype(np.float64) ** 2) - expected ** 2)
-    return YieldResult(float(expected), variance, pmf, reach, qeff, acceptance.model)
+    return YieldResult(float(expected), float(_variance(pmf, expected)), pmf, reach, qeff, acceptance.model)
 
 
 def evaluate_with_fallback(evaluate: Callable[[Topology, Acceptance], R], topology: Topology,
@@ -189,8 +205,6 @@ def expected_tau(topology: Topology, acceptance: Acceptance) -> float:
 
 def continuation(topology: Topology, qeff: np.ndarray) -> np.ndarray:
     """cont[v] = E[further accepted nodes below v | v accepted] = sum_c qeff(c) (1 + cont[c])."""
-    cont = np.zeros(topology.n_nodes)
-    parent = topology.parent
-    for v in range(topology.n_nodes - 1, 0, -1):  # children have larger indices than parents
-        cont[parent[v]] += qeff[v] * (1.0 + cont[v])
+    cont = np.empty(topology.n_nodes)
+    _continuation(topology.parent_array, np.asarray(qeff, dtype=np.float64), cont)
     return cont

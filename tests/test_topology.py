@@ -103,3 +103,10 @@ def test_a_transition_needs_its_rank_and_ranks_stay_in_range():
         topology_from_dict({**base, "nodes": [{"source": "root"}, {"parent": 0, "source": "transition"}]})
     with pytest.raises(TopologyError, match="rank 1000000000000000000000000000000 is above 32767"):
         topology_from_dict({**base, "nodes": [{"source": "root"}, {"parent": 0, "source": "transition", "rank": 10**30}]})
+
+
+def test_a_source_code_outside_root_spine_transition_is_refused():
+    """The constructor takes codes (recorded shapes); a code past 2 used to pass as a transition
+    node, and a child of it would make the kernels read past the (3, K) p_t table."""
+    with pytest.raises(TopologyError, match=r"node 1: unknown source code 3 \(expected 1 spine or 2 transition\)"):
+        Topology((-1, 0), (0, 3), (0, 0))
