@@ -24,7 +24,7 @@ from app.compute import acceptance
 from goose_theory.fileio import loads_json
 from goose_theory.fit import PARENT_SOURCES, ROOTS_ONLY, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
-from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
+from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
 from goose_runtime.fit_inputs import copy_problem, trace_copies
 from goose_theory.traceio import TraceFileError, check_trace
@@ -75,7 +75,7 @@ def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed:
     if fit.overall.roots_only:  # as `goose fit-acceptance`: else NaN estimates and no message
         raise TraceFileError(ROOTS_ONLY)
     counts = fit.counts
-    topologies = shape_topologies(counts)
+    shapes = recorded_shapes(counts)
     groups = [fit.overall, *fit.groups] if group_by else [fit.overall]
     summary, spine, rank, calib, gof, bound = [], [], [], [], [], []
     for g in groups:
@@ -83,14 +83,14 @@ def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed:
         summary.append(_estimate_row(g))
         spine.append(_curve(g.spine_by_depth, "depth", g.label))
         rank.append(_curve(g.transition_by_rank, "rank", g.label))
-        calib.append(calibration(g, counts, topologies, checks.selected))
-        good = goodness_of_fit(g, counts, topologies, selected=checks.selected, scalar=checks.scalar)
+        calib.append(calibration(g, counts, shapes, checks.selected))
+        good = goodness_of_fit(g, counts, shapes, selected=checks.selected, scalar=checks.scalar)
         gof.append({"group": g.label, "cycles": good.cycles, "observed_tau": good.observed,
                     "lo": good.observed_ci95[0], "hi": good.observed_ci95[1], "predicted_tau": good.predicted,
                     "predicted_scalar": good.predicted_scalar, "relative_error": good.relative_error,
                     "model": good.model, "fitted_p_s": str(checks.selected.to_dict()["p_s"]),
                     "fitted_p_t": str(checks.selected.to_dict()["p_t"])})
-        b = bound_check(g, counts, topologies, scalar=checks.scalar)
+        b = bound_check(g, counts, shapes, scalar=checks.scalar)
         bound.append({"group": g.label, "lower_bound": b.lower_bound, "exact": b.exact,
                       "observed_tau": b.observed_tau, "lo": b.ci95[0], "hi": b.ci95[1],
                       "violated": b.violated, "model": b.model})

@@ -1,8 +1,9 @@
 """What the explorer's Traces tab and gain heatmap cost to build, piece by piece (median of
 ``--repeats``, warm): the gain grid per acceptance model, the shipped traces' fit (``fit_shipped``),
 each fit chart of ``goose_runtime/charts.py`` on the frames of that fit grouped by benchmark, and
-one exact-yield pass over every recorded tree of the shipped traces (``yield_with_fallback`` under
-the scalar fit, as goodness of fit evaluates them). ``--out FILE`` writes the fit charts' specs
+the exact evaluation of every recorded tree of the shipped traces under the scalar fit: one tree at
+a time (``yield_with_fallback``, the reference) against packing the shapes once
+(``recorded_shapes``) and one batched pass (``RecordedShapes.evaluate``, which also gives the bound). ``--out FILE`` writes the fit charts' specs
 (JSON) to compare two versions.
 
     .venv/bin/python bench/bench_fit_view.py [--repeats 5] [--out specs.json]
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from app import compute, compute_io  # noqa: E402
 from app.sections.traces import shipped_traces  # noqa: E402
 from goose_runtime import charts as fit_charts  # noqa: E402
-from goose_theory.fitpredict import shape_topologies  # noqa: E402
+from goose_theory.fitpredict import recorded_shapes  # noqa: E402
 from goose_theory.yields import yield_with_fallback  # noqa: E402
 
 
@@ -58,10 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     from goose_theory.fitcheck import check_group
 
     traced = fit_traces(list(paths), n_boot=10, seed=0)
-    trees = [t for t in shape_topologies(traced.counts) if t is not None]
+    shapes = recorded_shapes(traced.counts)
+    trees = [t for t in map(shapes.topology, range(len(shapes))) if t is not None]
     scalar = check_group(traced.overall, traced.counts).scalar
-    print(f"one exact-yield pass over {len(trees)} recorded trees: "
+    print(f"one exact-yield pass over {len(trees)} recorded trees, tree by tree: "
           f"{median_ms(lambda: [yield_with_fallback(t, scalar) for t in trees], args.repeats):.1f} ms")
+    print(f"packing the {len(shapes)} recorded shapes: "
+          f"{median_ms(lambda: recorded_shapes(traced.counts), args.repeats):.1f} ms")
+    print(f"one batched pass over them (E, Var and bound): "
+          f"{median_ms(lambda: shapes._memo.clear() or shapes.evaluate(scalar), args.repeats):.1f} ms")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(specs, fh, sort_keys=True, default=str)

@@ -22,8 +22,9 @@ import pandas as pd
 
 from .fit import FitResult, GroupFit
 from .fitcheck import GroupChecks, check_group
-from .fitpredict import BoundCheck, GoodnessOfFit, bound_check, calibration, goodness_of_fit, shape_topologies
+from .fitpredict import BoundCheck, GoodnessOfFit, bound_check, calibration, goodness_of_fit, recorded_shapes
 from .recommend import Recommendation, recommend
+from .shapeeval import RecordedShapes
 
 
 # why recommended.acceptance.p_s reads 0.1 where the fitted p_s is 0.9
@@ -99,13 +100,13 @@ class Analysis:
                 "files": list(self.fit.counts.files), "bootstrap": self.fit.n_boot, "seed": self.fit.seed}
 
 
-def _analyze_group(group: GroupFit, fit: FitResult, topologies: list, *, budget: int | None, latency: Any,
-                   model: str) -> GroupAnalysis:
+def _analyze_group(group: GroupFit, fit: FitResult, shapes: RecordedShapes, *, budget: int | None,
+                   latency: Any, model: str) -> GroupAnalysis:
     counts = fit.counts
     checks = check_group(group, counts, model=model)
-    gof = goodness_of_fit(group, counts, topologies, selected=checks.selected, scalar=checks.scalar)
-    bound = bound_check(group, counts, topologies, scalar=checks.scalar)
-    calib = calibration(group, counts, topologies, checks.selected)
+    gof = goodness_of_fit(group, counts, shapes, selected=checks.selected, scalar=checks.scalar)
+    bound = bound_check(group, counts, shapes, scalar=checks.scalar)
+    calib = calibration(group, counts, shapes, checks.selected)
     use_budget = group.budget if budget is None else budget
     top_k = int(group.transition_by_rank.index.max()) + 1 if len(group.transition_by_rank) else 10
     if group.roots_only:  # an ar group: nothing fitted, no tree to recommend
@@ -117,9 +118,9 @@ def _analyze_group(group: GroupFit, fit: FitResult, topologies: list, *, budget:
 
 def analyze(fit: FitResult, *, budget: int | None = None, latency: Any = None, model: str = "exclusive") -> Analysis:
     """Checks, goodness of fit, bound check and recommendation for ``fit`` (all groups)."""
-    topologies = shape_topologies(fit.counts)
+    shapes = recorded_shapes(fit.counts)
     kw = {"budget": budget, "latency": latency, "model": model}
-    overall = _analyze_group(fit.overall, fit, topologies, **kw)
+    overall = _analyze_group(fit.overall, fit, shapes, **kw)
     if len(fit.groups) == 1 and not fit.counts.group_by:
         return Analysis(fit, overall, (overall,))  # one group: the same clusters as overall
-    return Analysis(fit, overall, tuple(_analyze_group(g, fit, topologies, **kw) for g in fit.groups))
+    return Analysis(fit, overall, tuple(_analyze_group(g, fit, shapes, **kw) for g in fit.groups))

@@ -2,7 +2,8 @@
 
 Every recorded cycle's tree is known, so the fitted model predicts each cycle's E[tau] exactly
 (:func:`goose_theory.yields.exact_yield`). Cycles are grouped by tree shape first (see
-:mod:`goose_theory.fitcounts`), so the work is one exact computation per distinct shape.
+:mod:`goose_theory.fitcounts`), so the work is one exact computation per distinct shape, all
+shapes in one numba call per acceptance (:mod:`goose_theory.shapeeval`).
 
 * :func:`goodness_of_fit`: mean predicted E[tau] over a group's cycles against the observed mean
   tau with its cluster-bootstrap interval, and a naive z using the exact per-shape variance.
@@ -19,45 +20,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .acceptance import Acceptance
-from .bound import bound_with_fallback
 from .fit import GroupFit
-from .fitcounts import FitCounts, Shape
-from .topology import Topology, TopologyError
-from .yields import fallback_model_name, yield_with_fallback
+from .fitcounts import FitCounts
+from .shapeeval import RecordedShapes
+from .yields import fallback_model_name
 
 
-class ShapeTopologies(tuple):
-    """A :class:`Topology` per recorded shape id (None for a tree the contract rejects), with a memo
-    of their evaluations: a group's goodness of fit, calibration and bound check evaluate the same
-    shapes under the same fitted acceptance, so each (shape, acceptance) is evaluated once."""
-
-    def __new__(cls, topologies: Sequence[Topology | None]) -> ShapeTopologies:
-        self = super().__new__(cls, topologies)
-        self.evaluated: dict[tuple[int, Acceptance, bool], tuple[float, float, float, bool]] = {}
-        return self
-
-
-def shape_topologies(counts: FitCounts) -> ShapeTopologies:
-    """A :class:`Topology` per recorded shape (None for a tree the contract rejects)."""
-    return ShapeTopologies([_topology(s) for s in counts.shapes])
-
-
-def _topology(s: Shape) -> Topology | None:
-    depth = np.zeros(s.parent.shape[0], dtype=np.int64)
-    for i in range(1, depth.shape[0]):
-        depth[i] = depth[s.parent[i]] + 1
-    limit = int(depth.max()) if depth.size else 0
-    try:
-        return Topology(tuple(int(x) for x in s.parent), tuple(int(x) for x in s.source),
-                        tuple(int(x) for x in s.rank), max_depth=limit, max_spine=limit)
-    except TopologyError:
-        return None
+def recorded_shapes(counts: FitCounts) -> RecordedShapes:
+    """The recorded shapes of ``counts``, packed for batched exact evaluation."""
+    return RecordedShapes.pack(counts.shapes)
 
 
 def _group_shapes(group: GroupFit, counts: FitCounts) -> pd.DataFrame:
@@ -66,30 +43,13 @@ def _group_shapes(group: GroupFit, counts: FitCounts) -> pd.DataFrame:
     return tab.groupby("shape", as_index=False)[["n", "tau_sum", "tau_sq"]].sum()
 
 
-def _evaluate(shape_ids: np.ndarray, topologies: Sequence[Topology | None], acceptance: Acceptance,
-              with_bound: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(E[tau], Var[tau], bound) per shape (NaN for unusable shapes) and a mask of the shapes
-    evaluated under the independent model because the exclusive one is infeasible on them
-    (the per-tree rule of :func:`goose_theory.yields.evaluate_with_fallback`)."""
-    e, v, b = (np.full(shape_ids.size, np.nan) for _ in range(3))
-    fell_back = np.zeros(shape_ids.size, dtype=bool)
-    memo = getattr(topologies, "evaluated", None)  # a plain sequence has none
-    for j, s in enumerate(shape_ids.tolist()):
-        topo = topologies[s]
-        if topo is None:
-            continue
-        if memo is not None and (s, acceptance, with_bound) in memo:
-            e[j], v[j], b[j], fell_back[j] = memo[s, acceptance, with_bound]
-            continue
-        if with_bound:
-            r, fell_back[j] = bound_with_fallback(topo, acceptance)
-            e[j], b[j] = r.exact, r.lower_bound
-        else:
-            y, fell_back[j] = yield_with_fallback(topo, acceptance)
-            e[j], v[j] = y.expected_tau, y.variance
-        if memo is not None:
-            memo[s, acceptance, with_bound] = (e[j], v[j], b[j], bool(fell_back[j]))
-    return e, v, b, fell_back
+def _evaluate(shape_ids: np.ndarray, shapes: RecordedShapes,
+              acceptance: Acceptance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(E[tau], Var[tau], bound) per shape id (NaN for shapes the topology contract rejects) and
+    a mask of the shapes evaluated under the independent model because the exclusive one is
+    infeasible on them (the per-tree rule of :func:`goose_theory.yields.evaluate_with_fallback`)."""
+    r = shapes.evaluate(acceptance)
+    return r.expected[shape_ids], r.variance[shape_ids], r.bound[shape_ids], r.fell_back[shape_ids]
 
 
 def _model_name(acceptance: Acceptance, fell_back: np.ndarray, n: np.ndarray) -> str:
@@ -126,13 +86,13 @@ class GoodnessOfFit:
                 "z": self.z, "within_ci": self.within_ci, "model": self.model, "skipped_cycles": self.skipped_cycles}
 
 
-def goodness_of_fit(group: GroupFit, counts: FitCounts, topologies: Sequence[Topology | None], *,
+def goodness_of_fit(group: GroupFit, counts: FitCounts, shapes: RecordedShapes, *,
                     selected: Acceptance, scalar: Acceptance) -> GoodnessOfFit:
     """Exact E[tau] of every recorded tree under the fitted model against the observed tau."""
     tab = _group_shapes(group, counts)
     ids, n = tab["shape"].to_numpy(), tab["n"].to_numpy(float)
-    e, v, _, fell = _evaluate(ids, topologies, selected, with_bound=False)
-    e0, _, _, _ = _evaluate(ids, topologies, scalar, with_bound=False)
+    e, v, _, fell = _evaluate(ids, shapes, selected)
+    e0, _, _, _ = _evaluate(ids, shapes, scalar)
     model = _model_name(selected, fell, n)
     ok = np.isfinite(e)
     w = n[ok]
@@ -145,12 +105,12 @@ def goodness_of_fit(group: GroupFit, counts: FitCounts, topologies: Sequence[Top
                          int(n[~ok].sum()))
 
 
-def calibration(group: GroupFit, counts: FitCounts, topologies: Sequence[Topology | None],
+def calibration(group: GroupFit, counts: FitCounts, shapes: RecordedShapes,
                 acceptance: Acceptance, *, bins: int = 8) -> pd.DataFrame:
     """Cycles binned by predicted E[tau] (weighted quantiles): predicted vs observed mean tau
     with a naive 95% interval; the data behind a predicted-vs-observed chart."""
     tab = _group_shapes(group, counts)
-    e, _, _, _ = _evaluate(tab["shape"].to_numpy(), topologies, acceptance, with_bound=False)
+    e, _, _, _ = _evaluate(tab["shape"].to_numpy(), shapes, acceptance)
     tab = tab.assign(predicted=e).dropna(subset=["predicted"]).sort_values("predicted")
     if tab.empty:
         return pd.DataFrame(columns=["group", "bin", "n", "predicted", "observed", "lo", "hi"])
@@ -189,11 +149,11 @@ class BoundCheck:
                 "model": self.model}
 
 
-def bound_check(group: GroupFit, counts: FitCounts, topologies: Sequence[Topology | None], *,
+def bound_check(group: GroupFit, counts: FitCounts, shapes: RecordedShapes, *,
                 scalar: Acceptance) -> BoundCheck:
     """Mean of the paper's bound over the group's recorded trees vs observed tau and interval."""
     tab = _group_shapes(group, counts)
-    e, _, b, fell = _evaluate(tab["shape"].to_numpy(), topologies, scalar, with_bound=True)
+    e, _, b, fell = _evaluate(tab["shape"].to_numpy(), shapes, scalar)
     model = _model_name(scalar, fell, tab["n"].to_numpy())
     ok = np.isfinite(b)
     w = tab["n"].to_numpy(float)[ok]

@@ -10,7 +10,7 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.fit import fit_counts
 from goose_theory.fitcheck import check_group, curve_test, overdispersion, parent_test, spine_availability
 from goose_theory.fitcounts import count_tables
-from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, shape_topologies
+from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.optimize import build_topology
 from goose_theory.synthetic import SyntheticSpec, synthetic_table
 from goose_theory.topology import Topology
@@ -68,9 +68,9 @@ def test_goodness_of_fit_on_clean_data():
     fit = _fit(SyntheticSpec([0.5, 0.6, 0.7], [0.08, 0.04, 0.02], (PAPER, OPT), prompts=40, cycles=100), seed=3)
     g = fit.groups[0]
     checks = check_group(g, fit.counts)
-    gof = goodness_of_fit(g, fit.counts, shape_topologies(fit.counts), selected=checks.selected, scalar=checks.scalar)
+    gof = goodness_of_fit(g, fit.counts, recorded_shapes(fit.counts), selected=checks.selected, scalar=checks.scalar)
     assert gof.within_ci and abs(gof.relative_error) < 0.05 and abs(gof.z) < 4 and gof.skipped_cycles == 0
-    cal = calibration(g, fit.counts, shape_topologies(fit.counts), checks.selected, bins=4)
+    cal = calibration(g, fit.counts, recorded_shapes(fit.counts), checks.selected, bins=4)
     assert cal["n"].sum() == g.cycles
     # each bin's prediction is its own cycles': the two shapes' predictions differ by ~0.22, so swapped ones miss
     assert np.all(np.abs(cal["observed"] - cal["predicted"]) < 0.05)
@@ -82,7 +82,7 @@ def test_bound_check_flags_planted_violation_and_only_it():
              SyntheticSpec(0.5, 0.04, (PAPER, OPT), prompts=30, cycles=100, method="planted", run_id="r2",
                            max_accepted_depth=1)]
     fit = _fit(specs, seed=4)
-    topos = shape_topologies(fit.counts)
+    topos = recorded_shapes(fit.counts)
     result = {g.label: bound_check(g, fit.counts, topos, scalar=check_group(g, fit.counts).scalar) for g in fit.groups}
     assert result["planted"].violated and not result["clean"].violated
     for b in result.values():
@@ -93,7 +93,7 @@ def test_bound_check_silent_on_clean_data_across_seeds():
     for seed in range(8):
         fit = _fit(SyntheticSpec(0.45, 0.05, (PAPER, OPT), prompts=20, cycles=40, prompt_sd=0.5), seed=seed)
         g = fit.groups[0]
-        assert not bound_check(g, fit.counts, shape_topologies(fit.counts),
+        assert not bound_check(g, fit.counts, recorded_shapes(fit.counts),
                                scalar=check_group(g, fit.counts).scalar).violated
 
 

@@ -11,7 +11,7 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
 from goose_theory.fit import fit_counts
 from goose_theory.fitcounts import count_tables
-from goose_theory.fitpredict import bound_check, goodness_of_fit, shape_topologies
+from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.synthetic import SyntheticSpec, synthetic_table
 from goose_theory.topology import Topology
 from goose_theory.yields import exact_yield
@@ -27,9 +27,9 @@ def _recorded():
     """Cycles on CHAIN and FAN (drawn where exclusive is feasible), and the cycles per tree."""
     table = synthetic_table(SyntheticSpec(0.6, 0.15, (CHAIN, FAN), prompts=6, cycles=40), seed=3)
     fit = fit_counts(count_tables([table]), n_boot=50, seed=0)
-    topos = shape_topologies(fit.counts)
+    topos = recorded_shapes(fit.counts)
     per_shape = fit.counts.shape_table.groupby("shape")["n"].sum()
-    cycles = {("fan" if topos[s].n_nodes == FAN.n_nodes else "chain"): int(n) for s, n in per_shape.items()}
+    cycles = {("fan" if topos.topology(s).n_nodes == FAN.n_nodes else "chain"): int(n) for s, n in per_shape.items()}
     assert set(cycles) == {"chain", "fan"} and len(topos) == 2
     return fit, topos, cycles
 
@@ -71,27 +71,13 @@ def test_no_fallback_where_exclusive_is_feasible():
     assert bound_check(fit.overall, fit.counts, topos, scalar=feasible).model == "exclusive"
 
 
-def test_shape_evaluations_are_memoised_with_the_same_results(monkeypatch):
-    """goodness of fit, calibration and the bound check of one group share each (shape, acceptance)
-    evaluation: the same numbers as a plain list of the trees (no memo), each tree evaluated once."""
-    import goose_theory.fitpredict as fp
-
-    fit, topos, _ = _recorded()
-    plain = list(topos)
-    calls = []
-    real = fp.yield_with_fallback
-    monkeypatch.setattr(fp, "yield_with_fallback", lambda t, a: calls.append(t) or real(t, a))
+def test_shape_evaluations_are_memoised_per_acceptance():
+    """goodness of fit, calibration and the bound check of one group share each acceptance's
+    evaluation of the recorded shapes: one batched evaluation per acceptance."""
+    fit, shapes, _ = _recorded()
     selected, scalar = Acceptance.parse(0.6, 0.15), Acceptance.parse(0.55, 0.1)
-    for trees in (topos, plain):
-        calls.clear()
-        got = (goodness_of_fit(fit.overall, fit.counts, trees, selected=selected, scalar=scalar),
-               fp.calibration(fit.overall, fit.counts, trees, selected),
-               fp.calibration(fit.overall, fit.counts, trees, scalar))
-        if trees is topos:
-            memo, memo_calls = got, len(calls)
-    assert memo_calls == 2 * len(topos) and len(calls) == 4 * len(topos)  # two acceptances; four evaluations
-    assert memo[0] == got[0]
-    for a, b in zip(memo[1:], got[1:]):
-        assert a.equals(b)
-    assert bound_check(fit.overall, fit.counts, topos, scalar=scalar) == bound_check(fit.overall, fit.counts, plain,
-                                                                                     scalar=scalar)
+    goodness_of_fit(fit.overall, fit.counts, shapes, selected=selected, scalar=scalar)
+    calibration(fit.overall, fit.counts, shapes, selected)
+    bound_check(fit.overall, fit.counts, shapes, scalar=scalar)
+    assert set(shapes._memo) == {selected, scalar}
+    assert shapes.evaluate(Acceptance.parse(0.6, 0.15)) is shapes.evaluate(selected)  # equal acceptances share it
