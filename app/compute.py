@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -47,7 +48,12 @@ def acceptance(p_s: float, p_t: float, model: str, p_t_spine: float | None = Non
     return Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
 
 
+@functools.lru_cache(maxsize=256)
 def _build(rule: str, acc: Acceptance, budget: int, max_depth: int, max_spine: int, top_k: int):
+    """One rule's tree, shared by this module's views: a slider move asks for the same trees
+    several times (the What-if tree, the curves' optimal at the full spine, the width profiles'
+    three rules, which the curves' linear and harmonic searches also build). Results are
+    frozen; callers copy ``details`` before changing it."""
     return build_topology(rule, acc, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
 
 

@@ -395,3 +395,25 @@ def test_uploaded_note_states_the_files_own_prediction():
     assert compute.uploaded_note(single).startswith(f"Exported with predicted tau {single['predicted_tau']:.3f}")
     bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     assert compute.uploaded_note(compute.parse_topology_json(json.dumps(bare.to_dict()).encode())) is None
+
+
+def test_a_slider_move_builds_each_tree_once(monkeypatch):
+    """The What-if tree, the spine curves and the width profiles share their trees (the curves'
+    linear and harmonic m-searches are the width profiles' trees too): one build per
+    (rule, acceptance, limits), with the same results as building afresh."""
+    compute._build.cache_clear()
+    built = []
+    real = compute.build_topology
+    monkeypatch.setattr(compute, "build_topology", lambda rule, acc, **kw: built.append((rule, kw["max_spine"])) or
+                        real(rule, acc, **kw))
+    args = (0.55, 0.04, "exclusive")
+    r = compute.whatif(*args, "optimal", budget=30, seed=0)
+    curves = compute.spine_curves(*args, budget=30)
+    widths = compute.width_profiles(*args, budget=30)
+    assert sorted(built) == sorted(set(built)) and ("linear", 20) in built and ("optimal", 20) in built
+    assert len(built) == 2 + 21  # linear, harmonic, optimal with spine <= 0..20 (20: the What-if tree)
+    compute._build.cache_clear()
+    monkeypatch.setattr(compute, "build_topology", real)
+    assert compute.whatif(*args, "optimal", budget=30, seed=0)["exact"] == r["exact"]
+    assert compute.spine_curves(*args, budget=30).equals(curves)
+    assert compute.width_profiles(*args, budget=30).equals(widths)
