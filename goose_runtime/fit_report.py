@@ -21,8 +21,6 @@ from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.regimefile import regime_pair_path, with_fit_provenance
 from goose_theory.topology import Topology, json_text
 
-from . import charts
-
 
 FEW_PROMPTS = 10
 
@@ -61,10 +59,19 @@ def chart_frames(analysis: Analysis) -> dict[str, pd.DataFrame]:
             "p_t_by_depth": curves("transition_by_depth"), "predicted_vs_observed": calib, "bound_check": bound}
 
 
-_BUILDERS = {"p_s_by_depth": charts.p_s_by_depth_chart, "p_t_by_rank": charts.p_t_by_rank_chart,
-             "p_t_by_parent": charts.p_t_by_parent_chart,
-             "p_t_by_depth": charts.p_t_by_depth_chart, "predicted_vs_observed": charts.predicted_vs_observed_chart,
-             "bound_check": charts.bound_check_chart}
+CHART_NAMES = ("p_s_by_depth", "p_t_by_rank", "p_t_by_parent", "p_t_by_depth", "predicted_vs_observed", "bound_check")
+
+
+def _chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
+    """Writes report chart ``name`` of ``frame`` as HTML to the path it is given. The charts
+    module is imported here, not at the top: altair costs about 0.4 s to import, and only a run
+    with ``--out`` draws charts."""
+    from . import charts
+
+    build = {"p_s_by_depth": charts.p_s_by_depth_chart, "p_t_by_rank": charts.p_t_by_rank_chart,
+             "p_t_by_parent": charts.p_t_by_parent_chart, "p_t_by_depth": charts.p_t_by_depth_chart,
+             "predicted_vs_observed": charts.predicted_vs_observed_chart, "bound_check": charts.bound_check_chart}[name]
+    return functools.partial(charts.write_html, build(frame))
 
 
 def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:
@@ -262,7 +269,7 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
     for name, frame in chart_frames(analysis).items():
         if not frame.empty:
             chart_files.append(os.path.join(out_dir, f"{name}.html"))
-            writers[chart_files[-1]] = functools.partial(charts.write_html, _BUILDERS[name](frame))
+            writers[chart_files[-1]] = _chart_writer(name, frame)
     recommended = ReportFiles(topologies, exports).recommended
     report = render_markdown(analysis, recommended, chart_files) + _regime_section(analysis, exports)
     writers[os.path.join(out_dir, "report.md")] = functools.partial(write_text, text=report)
@@ -283,7 +290,7 @@ def stale_outputs(out_dir: str, written: ReportFiles) -> list[str]:
     ours = {os.path.basename(p) for p in written.paths}
     names = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
     return [n for n in names if n not in ours and (n.startswith("topology-") and n.endswith(".json")
-                                                   or n in {f"{name}.html" for name in _BUILDERS})]
+                                                   or n in {f"{name}.html" for name in CHART_NAMES})]
 
 
 def stale_note(out_dir: str, stale: list[str]) -> str:

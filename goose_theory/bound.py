@@ -104,8 +104,8 @@ def paper_lower_bound(topology: Topology, acceptance: Acceptance, lbar: str | fl
     phi, cont = np.zeros(topology.n_nodes), np.zeros(topology.n_nodes)
     bound, lbar_value, m = _bound_terms(topology.parent_array, topology.source_array, q, result.qeff, start, index,
                                         rule, given, phi, cont)
-    return BoundResult(float(bound), result.expected_tau, float(lbar_value), _LBAR_NAMES[rule], int(m), topology.first_level_widths,
-                       phi[:m + 1].copy())
+    return BoundResult(float(bound), result.expected_tau, float(lbar_value), _LBAR_NAMES[rule], int(m),
+                       topology.first_level_widths, phi[:m + 1].copy())
 
 
 def bound_with_fallback(topology: Topology, acceptance: Acceptance,

@@ -6,7 +6,7 @@ predict the observed tau?
   into the last well-populated bin, so the curve only has parameters the data can carry. The LRT
   treats nodes as independent (optimistic under over-dispersion), so a curve is *supported* only
   when both the LRT (p < 0.05) and AIC prefer it.
-* :func:`overdispersion`: a beta-binomial fit (``scipy.stats.betabinom``, MLE) of the per-prompt
+* :func:`overdispersion`: a beta-binomial fit (MLE) of the per-prompt
   counts against one binomial: rho = 1 / (a + b + 1), a boundary LRT (p = 0.5 * chi2_1 tail).
 * :func:`parent_test`: one p_t per parent source (root / spine / transition) against pooled p_t
   in the pooled model's rank bins (LRT and AIC, supported only when both agree).
@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from .acceptance import Acceptance
 from .fit import PARENT_SOURCES, GroupFit
@@ -61,6 +61,26 @@ class CurveTest:
                 "aic_curve": self.aic_curve, "supported": self.supported}
 
 
+# scipy.stats.chi2.sf, binom.logpmf and betabinom.logpmf, written as scipy 1.17 computes them (the
+# same special functions in the same order, so the same bits; tests/test_fitcheck.py compares them):
+# importing scipy.stats costs about 0.8 s, a quarter of a `fit-acceptance` run on the shipped traces.
+def chi2_sf(x: float, df: int) -> float:
+    """P(chi2_df > x) for x >= 0."""
+    return float(special.chdtrc(df, x))
+
+
+def binom_logpmf(k: np.ndarray, n: np.ndarray, p: float | np.ndarray) -> np.ndarray:
+    """log P(K = k) for K ~ Binomial(n, p), integral k in 0..n."""
+    combiln = special.gammaln(n + 1) - (special.gammaln(k + 1) + special.gammaln(n - k + 1))
+    return combiln + special.xlogy(k, p) + special.xlog1py(n - k, -p)
+
+
+def betabinom_logpmf(k: np.ndarray, n: np.ndarray, a: float, b: float) -> np.ndarray:
+    """log P(K = k) for K ~ BetaBinomial(n, a, b), integral k in 0..n."""
+    combiln = -np.log(n + 1) - special.betaln(n - k + 1, k + 1)
+    return combiln + special.betaln(k + a, n - k + b) - special.betaln(a, b)
+
+
 def _binom_ll(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> float:
     return float(np.sum(special.xlogy(k, p) + special.xlog1py(n - k, -p)))
 
@@ -87,7 +107,7 @@ def curve_test(matched: np.ndarray, reached: np.ndarray, *, start: int = 1, min_
     ll1 = _binom_ll(kb[has], nb[has], pb[has])
     df = int(has.sum()) - 1
     lr = max(0.0, 2 * (ll1 - ll0))
-    p_value = float(stats.chi2.sf(lr, df)) if df > 0 else 1.0
+    p_value = chi2_sf(lr, df) if df > 0 else 1.0
     return CurveTest(name, tuple(float(x) for x in pb), tuple(int(x) for x in nb), float(p0), ll0, ll1, lr, df,
                      p_value, 2 * 1 - 2 * ll0, 2 * (df + 1) - 2 * ll1)
 
@@ -140,7 +160,7 @@ def parent_test(matched: np.ndarray, reached: np.ndarray, *, bins: int = 1) -> P
     ll1 = _binom_ll(kb[has1], nb[has1], p1[has1])
     df = int(has1.sum() - has0.sum())
     lr = max(0.0, 2 * (ll1 - ll0))
-    p_value = float(stats.chi2.sf(lr, df)) if df > 0 else 1.0
+    p_value = chi2_sf(lr, df) if df > 0 else 1.0
     return ParentTest(est, tuple(int(x) for x in n.sum(1)), bins, ll0, ll1, lr, df, p_value,
                       2 * int(has0.sum()) - 2 * ll0, 2 * int(has1.sum()) - 2 * ll1)
 
@@ -176,13 +196,13 @@ def overdispersion(matched: np.ndarray, reached: np.ndarray, *, name: str = "p")
         p = k.sum() / n.sum() if n.sum() else math.nan
         return OverDispersion(name, int(k.size), float(p), math.nan, math.nan, math.nan, 0.0, math.nan)
     p = k.sum() / n.sum()
-    ll_bin = float(np.sum(stats.binom.logpmf(k, n, p)))  # with the binomial coefficient, as betabinom
+    ll_bin = float(np.sum(binom_logpmf(k, n, p)))  # with the binomial coefficient, as betabinom
 
     const = float(np.sum(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)))
 
     def nll(theta: np.ndarray) -> float:
-        # the beta-binomial log-pmf in closed form (scipy.stats.betabinom's, without its
-        # per-call overhead; the final value below is scipy's own)
+        # the beta-binomial log-pmf summed, its a, b-free part taken once (the final value
+        # below is betabinom_logpmf's)
         a, b = np.exp(theta)
         return -(const + float(np.sum(special.betaln(k + a, n - k + b))) - k.size * float(special.betaln(a, b)))
 
@@ -195,10 +215,10 @@ def overdispersion(matched: np.ndarray, reached: np.ndarray, *, name: str = "p")
         if best is None or res.fun < best.fun:
             best = res
     a, b = np.exp(best.x)
-    ll_bb = float(np.sum(stats.betabinom.logpmf(k, n, a, b)))
+    ll_bb = float(np.sum(betabinom_logpmf(k, n, a, b)))
     lr = max(0.0, 2 * (ll_bb - ll_bin))
     return OverDispersion(name, int(k.size), float(p), float(1 / (a + b + 1)), float(a), float(b), lr,
-                          float(0.5 * stats.chi2.sf(lr, 1)))
+                          0.5 * chi2_sf(lr, 1))
 
 
 def spine_availability(hist: np.ndarray, *, max_spine: int = 20) -> tuple[float, ...]:

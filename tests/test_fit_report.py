@@ -8,7 +8,7 @@ import re
 import pytest
 
 from goose_runtime import charts
-from goose_runtime.fit_report import chart_frames, group_rows, render_markdown, summary_text, topology_stems, write_report
+from goose_runtime.fit_report import CHART_NAMES, chart_frames, group_rows, render_markdown, summary_text, topology_stems, write_report
 from goose_theory.errors import OutputPathError
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
@@ -111,6 +111,7 @@ def test_write_report_links_exactly_the_charts_it_wrote(analysis, tmp_path):
     # one chart per frame with data: a group with no rows leaves no empty chart behind
     assert set(linked) == {f"{name}.html" for name, frame in chart_frames(a).items() if not frame.empty}
     assert {"p_s_by_depth.html", "p_t_by_rank.html", "bound_check.html"} <= set(linked)
+    assert tuple(chart_frames(a)) == CHART_NAMES  # the names a later run's stale check looks for
     for label, path in files.items():
         assert path.startswith(str(tmp_path)) and (label == a.overall.label or f"-> {path}" in report)
 
