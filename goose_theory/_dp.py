@@ -94,6 +94,39 @@ def best_values(candidate, *, budget: int) -> np.ndarray:
     return np.maximum.accumulate(F[0])  # at most b: a smaller tree may be best (independent model)
 
 
+@jit
+def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, child_rank):
+    """The best tree from the tables, breadth first: per node its parent, kind and rank, and
+    whether its (resolved) type has a spine child. Among budgets with the same best value (to a
+    relative 1e-12) the largest is taken."""
+    best = values.max()
+    b = 0
+    for i in range(values.shape[0]):
+        if values[i] >= best - 1e-12 * abs(best):
+            b = i
+    n = b + 1
+    parent, kind, rank = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    node_type, below = np.empty(n, np.int64), np.empty(n, np.int64)
+    with_spine = np.zeros(n, np.bool_)
+    parent[0], kind[0], rank[0], node_type[0], below[0] = -1, ROOT, 0, 0, b
+    size = 1
+    for v in range(n):
+        if v >= size:
+            break
+        t, remaining = node_type[v], below[v]
+        while alt[t, below[v]]:
+            t = variant[t]
+        with_spine[v] = n_child[t] > 0 and child_kind[t, 0] == SPINE
+        for j in range(n_child[t]):  # choice tables are per suffix of the children
+            s = choice[t, j, remaining]
+            if s:
+                parent[size], kind[size], rank[size] = v, child_kind[t, j], child_rank[t, j]
+                node_type[size], below[size] = child_type[t, j], s - 1
+                size += 1
+                remaining -= s
+    return parent[:size], kind[:size], rank[:size], with_spine[:size]
+
+
 def solve(candidate, *, budget: int):
     """Exact best tree with at most ``budget`` nodes; returns a TreeBuilder (BFS order).
 
@@ -106,23 +139,18 @@ def solve(candidate, *, budget: int):
     spec, (F, choice, alt) = _filled(candidate, budget)
     _, n_child, _, child_type, child_kind, child_rank, capacity, variant = spec
     top = min(budget, int(capacity[0]))
-    values = F[0, : top + 1]
-    best = float(values.max())
-    b = max(i for i in range(top + 1) if values[i] >= best - 1e-12 * abs(best))
+    parent, kind, rank, with_spine = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child, child_type,
+                                                  child_kind, child_rank)
     builder = TreeBuilder(candidate)
-    queue, head = [(0, 0, b)], 0  # (node, type, nodes below it)
-    while head < len(queue):
-        node, t, left = queue[head]; head += 1
-        while alt[t, left]:
-            t = int(variant[t])
-        builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE)
-        remaining = left  # choice tables are per suffix of the children: track what is left
-        for j in range(n_child[t]):
-            s = int(choice[t, j, remaining])
-            if s:
-                child = builder.add(node, int(child_kind[t, j]), int(child_rank[t, j]))
-                queue.append((child, int(child_type[t, j]), s - 1))
-                remaining -= s
+    for v, (p, k, r) in enumerate(zip(parent.tolist(), kind.tolist(), rank.tolist())):
+        if v:
+            builder.add(p, k, r)
+    noted = set()
+    for v, spine in enumerate(with_spine.tolist()):  # each kind of node once, in the order first met
+        key = (builder.source[v], builder.depth[v], spine)
+        if key not in noted:
+            noted.add(key)
+            builder.note(*key)
     return builder
 
 

@@ -17,6 +17,7 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -152,8 +153,13 @@ class Topology:
         return out
 
     def with_meta(self, **meta: Any) -> "Topology":
+        """The same tree with ``meta`` merged into its metadata. Not validated again (the nodes
+        are this valid tree's), and the derived arrays computed so far come along: an optimizer
+        scores a tree, then labels it."""
         merged = dict(self.meta); merged.update(meta)
-        return Topology(self.parent, self.source, self.rank, self.max_depth, self.max_spine, merged)
+        twin = copy.copy(self)
+        object.__setattr__(twin, "meta", merged)
+        return twin
 
 
 def _validate(parent, source, rank, max_depth, max_spine) -> None:

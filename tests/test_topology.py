@@ -110,3 +110,12 @@ def test_a_source_code_outside_root_spine_transition_is_refused():
     node, and a child of it would make the kernels read past the (3, K) p_t table."""
     with pytest.raises(TopologyError, match=r"node 1: unknown source code 3 \(expected 1 spine or 2 transition\)"):
         Topology((-1, 0), (0, 3), (0, 0))
+
+
+def test_with_meta_merges_metadata_and_keeps_the_tree():
+    topo = Topology.from_nodes(SAMPLE, meta={"rule": "x"})
+    start, _ = topo.children  # computed before: the labelled twin reuses it
+    labelled = topo.with_meta(predicted_tau=2.5)
+    assert labelled == topo and labelled.meta == {"rule": "x", "predicted_tau": 2.5}
+    assert topo.meta == {"rule": "x"}  # the original keeps its own
+    assert labelled.children[0] is start and labelled.to_dict()["predicted_tau"] == 2.5
