@@ -96,8 +96,8 @@ def best_values(candidate, *, budget: int) -> np.ndarray:
 
 @jit
 def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, child_rank):
-    """The best tree from the tables, breadth first: per node its parent, kind and rank, and
-    whether its (resolved) type has a spine child. Among budgets with the same best value (to a
+    """The best tree from the tables, breadth first: per node its parent, kind, rank and depth,
+    and whether its (resolved) type has a spine child. Among budgets with the same best value (to a
     relative 1e-12) the largest is taken."""
     best = values.max()
     b = 0
@@ -106,9 +106,9 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
             b = i
     n = b + 1
     parent, kind, rank = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    node_type, below = np.empty(n, np.int64), np.empty(n, np.int64)
+    depth, node_type, below = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     with_spine = np.zeros(n, np.bool_)
-    parent[0], kind[0], rank[0], node_type[0], below[0] = -1, ROOT, 0, 0, b
+    parent[0], kind[0], rank[0], depth[0], node_type[0], below[0] = -1, ROOT, 0, 0, 0, b
     size = 1
     for v in range(n):
         if v >= size:
@@ -120,11 +120,11 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
         for j in range(n_child[t]):  # choice tables are per suffix of the children
             s = choice[t, j, remaining]
             if s:
-                parent[size], kind[size], rank[size] = v, child_kind[t, j], child_rank[t, j]
+                parent[size], kind[size], rank[size], depth[size] = v, child_kind[t, j], child_rank[t, j], depth[v] + 1
                 node_type[size], below[size] = child_type[t, j], s - 1
                 size += 1
                 remaining -= s
-    return parent[:size], kind[:size], rank[:size], with_spine[:size]
+    return parent[:size], kind[:size], rank[:size], depth[:size], with_spine[:size]
 
 
 def solve(candidate, *, budget: int):
@@ -139,12 +139,9 @@ def solve(candidate, *, budget: int):
     spec, (F, choice, alt) = _filled(candidate, budget)
     _, n_child, _, child_type, child_kind, child_rank, capacity, variant = spec
     top = min(budget, int(capacity[0]))
-    parent, kind, rank, with_spine = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child, child_type,
-                                                  child_kind, child_rank)
-    builder = TreeBuilder(candidate)
-    for v, (p, k, r) in enumerate(zip(parent.tolist(), kind.tolist(), rank.tolist())):
-        if v:
-            builder.add(p, k, r)
+    parent, kind, rank, depth, with_spine = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child,
+                                                         child_type, child_kind, child_rank)
+    builder = TreeBuilder.from_lists(candidate, parent.tolist(), kind.tolist(), rank.tolist(), depth.tolist())
     noted = set()
     for v, spine in enumerate(with_spine.tolist()):  # each kind of node once, in the order first met
         key = (builder.source[v], builder.depth[v], spine)

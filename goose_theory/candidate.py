@@ -115,6 +115,16 @@ class TreeBuilder:
         self.prob = [1.0]  # path product of the keys used to grow the tree
         self.notes: dict[str, None] = {}  # insertion-ordered set of truncation notes
 
+    @classmethod
+    def from_lists(cls, candidate: Candidate, parent: list[int], source: list[int], rank: list[int],
+                   depth: list[int]) -> "TreeBuilder":
+        """A builder holding a whole tree at once (node 0 the root, parents first), as
+        :meth:`add` node by node would leave it (path probabilities 0.0 past the root)."""
+        builder = cls(candidate)
+        builder.parent, builder.source, builder.rank, builder.depth = parent, source, rank, depth
+        builder.prob = [1.0] + [0.0] * (len(parent) - 1)
+        return builder
+
     def __len__(self) -> int:
         return len(self.parent)
 
