@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 SOURCE_COLORS = alt.Scale(domain=["root", "spine", "transition"], range=["#444444", "#d62728", "#1f77b4"])
@@ -30,8 +31,39 @@ PAPER_GAIN = (0.12, 0.33)  # the paper's spine-tree gain over Iso(3)/Iso(5): +12
 def _inline(df: pd.DataFrame) -> dict:
     """The frame's rows inline, as altair's default data transformer writes them but without its
     5000-row limit (a MaxRowsError): a valid tree has up to 10000 nodes, its pmf as many taus.
-    Inline rows carry no dtypes, so every encoding on them names its type (``"node:Q"``)."""
-    return alt.to_values(df)
+    Inline rows carry no dtypes, so every encoding on them names its type (``"node:Q"``).
+
+    Numeric and string columns, what every What-if move draws, are converted here column by
+    column to the values ``alt.to_values`` gives (NaN and inf as None; tested) at a tenth of its
+    cost (it copies and sanitises the whole frame: 1.6-3.1 ms a frame); any other frame goes to it."""
+    if isinstance(df.index, pd.MultiIndex) or isinstance(df.columns, pd.MultiIndex):
+        return alt.to_values(df)
+    columns = []
+    for name in df.columns:
+        values = _column_values(df[name]) if isinstance(name, str) else None
+        if values is None:
+            return alt.to_values(df)
+        columns.append(values)
+    names = list(df.columns)
+    return {"values": [dict(zip(names, row)) for row in zip(*columns)]}
+
+
+def _column_values(col: pd.Series) -> list | None:
+    """A numpy int, bool or float column or a string column as Python values (None for NaN, inf
+    and missing strings, as altair writes them); None for any other column."""
+    kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
+    if kind in ("i", "u", "b"):
+        return col.tolist()
+    if kind == "f":
+        missing = ~np.isfinite(col.to_numpy())
+    elif str(col.dtype) in ("str", "string") or (kind == "O" and all(isinstance(v, str) for v in col.tolist())):
+        missing = col.isna().to_numpy() if kind != "O" else np.zeros(len(col), bool)
+    else:
+        return None
+    values = col.tolist()
+    for i in np.flatnonzero(missing).tolist():
+        values[i] = None
+    return values
 
 
 def _need(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:

@@ -143,3 +143,25 @@ def test_whatif_view_of_the_largest_tree():
     last = max(r["tau"] for r in drawn)
     assert 30 < last < 60 and v["pmf_note"].startswith(f"Drawn up to tau = {last}: P(tau) < 1e-12")
     assert sorted(len(d) for d in v["tree_spec"]["datasets"].values()) == [MAX_BUDGET, MAX_BUDGET + 1]
+
+
+def test_inline_rows_equal_altairs_own(monkeypatch):
+    """charts._inline converts numeric and string columns itself: the same values as
+    alt.to_values for every dtype the builders get, NaN, inf and missing strings included; other
+    frames go to altair."""
+    import altair as alt
+
+    frame = pd.DataFrame({"i": np.arange(5), "u": np.arange(5, dtype=np.uint8), "b": [True, False] * 2 + [True],
+                          "f": [0.5, np.nan, np.inf, -np.inf, 1e-300],
+                          "s": pd.array(["a", None, "c", "d", "e"], dtype="str"),
+                          "o": pd.Series(["x", "y", "z", "w", "v"], dtype=object)})
+    others = [frame.assign(c=pd.Categorical(list("abcab"))),
+              frame.assign(n=pd.array([1, None, 3, 4, 5], dtype="Int64")),
+              frame.assign(m=pd.Series(["x", None, "z", "w", 1.5], dtype=object))]
+    expected = [alt.to_values(df) for df in [frame, frame.iloc[:0], *others]]
+    real, handed = alt.to_values, []
+    monkeypatch.setattr(alt, "to_values", lambda df: handed.append(df) or real(df))
+    assert [charts._inline(df) for df in [frame, frame.iloc[:0], *others]] == expected
+    assert [id(df) for df in handed] == [id(df) for df in others]  # the numeric / string frames stay here
+    row = charts._inline(frame)["values"][1]
+    assert row["f"] is None and row["s"] is None and type(row["i"]) is int and type(row["b"]) is bool
