@@ -39,3 +39,4 @@ elif tab_cost.open:
 elif tab_export.open:
     with tab_export:
         export.render(params)
+common.freeze_long_lived()  # after the first run, and after any that loaded much (see its docstring)

@@ -2,6 +2,7 @@
 shows the library's numbers, and answers bad input with a readable message."""
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -22,6 +23,15 @@ from goose_theory.yields import exact_yield
 REGIME_EXPORT = "bench/results/shuffled_2026-11-30/mtbench_fit15_prior/topology-mtbench-shuffled-regimes.json"
 APP = str(Path(__file__).resolve().parent.parent / "app" / "explorer.py")
 TIMEOUT = 120  # the first run imports numba kernels; later runs take well under a second
+
+
+@pytest.fixture(autouse=True)
+def unfrozen_heap():
+    """The page freezes long-lived objects (``app/sections/common.freeze_long_lived``); this test
+    process is no page server, so they go back to the collector after each test (frozen objects
+    are invisible to ``gc.get_referrers``, which hypothesis, for one, relies on)."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture
@@ -494,3 +504,22 @@ def test_traces_removed_from_the_uploader_are_forgotten(at, trace_bytes):
     at.file_uploader(key="trace_upload").set_value([]).run()  # the user removes the file, the tab open
     assert "fitted p_s" not in metrics(open_tab(open_tab(at, "Cost"), "Traces"))
     assert not any(c.value.startswith("Using t.parquet") for c in at.caption)
+
+
+def test_long_lived_objects_are_frozen_after_a_run(monkeypatch):
+    """The page freezes what has come to stay (the first run's imports and the like) once the
+    oldest generation holds more than FREEZE_AT objects, garbage collected first, so a full
+    collection does not walk them on some later interaction; a run that adds little freezes nothing."""
+    from app.sections import common
+
+    app = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not app.exception and gc.get_freeze_count() > 10_000  # the real thing: the imports are frozen
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append("collect") or 0)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(common, "FREEZE_AT", 10**9)
+    app.slider(key="p_s").set_value(0.52).run()
+    assert calls == []
+    monkeypatch.setattr(common, "FREEZE_AT", -1)
+    app.slider(key="p_s").set_value(0.61).run()
+    assert calls == ["collect", "freeze"]

@@ -12,6 +12,7 @@ a file uploader cannot be re-assigned, so :func:`uploader` keeps a copy of its f
 """
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +135,21 @@ def uploader(label: str, key: str, **kwargs: Any) -> tuple[tuple[str, bytes], ..
         st.button("Forget the uploaded file" + ("s" if len(kept) > 1 else ""), key=f"forget_{key}",
                   on_click=_forget_upload, args=(key,))
     return kept
+
+
+FREEZE_AT = 20_000  # long-lived objects (the oldest generation) that make a full collection slow
+
+
+def freeze_long_lived() -> None:
+    """At the end of a run: when many objects have come to stay since the last freeze (the first
+    run's imports, some 230,000 objects; numba loading the kernels of a tab opened the first time;
+    pyarrow and scipy on the first fit), collect the garbage, then move what is left out of the
+    garbage collector's sight (``gc.freeze``). A full collection walks every tracked object (150 ms
+    over the first run's on the 2-core host) and came every few dozen interactions, landing on
+    whichever one was running: bench/bench_app.py saw 5-8 passes of 38-163 ms in 45 interactions.
+    It happens a few times per server process (each check costs about a millisecond); what is frozen
+    is library state that lives as long as the process, and objects made later are collected as
+    before."""
+    if len(gc.get_objects(generation=2)) > FREEZE_AT:
+        gc.collect()
+        gc.freeze()
