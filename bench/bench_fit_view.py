@@ -3,8 +3,8 @@
 each fit chart of ``goose_runtime/charts.py`` on the frames of that fit grouped by benchmark, and
 the exact evaluation of every recorded tree of the shipped traces under the scalar fit: one tree at
 a time (``yield_with_fallback``, the reference) against packing the shapes once
-(``recorded_shapes``) and one batched pass (``RecordedShapes.evaluate``, which also gives the bound). ``--out FILE`` writes the fit charts' specs
-(JSON) to compare two versions.
+(``recorded_shapes``) and one batched pass (``RecordedShapes.evaluate``, which also gives the
+bound). ``--out FILE`` writes the fit charts' specs (JSON) to compare two versions.
 
     .venv/bin/python bench/bench_fit_view.py [--repeats 5] [--out specs.json]
 """

@@ -184,7 +184,8 @@ def _validate(parent, source, rank, max_depth, max_spine) -> None:
         if s == ROOT:
             raise TopologyError(f"node {i}: only node 0 may be the root")
         if s not in (SPINE, TRANSITION):
-            raise TopologyError(f"node {i}: unknown source code {s!r} (expected {SPINE} spine or {TRANSITION} transition)")
+            raise TopologyError(f"node {i}: unknown source code {s!r} "
+                                f"(expected {SPINE} spine or {TRANSITION} transition)")
         if not 0 <= r <= MAX_RANK:
             raise TopologyError(f"node {i}: rank {r} is {'negative' if r < 0 else f'above {MAX_RANK}'}")
         depth[i] = depth[p] + 1

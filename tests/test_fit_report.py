@@ -8,7 +8,8 @@ import re
 import pytest
 
 from goose_runtime import charts
-from goose_runtime.fit_report import CHART_NAMES, chart_frames, group_rows, render_markdown, summary_text, topology_stems, write_report
+from goose_runtime.fit_report import (CHART_NAMES, chart_frames, group_rows, render_markdown, summary_text,
+                                       topology_stems, write_report)
 from goose_theory.errors import OutputPathError
 from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze

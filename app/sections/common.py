@@ -144,12 +144,12 @@ def freeze_long_lived() -> None:
     """At the end of a run: when many objects have come to stay since the last freeze (the first
     run's imports, some 230,000 objects; numba loading the kernels of a tab opened the first time;
     pyarrow and scipy on the first fit), collect the garbage, then move what is left out of the
-    garbage collector's sight (``gc.freeze``). A full collection walks every tracked object (150 ms
-    over the first run's on the 2-core host) and came every few dozen interactions, landing on
-    whichever one was running: bench/bench_app.py saw 5-8 passes of 38-163 ms in 45 interactions.
-    It happens a few times per server process (each check costs about a millisecond); what is frozen
-    is library state that lives as long as the process, and objects made later are collected as
-    before."""
+    garbage collector's sight (``gc.freeze``). A full collection walks every tracked object (about
+    150 ms over the first run's on the 2-core host) and came about once in a hundred interactions,
+    landing on whichever one was running (bench/bench_app_moves.py: one pass of 157-163 ms in 120
+    slider moves; none since). It happens a few times per server process (the check itself takes
+    well under a millisecond once the heap is frozen); what is frozen is library state that lives as
+    long as the process, and objects made later are collected as before."""
     if len(gc.get_objects(generation=2)) > FREEZE_AT:
         gc.collect()
         gc.freeze()
