@@ -22,15 +22,7 @@ import statistics
 import sys
 import time
 
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+from _timing import median_ms  # bench/ is the script's folder, first on sys.path
 
 
 def pieces(shape: dict) -> None:

@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the app package
 
@@ -25,15 +23,7 @@ from goose_runtime import charts as fit_charts  # noqa: E402
 from goose_theory.fitpredict import recorded_shapes  # noqa: E402
 from goose_theory.yields import yield_with_fallback  # noqa: E402
 
-
-def median_ms(fn, repeats: int) -> float:
-    fn()  # warm: numba's cached kernels, imports, altair's first-use caches
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+from _timing import median_ms  # noqa: E402  (bench/, the script's folder)
 
 
 def main(argv: list[str] | None = None) -> int:
