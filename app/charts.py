@@ -52,15 +52,15 @@ def _column_values(col: pd.Series) -> list | None:
     """A numpy int, bool or float column or a string column as Python values (None for NaN, inf
     and missing strings, as altair writes them); None for any other column."""
     kind = col.dtype.kind if isinstance(col.dtype, np.dtype) else None
-    if kind in ("i", "u", "b"):
-        return col.tolist()
+    values = col.tolist()
+    if kind in ("i", "u", "b") or (kind == "O" and all(isinstance(v, str) for v in values)):
+        return values
     if kind == "f":
         missing = ~np.isfinite(col.to_numpy())
-    elif str(col.dtype) in ("str", "string") or (kind == "O" and all(isinstance(v, str) for v in col.tolist())):
-        missing = col.isna().to_numpy() if kind != "O" else np.zeros(len(col), bool)
+    elif str(col.dtype) in ("str", "string"):
+        missing = col.isna().to_numpy()
     else:
         return None
-    values = col.tolist()
     for i in np.flatnonzero(missing).tolist():
         values[i] = None
     return values

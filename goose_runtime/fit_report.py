@@ -63,15 +63,12 @@ CHART_NAMES = ("p_s_by_depth", "p_t_by_rank", "p_t_by_parent", "p_t_by_depth", "
 
 
 def _chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
-    """Writes report chart ``name`` of ``frame`` as HTML to the path it is given. The charts
-    module is imported here, not at the top: altair costs about 0.4 s to import, and only a run
-    with ``--out`` draws charts."""
+    """Writes report chart ``name`` (one of :data:`CHART_NAMES`, drawn by ``charts.<name>_chart``)
+    of ``frame`` as HTML to the path it is given. The charts module is imported here, not at the
+    top: altair costs about 0.4 s to import, and only a run with ``--out`` draws charts."""
     from . import charts
 
-    build = {"p_s_by_depth": charts.p_s_by_depth_chart, "p_t_by_rank": charts.p_t_by_rank_chart,
-             "p_t_by_parent": charts.p_t_by_parent_chart, "p_t_by_depth": charts.p_t_by_depth_chart,
-             "predicted_vs_observed": charts.predicted_vs_observed_chart, "bound_check": charts.bound_check_chart}[name]
-    return functools.partial(charts.write_html, build(frame))
+    return functools.partial(charts.write_html, getattr(charts, f"{name}_chart")(frame))
 
 
 def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:

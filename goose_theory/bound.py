@@ -29,7 +29,7 @@ import numpy as np
 from ._numba import jit
 from .acceptance import Acceptance
 from .topology import SPINE, TRANSITION, Topology
-from .yields import _compiled, _continuation, evaluate_with_fallback, exact_yield
+from .yields import _continuation, _yield_and_q, evaluate_with_fallback
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,8 @@ def _bound_terms(parent, source, q, qeff, child_start, child_index, lbar_rule, l
 
 def paper_lower_bound(topology: Topology, acceptance: Acceptance, lbar: str | float = "topology") -> BoundResult:
     """Evaluate the paper's bound for ``topology``; ``lbar`` as in the module docstring."""
-    result = exact_yield(topology, acceptance)
+    result, q = _yield_and_q(topology, acceptance)
     rule, given = _lbar_rule(lbar)
-    q, _ = _compiled(topology, acceptance)
     start, index = topology.children
     phi, cont = np.zeros(topology.n_nodes), np.zeros(topology.n_nodes)
     bound, lbar_value, m = _bound_terms(topology.parent_array, topology.source_array, q, result.qeff, start, index,

@@ -150,12 +150,17 @@ def _exclusive_message(topology: Topology, q: np.ndarray, node: int, total: floa
 
 def exact_yield(topology: Topology, acceptance: Acceptance) -> YieldResult:
     """E[tau], Var[tau], pmf of tau and per-node reach probabilities, exactly."""
-    _, qeff = _compiled(topology, acceptance)
+    return _yield_and_q(topology, acceptance)[0]
+
+
+def _yield_and_q(topology: Topology, acceptance: Acceptance) -> tuple[YieldResult, np.ndarray]:
+    """:func:`exact_yield`'s result and every node's q (the paper's bound reads both)."""
+    q, qeff = _compiled(topology, acceptance)
     reach = np.empty(topology.n_nodes)
     pmf = np.zeros(int(topology.depth.max()) + 2)
     start, index = topology.children
     expected = _reach_and_pmf(topology.parent_array, topology.depth, qeff, start, index, reach, pmf)
-    return YieldResult(float(expected), float(_variance(pmf, expected)), pmf, reach, qeff, acceptance.model)
+    return YieldResult(float(expected), float(_variance(pmf, expected)), pmf, reach, qeff, acceptance.model), q
 
 
 def evaluate_with_fallback(evaluate: Callable[[Topology, Acceptance], R], topology: Topology,
