@@ -65,7 +65,7 @@ CHART_NAMES = ("p_s_by_depth", "p_t_by_rank", "p_t_by_parent", "p_t_by_depth", "
 def _chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
     """Writes report chart ``name`` (one of :data:`CHART_NAMES`, drawn by ``charts.<name>_chart``)
     of ``frame`` as HTML to the path it is given. The charts module is imported here, not at the
-    top: altair costs about 0.4 s to import, and only a run with ``--out`` draws charts."""
+    top: altair costs 0.3-0.5 s to import (bench/bench_fit_cli.py), and only a run with ``--out`` draws charts."""
     from . import charts
 
     return functools.partial(charts.write_html, getattr(charts, f"{name}_chart")(frame))

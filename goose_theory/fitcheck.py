@@ -63,7 +63,7 @@ class CurveTest:
 
 # scipy.stats.chi2.sf, binom.logpmf and betabinom.logpmf, written as scipy 1.17 computes them (the
 # same special functions in the same order, so the same bits; tests/test_fitcheck.py compares them):
-# importing scipy.stats costs about 0.8 s, a quarter of a `fit-acceptance` run on the shipped traces.
+# importing scipy.stats costs 0.4-0.6 s (bench/bench_fit_cli.py), a fifth of a `fit-acceptance` run.
 def chi2_sf(x: float, df: int) -> float:
     """P(chi2_df > x) for x >= 0."""
     return float(special.chdtrc(df, x))

@@ -142,12 +142,12 @@ FREEZE_AT = 20_000  # long-lived objects (the oldest generation) that make a ful
 
 def freeze_long_lived() -> None:
     """At the end of a run: when many objects have come to stay since the last freeze (the first
-    run's imports, some 230,000 objects; numba loading the kernels of a tab opened the first time;
+    run's imports and library state; numba loading the kernels of a tab opened the first time;
     pyarrow and scipy on the first fit), collect the garbage, then move what is left out of the
-    garbage collector's sight (``gc.freeze``). A full collection walks every tracked object (about
-    150 ms over the first run's on the 2-core host) and came about once in a hundred interactions,
-    landing on whichever one was running (bench/bench_app_moves.py: one pass of 157-163 ms in 120
-    slider moves; none since). It happens a few times per server process (the check itself takes
+    garbage collector's sight (``gc.freeze``). A full collection walks every tracked object and came
+    about once in a hundred interactions, landing on whichever one was running
+    (bench/bench_app_moves.py on the 2-core host: one pass of 157-163 ms in 120 slider moves; none
+    since). It happens a few times per server process (the check itself takes
     well under a millisecond once the heap is frozen); what is frozen is library state that lives as
     long as the process, and objects made later are collected as before."""
     if len(gc.get_objects(generation=2)) > FREEZE_AT:
