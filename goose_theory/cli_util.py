@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -139,17 +140,62 @@ def print_json(obj: Any) -> None:
 
 
 def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
-    """A plain aligned text table (floats to 4 significant digits)."""
+    """A plain aligned text table. Numbers sit right-aligned under right-aligned headers, each float
+    column with one number of decimals (enough for every value's 4 significant digits, at most
+    :data:`MAX_DECIMALS`; in scientific notation where a value needs it), so decimal points line up;
+    text sits left-aligned. A NaN shows as ``nan``, never as a blank or a number.
+
+    Example:
+        >>> print(format_table([{"rule": "optimal", "budget": 16, "tau": 2.897},
+        ...                     {"rule": "spine-only", "budget": 16, "tau": 2.5}]))
+        rule        budget    tau
+        ----------  ------  -----
+        optimal         16  2.897
+        spine-only      16  2.500
+    """
     if not rows:
         return "(no rows)"
     columns = columns or list(rows[0])
+    cols = [_format_column([r.get(c, "") for r in rows]) for c in columns]
+    widths = [max(len(c), *(len(v) for v in cells)) for c, (cells, _) in zip(columns, cols)]
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if right else v.ljust(w)
+                         for v, w, (_, right) in zip(values, widths, cols)).rstrip()
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out += [line([cells[i] for cells, _ in cols]) for i in range(len(rows))]
+    return "\n".join(out)
+
+
+MAX_DECIMALS = 6
+# a cell that reads as a number, a unit or an interval after it allowed: "1.40x", "-2.3%", "+-64%", "1.76 [1.6, 1.9]";
+# not a list ("8,2,0") or a name ("iso:3")
+_NUMBER_TEXT = re.compile(r"(\+-|[-+])?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?(x|%| ?ms| ?s)?( |$)")
+_NEUTRAL = {"", "nan", "None", "inf", "-inf"}  # cells that say nothing about a column's kind
+
+
+def _format_column(values: list[Any]) -> tuple[list[str], bool]:
+    """(cells, right-aligned?) of one column: see :func:`format_table`."""
+    floats = [float(v) for v in values if _is_float(v) and math.isfinite(v)]
+    decimals = None
+    if floats:
+        shown = [f"{v:.4g}" for v in floats]
+        if not any("e" in s for s in shown):
+            decimals = min(MAX_DECIMALS, max(len(s.partition(".")[2]) for s in shown))
     def fmt(v: Any) -> str:
-        if isinstance(v, (float, np.floating)):
-            return f"{v:.4g}"
+        if _is_float(v) or (decimals is not None and _is_int(v)):
+            if not math.isfinite(v):
+                return str(float(v))
+            return f"{v:.{decimals}f}" if decimals is not None else f"{v:.4g}"
         return str(v)
-    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
+    cells = [fmt(v) for v in values]
+    decided = [c for c in cells if c not in _NEUTRAL]
+    right = bool(decided) and all(_NUMBER_TEXT.match(c) for c in decided)
+    return cells, right
+
+
+def _is_float(v: Any) -> bool:
+    return isinstance(v, (float, np.floating))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))

@@ -30,14 +30,41 @@ def test_format_table_aligns_columns():
     assert len(lines) == 2 + len(rows)
     widths = [len(d) for d in lines[1].split("  ")]
     assert set(lines[1]) <= {"-", " "}
-    assert all(len(line) == sum(widths) + 2 * (len(widths) - 1) for line in lines)  # every line as wide
+    assert all(len(line) <= len(lines[1]) and line == line.rstrip() for line in lines)  # no trailing blanks
     assert [c.strip() for c in _cells(lines[0], widths)] == ["rule", "budget", "tau"]
-    body = [_cells(line, widths) for line in lines[2:]]
-    # values right-aligned under left-aligned headers; each column as wide as its widest entry
-    assert [c[0] for c in body] == ["optimal", "  paper"] and widths[0] == len("optimal")
+    body = [_cells(line.ljust(len(lines[1])), widths) for line in lines[2:]]
+    # text left-aligned, numbers right-aligned (their headers too); each column as wide as its widest entry
+    assert [c[0] for c in body] == ["optimal", "paper  "] and widths[0] == len("optimal")
     assert [c[1] for c in body] == ["    60", "     8"] and widths[1] == len("budget")
-    assert [c[2].strip() for c in body] == ["3.142", "12"]  # floats: 4 significant digits
-    assert lines[0].startswith("rule     budget  tau")
+    # a float column shows every value with the decimals its 4 significant digits need: points line up
+    assert [c[2] for c in body] ==[" 3.142", "12.000"]
+    assert lines[0] == "rule     budget     tau"
+
+
+def test_format_table_float_columns():
+    rows = [{"gain": 0.268, "p": 8.69e-37, "share": 0.5, "mixed": 0},
+            {"gain": -0.2369, "p": 0.04, "share": 1.0, "mixed": 1.25},
+            {"gain": 1 / 3, "p": 1.0, "share": 0.25, "mixed": 2}]
+    lines = format_table(rows).splitlines()
+    body = [line.split() for line in lines[2:]]
+    assert [r[0] for r in body] == ["0.2680", "-0.2369", "0.3333"]
+    assert [r[1] for r in body] == ["8.69e-37", "0.04", "1"]  # a value that needs an exponent: each its own
+    assert [r[2] for r in body] == ["0.50", "1.00", "0.25"]
+    assert [r[3] for r in body] == ["0.00", "1.25", "2.00"]  # integers in a float column take its decimals
+    tiny = format_table([{"x": 1234.5678}, {"x": 0.00012345}]).splitlines()[2:]
+    assert [v.strip() for v in tiny] == ["1234.567800", "0.000123"]  # at most MAX_DECIMALS decimals
+
+
+@pytest.mark.parametrize("cell, right", [("1.40x", True), ("-2.3%", True), ("+9.4% [-1.0%, +3.2%]", True),
+                                         ("1.764 [1.65, 1.88]", True), ("0.62 ms", True), ("12", True), ("+-64%", True),
+                                         ("8,2,0", False), ("iso:3", False), ("goose@8", False), ("yes", False),
+                                         ("[0.83, 0.92]", False), ("3rd", False)])
+def test_format_table_aligns_text_that_reads_as_a_number_right(cell, right):
+    lines = format_table([{"column_name": cell}, {"column_name": "nan"}]).splitlines()
+    width = max(len(cell), len("column_name"))
+    align = str.rjust if right else str.ljust
+    assert lines[0] == align("column_name", width).rstrip() and lines[2] == align(cell, width).rstrip()
+    assert lines[3] == align("nan", width).rstrip()  # a nan takes its column's side
 
 
 def test_format_table_shows_nan_and_picks_columns():
@@ -45,7 +72,7 @@ def test_format_table_shows_nan_and_picks_columns():
     lines = format_table(rows, columns=["b", "a", "missing"]).splitlines()
     widths = [len(d) for d in lines[1].split("  ")]
     assert [c.strip() for c in _cells(lines[0], widths)] == ["b", "a", "missing"]
-    first, second = (_cells(line, widths) for line in lines[2:])
+    first, second = (_cells(line.ljust(len(lines[1])), widths) for line in lines[2:])
     assert first[1].strip() == second[1].strip() == "nan"  # a NaN shows as nan, never as a blank or a number
     assert first[0].strip() == "0.5" and second[0].strip() == "None"
     assert first[2].strip() == second[2].strip() == ""  # a column a row lacks is blank
