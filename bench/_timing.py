@@ -1,6 +1,7 @@
-"""The one timing helper the explorer's bench scripts share."""
+"""What the explorer's bench scripts share: the timing helper and the spec dump."""
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from typing import Callable
@@ -16,3 +17,11 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
         fn()
         times.append(1e3 * (time.perf_counter() - start))
     return statistics.median(times)
+
+
+def write_specs(path: str | None, specs: dict) -> None:
+    """Write chart specs (JSON, keys sorted) to ``path`` when one is given: two versions' dumps
+    compared with ``cmp`` show whether a change kept the charts."""
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(specs, fh, sort_keys=True, default=str)

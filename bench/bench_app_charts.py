@@ -9,7 +9,6 @@ spec as JSON, so two versions of the builders can be compared spec for spec (run
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -20,6 +19,8 @@ import pandas as pd
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # the app package
 
 from app import charts, compute, views  # noqa: E402
+
+from _timing import write_specs  # noqa: E402  (bench/, the script's folder)
 
 SHAPE = dict(budget=60, max_depth=6, max_spine=20, top_k=10)  # the page's default sliders
 
@@ -53,9 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             specs[name] = build().to_dict(validate=False)
             times.append(1e3 * (time.perf_counter() - start))
         print(f"{name:12s} {statistics.median(times):7.1f} ms")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(specs, fh, sort_keys=True, default=str)
+    write_specs(args.out, specs)
     return 0
 
 

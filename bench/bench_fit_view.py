@@ -11,7 +11,6 @@ bound). ``--out FILE`` writes the fit charts' specs (JSON) to compare two versio
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -23,7 +22,7 @@ from goose_runtime import charts as fit_charts  # noqa: E402
 from goose_theory.fitpredict import recorded_shapes  # noqa: E402
 from goose_theory.yields import yield_with_fallback  # noqa: E402
 
-from _timing import median_ms  # noqa: E402  (bench/, the script's folder)
+from _timing import median_ms, write_specs  # noqa: E402  (bench/, the script's folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{median_ms(lambda: recorded_shapes(traced.counts), args.repeats):.1f} ms")
     print(f"one batched pass over them (E, Var and bound): "
           f"{median_ms(lambda: shapes._memo.clear() or shapes.evaluate(scalar), args.repeats):.1f} ms")
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(specs, fh, sort_keys=True, default=str)
+    write_specs(args.out, specs)
     return 0
 
 
