@@ -126,6 +126,7 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
     nan = torch.isnan(vals[:, 0])  # topk ranks NaN above every number: a row with one has it first
     if bool(nan.any()):
         raise readout.NaNLogitsError(int(nan.nonzero()[0, 0]))
+    idx = ties_to_argmax(logits, vals, idx)
     if score is None:
         return idx.cpu().numpy(), None
     vals = vals.float()
@@ -133,6 +134,28 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
         vals = torch.exp(vals - torch.logsumexp(cand.float(), dim=-1, keepdim=True))
     both = torch.cat([idx.to(vals.dtype), vals], dim=1).cpu().numpy()  # ids < 2**24 are exact in fp32
     return both[:, :k].astype(np.int64), both[:, k:].astype(np.float32)
+
+
+def ties_to_argmax(logits: torch.Tensor, vals: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """``idx`` (a top-k, best first) with column 0 the token ``torch.argmax`` picks: the first of
+    equal maxima, the rule of greedy decoding and of :mod:`goose_runtime.readout`'s kernel.
+    ``torch.topk`` leaves the order of equal values open, and it differed between k = 1 (``ar``'s
+    readout) and k = 10 (a tree's) and between rows: with two lm_head rows alike a tree method
+    emitted the other token of the tie, not ``ar``'s. The argmax's own column, if it has one, takes
+    the displaced token, so the row keeps its k distinct tokens when the tie fits in it. Costs a
+    pass over the logits only when the top two are equal (or k = 1).
+
+    Example:
+        >>> x = torch.tensor([[1., 7., 7., 3.]])
+        >>> ties_to_argmax(x, torch.tensor([[7., 7.]]), torch.tensor([[2, 1]])).tolist()
+        [[1, 2]]
+    """
+    if idx.shape[1] > 1 and not bool((vals[:, 1] == vals[:, 0]).any()):
+        return idx
+    first = logits.argmax(-1, keepdim=True)
+    idx = torch.where(idx == first, idx[:, :1], idx)  # the argmax's column gets the token it displaces
+    idx[:, :1] = first
+    return idx
 
 
 def blocked_topk(logits: torch.Tensor, k: int, block: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

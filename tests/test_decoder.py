@@ -103,6 +103,26 @@ def test_every_method_is_lossless_against_ar(bundle, method, tmp_path):
         assert max(taus) > 1.5  # drafting really happened (and was accepted) on the repeating prompts
 
 
+@pytest.mark.parametrize("vocab", [512, 50257, 49152])  # the torch readout (two sizes) and the numba one
+def test_an_exact_tie_at_the_top_is_broken_as_ar_breaks_it(vocab):
+    # two lm_head rows alike: every step ties; greedy decoding (torch.argmax) takes the smaller id,
+    # and a tree method read its top-10 with torch.topk, which took the other one (review, 3 Dec)
+    bundle = tiny_random_bundle(seed=0, vocab_size=vocab)
+    prompt, a, b = [5, 6, 7, 5, 6], 7, vocab - 3
+    with torch.inference_mode():
+        hidden = bundle.model.model(input_ids=torch.tensor([prompt])).last_hidden_state[0].mean(0)
+        bundle.model.lm_head.weight[[a, b]] = 50 * hidden / hidden.norm()
+        ids = list(prompt)
+        for _ in range(8):  # the reference: greedy decoding by recomputing the whole sequence
+            logits = bundle.model(input_ids=torch.tensor([ids])).logits[0, -1]
+            assert logits[a] == logits[b]
+            ids.append(int(torch.argmax(logits)))
+    cfg = DecodeConfig(max_new_tokens=8)
+    for method, budget in (("ar", None), ("pld", None), ("iso:2", 4), ("goose", 8), ("tr", 16)):
+        got = Decoder(bundle, parse_method(method, budget=budget), cfg).decode(prompt).token_ids
+        assert got == ids[len(prompt):] == [a] * 8, method
+
+
 def test_goose_min_score_is_lossless_and_drafts_only_probable_candidates(bundle):
     # min_score makes goose harvest probabilities; every drafted transition must clear the bar
     # (the tiny random model spreads its mass thinly: its candidates score 0.0026-0.0038)

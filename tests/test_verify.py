@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from goose_runtime.trees import DraftTree, new_tree
-from goose_runtime.verify import (MaskBuilder, _blocked, blocked_topk, greedy_walk, top_candidates,
+from goose_runtime.verify import (MaskBuilder, _blocked, blocked_topk, greedy_walk, ties_to_argmax, top_candidates,
                                   tree_visibility)
 
 
@@ -51,6 +51,34 @@ def test_prob_scores_bound_the_softmax_and_match_it_when_the_rest_is_negligible(
     exact = torch.softmax(logits, dim=-1).gather(1, torch.from_numpy(top)).numpy()
     assert (probs >= exact * (1 - 1e-6)).all()
     np.testing.assert_allclose(probs[:2], exact[:2], rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("vocab,dtype", [(1000, torch.float32), (50257, torch.float32), (49152, torch.bfloat16),
+                                         (49152, torch.float32)])
+@pytest.mark.parametrize("k", [1, 2, 10])
+def test_a_tie_at_the_top_goes_to_the_argmax_whatever_k_and_path(vocab, dtype, k):
+    # torch.topk leaves the order of equal values open (k = 1 and k = 10 broke a tie differently):
+    # every readout must take the first of equal maxima, as torch.argmax and greedy decoding do
+    gen = torch.Generator().manual_seed(vocab + k)
+    logits = torch.randn(6, vocab, generator=gen).to(dtype)
+    ties = [(3, vocab - 5), (vocab - 2, 0), (11, 12), (700 % vocab, 40), (vocab // 2, vocab // 2 + 64)]
+    for row, cols in enumerate(ties):
+        logits[row, list(cols)] = 9.0
+    logits[4, [5, 300, 900 % vocab, vocab - 1]] = 9.0   # a four-way tie: wider than k = 2
+    top, _ = top_candidates(logits, k, None)
+    assert top[:, 0].tolist() == logits.argmax(-1).tolist()
+    assert all(len(set(row)) == k for row in top.tolist())   # still k distinct tokens
+    if k > 1:  # the tie's other token stays among the candidates when the tie fits in k
+        assert all(max(cols) in top[row].tolist() for row, cols in enumerate(ties[:4]))
+        want = torch.topk(logits, k, dim=-1)
+        untied = (want.values[:, 0] != want.values[:, 1]).nonzero().flatten().tolist()
+        assert untied == [5] and top[5, 0] == want.indices[5, 0]  # no tie at the top: topk's best
+        assert torch.equal(logits[5, torch.from_numpy(top[5])], want.values[5])  # and its values, in order
+
+
+def test_ties_to_argmax_leaves_an_untied_top_alone():
+    vals, idx = torch.tensor([[5.0, 4.0]]), torch.tensor([[3, 0]])
+    assert ties_to_argmax(torch.tensor([[4.0, 0.0, 0.0, 5.0]]), vals, idx) is idx
 
 
 def test_greedy_walk_follows_the_argmax():
