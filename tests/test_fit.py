@@ -72,6 +72,29 @@ def test_ratio_and_tau_intervals():
     assert o.observed_tau.ci95[0] < o.observed_tau.estimate < o.observed_tau.ci95[1]
 
 
+def test_ratio_interval_counts_draws_without_a_matched_transition_as_unbounded():
+    # one matched transition in six prompts: about a third of the draws resample that prompt away,
+    # p_t = 0 under p_s > 0 there, and the ratio has no upper limit (they were dropped: [47.9, 160])
+    import pyarrow as pa
+    from goose_theory.topology import Topology
+
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0)])
+    t = synthetic_table(SyntheticSpec(0.6, 0.0, (tree,), prompts=6, cycles=40), seed=1)
+    node = t["node"].to_numpy()
+    match, acc = (t[c].to_numpy(zero_copy_only=False).copy() for c in ("match", "accepted"))
+    r = next(r for r in np.flatnonzero(node == 0) if not match[r + 1])  # a cycle whose spine missed
+    match[r + 3] = acc[r + 3] = True  # its root transition matched (and the walk took it)
+    for name, values in (("match", match), ("accepted", acc)):
+        t = t.set_column(t.schema.get_field_index(name), name, pa.array(values))
+    t = t.set_column(t.schema.get_field_index("tau"), "tau", pa.nulls(len(t), pa.int16()))
+    o = fit_counts(count_tables([t]), n_boot=2000, seed=0).overall
+    assert o.p_t.matched == 1 and o.ratio.estimate > 100
+    assert math.isinf(o.ratio.ci95[1]) and 0 < o.ratio.ci95[0] < o.ratio.estimate
+    few = fit_counts(count_tables([synthetic_table(SyntheticSpec(0.6, 0.05, (tree,), prompts=6, cycles=40),
+                                                   seed=1)]), n_boot=500, seed=0).overall
+    assert all(map(math.isfinite, few.ratio.ci95))  # no draw without a matched transition: finite as before
+
+
 def test_observed_tau_interval_is_as_wide_as_the_prompts_spread():
     # the tau interval is a cluster bootstrap over prompts: as wide as an independent delta-method one over prompts
     table = synthetic_table(SyntheticSpec(0.6, 0.1, (TREE,), prompts=40, cycles=100, prompt_sd=0.5), seed=3)
