@@ -159,9 +159,13 @@ def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonr
                       accepted: np.ndarray, match: np.ndarray, reached: np.ndarray | None) -> None:
     """What the schema cannot say about a batch of whole cycles (``gparent``: each row's parent row,
     a root its own): depths follow the parents, ranks are not negative, the root is accepted, and a
-    node is accepted only if it matched under an accepted parent (``reached``, where recorded, is the
+    node is accepted only if it matched under an accepted parent, and at most one child of a node is
+    (the accepted nodes are one path: the walk steps to one child) (``reached``, where recorded, is the
     parent's ``accepted``; -1: not recorded on that row). A file that breaks them would fit to
     numbers that mean nothing."""
+    if np.any(depth[~nonroot] != 0):  # the fit bins spine and transition nodes by depth from 1
+        raise TraceFileError(f"{file}: column depth is {depth[~nonroot][depth[~nonroot] != 0][0]} on a root row "
+                             "(the root's depth is 0)")
     if np.any(depth[nonroot] != depth[gparent[nonroot]] + 1):
         raise TraceFileError(f"{file}: column depth disagrees with the parent links")
     if np.any(rank < 0):
@@ -170,6 +174,8 @@ def check_node_values(file: str, *, depth: np.ndarray, gparent: np.ndarray, nonr
         raise TraceFileError(f"{file}: a cycle's root row is not accepted (the root always is)")
     if np.any(nonroot & accepted & ~(match & accepted[gparent])):
         raise TraceFileError(f"{file}: column accepted marks a node that did not match, or whose parent was not accepted")
+    if np.any(np.bincount(gparent[nonroot & accepted], minlength=1) > 1):
+        raise TraceFileError(f"{file}: column accepted marks two children of one node (the accepted nodes are one path)")
     if reached is not None and np.any((reached != (accepted[gparent] | ~nonroot)) & (reached >= 0)):
         raise TraceFileError(f"{file}: column reached disagrees with the parent rows' accepted")
 

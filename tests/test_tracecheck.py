@@ -33,6 +33,24 @@ def test_check_node_values_skips_reached_where_not_recorded():
         check_node_values("f.parquet", reached=np.array([-1, 0, -1], np.int8), **kw)
 
 
+@pytest.mark.parametrize("change, message", [
+    (dict(depth=np.array([3, 4, 4, 0, 1])), r"column depth is 3 on a root row \(the root's depth is 0\)"),
+    (dict(depth=np.array([0, 1, 1, -1, 0])), r"column depth is -1 on a root row"),  # the parent links alone agree
+    (dict(accepted=np.array([True, True, True, True, False]), match=np.array([True, True, True, True, False])),
+     "column accepted marks two children of one node"),
+])
+def test_check_node_values_refuses_a_shifted_root_depth_and_two_accepted_siblings(change, message):
+    # two cycles: a root with two children, and a root with one (review, 3 Dec: a root depth of 3 or
+    # -1 shifted the fitted depth curve; two accepted siblings raised p_t from 0.107 to 0.489, silently)
+    kw = dict(depth=np.array([0, 1, 1, 0, 1]), gparent=np.array([0, 0, 0, 3, 3]),
+              nonroot=np.array([False, True, True, False, True]), rank=np.zeros(5, np.int64),
+              accepted=np.array([True, True, False, True, False]), match=np.array([True, True, True, True, False]),
+              reached=None)
+    check_node_values("f.parquet", **kw)
+    with pytest.raises(TraceFileError, match=message):
+        check_node_values("f.parquet", **{**kw, **change})
+
+
 def test_a_string_view_batch_reads_as_its_strings():
     # what count_tables hands over without asking for dictionaries: cast to string, then coded
     batch = pa.record_batch({"method": pa.array(["goose", "ar", "goose"], pa.string_view()),
