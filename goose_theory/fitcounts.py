@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -88,7 +89,15 @@ class FitCounts:
         return int(self.cluster_group.shape[0])
 
     def group_label(self, g: int) -> str:
-        return "-".join(self.groups[g]) if self.groups[g] else "all"
+        """The group's values joined by "-" ("humaneval-goose@8"); where that joins two groups'
+        values to one label (("x-y", "goose") and ("x", "y-goose")), each of them is labelled by its
+        values as a JSON list instead: a label names one group (files, the report, --json)."""
+        if not self.groups[g]:
+            return "all"
+        label = "-".join(self.groups[g])
+        if sum("-".join(values) == label for values in self.groups) > 1:
+            return json.dumps(list(self.groups[g]))
+        return label
 
 
 class _Accumulator:
