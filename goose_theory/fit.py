@@ -232,14 +232,29 @@ def _fit_group(label: str, key: dict[str, str], clusters: np.ndarray, counts: Fi
     if W is not None:
         rlo, rhi = _ratio_percentile(_ratio(W @ sm.sum(1), W @ sr.sum(1)), _ratio(W @ rm.sum(1), W @ rr.sum(1)))
         tlo, thi = _percentile(_ratio(W @ tau, W @ cyc))
-    else:
-        rlo = rhi = tlo = thi = math.nan
+    else:  # one prompt: no bootstrap; tau gets the naive interval over cycles, as p_s and p_t get Wilson's
+        rlo = rhi = math.nan
+        tlo, thi = _naive_mean_ci(tau_mean, float(tab["tau_sq"].sum()), float(cyc.sum()))
     shapes = tab["shape"].unique()
     budget = max((counts.shapes[s].parent.shape[0] - 1 for s in shapes), default=0)
     return GroupFit(label, key, clusters, p_s, p_t, Interval(ratio_est, (float(rlo), float(rhi))),
                     Interval(float(tau_mean), (float(tlo), float(thi))),
                     _curve(sm, sr, W, "depth"), _curve(rm, rr, W, "rank"), _curve(dm, dr, W, "depth"),
                     int(cyc.sum()), int(n_units), int(budget), _by_parent(pm, pr, W) if by_parent else ())
+
+
+def _naive_mean_ci(mean: float, sum_sq: float, n: float) -> tuple[float, float]:
+    """mean +- 1.96 sd / sqrt(n) over n cycles (independent cycles: too narrow within one prompt,
+    which the report's few-prompts note says). Without it one prompt's bound check could never fire.
+
+    Example:
+        >>> [round(x, 4) for x in _naive_mean_ci(2.0, 4 * 4.5, 4)]  # taus 1, 2, 2, 3: sd 0.7071, se 0.3536
+        [1.307, 2.693]
+    """
+    if not n > 1 or not math.isfinite(mean):
+        return math.nan, math.nan
+    half = Z95 * math.sqrt(max(sum_sq / n - mean * mean, 0.0) / n)
+    return mean - half, mean + half
 
 
 def _by_parent(pm: np.ndarray, pr: np.ndarray, W: np.ndarray | None) -> tuple[ParentFit, ...]:

@@ -89,6 +89,19 @@ def test_bound_check_flags_planted_violation_and_only_it():
         assert b.lower_bound <= b.exact + 1e-12
 
 
+def test_bound_check_fires_on_one_prompt_too():
+    # one prompt has no bootstrap: the observed tau takes the naive interval over cycles (as p_s and
+    # p_t take Wilson's), else its interval was NaN and a planted violation never showed (review, 3 Dec)
+    for method, deep in (("planted", 1), ("clean", None)):
+        fit = _fit(SyntheticSpec(0.5, 0.04, (PAPER, OPT), prompts=1, cycles=400, method=method,
+                                 max_accepted_depth=deep), seed=4)
+        g = fit.groups[0]
+        lo, hi = g.observed_tau.ci95
+        assert g.prompts == 1 and lo < g.observed_tau.estimate < hi
+        check = bound_check(g, fit.counts, recorded_shapes(fit.counts), scalar=check_group(g, fit.counts).scalar)
+        assert check.violated == (method == "planted")
+
+
 def test_bound_check_silent_on_clean_data_across_seeds():
     for seed in range(8):
         fit = _fit(SyntheticSpec(0.45, 0.05, (PAPER, OPT), prompts=20, cycles=40, prompt_sd=0.5), seed=seed)
