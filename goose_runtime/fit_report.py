@@ -85,6 +85,10 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if few:
         lines.append(f"note: fewer than {FEW_PROMPTS} prompts in {', '.join(few)}: a cluster bootstrap over so few "
                      f"prompts understates the uncertainty; record more prompts before trusting these intervals")
+    off = [f"{g.label} ({g.gof.skipped_cycles} of {g.fit.cycles})" for g in analysis.groups if g.gof.skipped_cycles]
+    if off:  # no recorder of this toolkit writes such trees: another writer's traces
+        lines.append(f"note: cycles whose tree breaks the topology contract (e.g. two spine children of one node) in "
+                     f"{', '.join(off)}: p_s and p_t count them, the goodness of fit and the bound leave them out")
     blind = [g.label for g in analysis.groups if g.recommendation is not None and g.fit.p_s.n == 0]
     if blind:  # the optimiser needs a number; 0 drafts no spine, the only choice the data supports
         lines.append(f"note: no spine node was reached in {', '.join(blind)}: p_s is unknown there, and its "

@@ -167,3 +167,27 @@ def test_a_sibling_file_one_group_would_share_with_another_is_refused(tmp_path):
     check_outputs(a, tmp_path / "out")  # without the regime siblings, no two names meet
     with pytest.raises(OutputPathError, match="two groups would both write .*topology-x-regimes.json"):
         check_outputs(a, tmp_path / "out", siblings=("-regimes",))
+
+
+def test_summary_notes_cycles_whose_tree_breaks_the_topology_contract(tmp_path):
+    # another writer's trace: the root's transition child relabelled a spine node, so the root has two
+    # spine children; the fit counts them, the exact prediction cannot (it said "predicted nan",
+    # "bound nan -> holds" with no word why: review, 3 Dec)
+    import numpy as np
+    import pyarrow as pa
+    from goose_theory.synthetic import synthetic_columns
+    from goose_theory.topology import Topology
+    from goose_theory.traceio import write_trace
+
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0)])
+    cols = {k: (v.to_pylist() if isinstance(v, pa.Array) else v)
+            for k, v in synthetic_columns(SyntheticSpec(0.6, 0.1, (tree,), prompts=4, cycles=20), seed=5).items()}
+    node = np.asarray(cols["node"])
+    cols["source"] = ["spine" if n == 3 else s for n, s in zip(node, cols["source"])]
+    write_trace(tmp_path / "two_spines.parquet", cols)
+    text = summary_text(analyze(fit_counts(count_files([str(tmp_path / "two_spines.parquet")]), n_boot=50, seed=0)))
+    assert ("note: cycles whose tree breaks the topology contract (e.g. two spine children of one node) in all "
+            "(80 of 80): p_s and p_t count them, the goodness of fit and the bound leave them out") in text
+    write_synthetic(tmp_path / "clean.parquet", SyntheticSpec(0.6, 0.1, (tree,), prompts=4, cycles=20), seed=5)
+    clean = summary_text(analyze(fit_counts(count_files([str(tmp_path / "clean.parquet")]), n_boot=50, seed=0)))
+    assert "topology contract" not in clean
