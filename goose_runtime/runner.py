@@ -113,6 +113,14 @@ def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: in
     return out
 
 
+def deepest_tree(specs: list) -> int:
+    """The deepest node of the fixed trees ``specs`` draft (a ``topology:`` file's, every regime's):
+    a drafted node sits at position past + depth, which must stay inside the model's context (a
+    file's spine may be deeper than the adaptive builders' ``max_spine``)."""
+    trees = [t for s in specs for t in (s.topology, s.unmatched, s.confident, s.matched, *s.by_length) if t is not None]
+    return max((int(t.depth.max()) for t in trees), default=0)
+
+
 def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
                 on_result: Callable[[PromptResult], None] | None = None,
                 warmup: bool = True) -> dict[str, list[PromptResult]]:
@@ -121,7 +129,7 @@ def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
     from .methods import parse_method
 
     ids = encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens,
-                     margin=max(config.max_spine, config.max_depth) + 2)
+                     margin=max(config.max_spine, config.max_depth, deepest_tree(specs)) + 2)
     if warmup and ids:
         warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
         Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")

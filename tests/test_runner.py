@@ -74,6 +74,24 @@ def test_encode_all_rejects_empty_and_over_long():
         encode_all(bundle, [Prompt("long", "x" * 2000, "b")], max_new_tokens=100)
 
 
+def test_run_methods_keeps_a_deep_topology_file_inside_the_context(tmp_path):
+    # a drafted node sits at position past + depth: a file's 40-deep spine needs room that the
+    # builders' max_spine (20) did not leave (review, 3 Dec: positions past the context)
+    from goose_runtime.decoder import DecodeConfig
+    from goose_runtime.runner import deepest_tree, run_methods
+    from goose_theory.topology import Topology, save_topology
+
+    save_topology(Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(40)], max_spine=40),
+                  tmp_path / "deep.json")
+    deep = parse_method(f"topology:{tmp_path / 'deep.json'}")
+    assert deepest_tree([parse_method("ar"), deep]) == 40 and deepest_tree([parse_method("goose")]) == 0
+    bundle, config = tiny_random_bundle(), DecodeConfig(max_new_tokens=8)
+    prompt = [Prompt("p", "x" * (2048 - 8 - 30), "b")]  # room for depth 28, not for 40
+    assert set(run_methods(bundle, [parse_method("ar")], prompt, config=config, warmup=False)) == {"ar"}
+    with pytest.raises(PromptLengthError, match="context of 2048"):
+        run_methods(bundle, [parse_method("ar"), deep], prompt, config=config, warmup=False)
+
+
 def test_record_traces_writes_the_sets_together(tmp_path, monkeypatch):
     """A set that fails after others were recorded leaves none of their files (each was written as
     soon as its set was done)."""
