@@ -83,8 +83,9 @@ class Candidate:
             "the root" if depth == 0 else f"spine depth {depth}")
         spine = f"p_s({depth + 1}) + " if with_spine else ""
         return (f"exclusive model: at {where} only ranks 0..{cap - 1} of top_k={self.top_k} are used "
-                f"({spine}p_t summed over more ranks would exceed 1)" if cap else
-                f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1)")
+                f"({spine}p_t summed over more ranks would exceed 1; trees that skip a rank are not searched)" if cap else
+                f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1; trees "
+                "that skip it for later ranks are not searched)")
 
     def keys(self, kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
         """The model's effective probabilities (qeff, as in :mod:`goose_theory.yields`) of a

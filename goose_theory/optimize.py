@@ -8,7 +8,13 @@ Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
                        tree, since a child's never exceeds its parent's). Independent model: a
                        dynamic programme over node types (:mod:`goose_theory._dp`), because
                        there a node's qeff depends on which earlier siblings exist. Tests
-                       check both against exhaustive search of all trees.
+                       check both against exhaustive search of all trees where no cap binds.
+                       Where the exclusive model caps a node's ranks (p_s + p_t of the ranks
+                       over 1), the candidate keeps a rank prefix, so a tree that skips a
+                       capped rank (rank 1 without rank 0 beside a spine child) is not searched
+                       and can be better: budget 60, p_s 0.7, p_t 0.36, 0.09, 0.05, 0.04 gives
+                       a bare 20-node spine (E 3.33) where root ranks 1-6 beside it reach 3.75
+                       (a review, 3 Dec; about 8% of random small exclusive cases).
 ``linear``             spine length m searched, branch widths falling linearly along the spine.
 ``harmonic``           the same with weights 1/(i+1).
 ``isotropic:K``        K transition children at every node, no spine (the paper's Iso(K)).
