@@ -108,7 +108,8 @@ def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: in
         ids = encode_prompt(bundle, prompt)
         if context and len(ids) + max_new_tokens + margin > context:
             raise PromptLengthError(f"prompt {prompt.id!r} has {len(ids)} tokens; with {max_new_tokens} new tokens "
-                                    f"it does not fit the model's context of {context} tokens")
+                                    f"and {margin} positions for a drafted tree it does not fit the model's "
+                                    f"context of {context} tokens")
         out.append(ids)
     return out
 
@@ -121,6 +122,12 @@ def deepest_tree(specs: list) -> int:
     return max((int(t.depth.max()) for t in trees), default=0)
 
 
+def tree_margin(config, specs: list, *, floor: int = 0) -> int:
+    """Positions a prompt must leave free past its new tokens: the deepest tree ``specs`` may draft,
+    + 2 (at least ``floor``: a check made before the trees are known)."""
+    return max(floor, max(config.max_spine, config.max_depth, deepest_tree(specs)) + 2)
+
+
 def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
                 on_result: Callable[[PromptResult], None] | None = None,
                 warmup: bool = True) -> dict[str, list[PromptResult]]:
@@ -128,8 +135,7 @@ def run_methods(bundle, specs: list, prompts: list[Prompt], *, config,
     from .decoder import Decoder
     from .methods import parse_method
 
-    ids = encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens,
-                     margin=max(config.max_spine, config.max_depth, deepest_tree(specs)) + 2)
+    ids = encode_all(bundle, prompts, max_new_tokens=config.max_new_tokens, margin=tree_margin(config, specs))
     if warmup and ids:
         warm = dataclasses.replace(config, max_new_tokens=min(8, config.max_new_tokens), record=False)
         Decoder(bundle, parse_method("ar"), warm).decode(ids[0][-64:], prompt_id="warmup", benchmark="warmup")

@@ -92,7 +92,11 @@ def provenance_traces(topology: Topology) -> list[str]:
 
 
 def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
-    """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once)."""
+    """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once); a shuffled set
+    and its source are one set here (the same prompts, ids and texts in another order)."""
+    from .prompts import SHUFFLED_OF
+
+    base = SHUFFLED_OF.get(benchmark, benchmark)
     ids: set[str] = set()
     for path in dict.fromkeys(traces):
         if not os.path.exists(path):
@@ -100,7 +104,7 @@ def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
                   file=sys.stderr)
             continue
         rows = open_trace(path).read(columns=["benchmark", "prompt_id"]).to_pydict()  # validated: one-line errors
-        ids.update(p for b, p in zip(rows["benchmark"], rows["prompt_id"]) if b == benchmark)
+        ids.update(p for b, p in zip(rows["benchmark"], rows["prompt_id"]) if SHUFFLED_OF.get(b, b) == base)
     return ids
 
 

@@ -134,14 +134,15 @@ def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, pro
     return rows
 
 
-def _encode(bundle, prompts: dict[str, list], config) -> None:
+def _encode(bundle, prompts: dict[str, list], config, specs: list = ()) -> None:
     """Each set's held-out prompts encoded and checked against the model's context before the first
     set runs or a file is written, so a bad later set cannot stop the command after earlier outputs
-    were replaced."""
-    from .runner import encode_all
+    were replaced. The room left for drafted trees is at least what the run will ask
+    (:func:`runner.tree_margin` of ``specs``; 32 where the trees are not known yet: the loop's)."""
+    from .runner import encode_all, tree_margin
 
     for held in prompts.values():
-        encode_all(bundle, held, max_new_tokens=config.max_new_tokens)
+        encode_all(bundle, held, max_new_tokens=config.max_new_tokens, margin=tree_margin(config, list(specs), floor=32))
 
 
 def _emit(args, rows, extra: dict) -> None:
@@ -159,7 +160,8 @@ def validate_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
-    distinct_methods([parse_labeled(f"topology:{path}") for path in args.topology])
+    specs = [parse_labeled(f"topology:{path}") for path in args.topology]
+    distinct_methods(specs)
     # --trace-dir is not made here: the atomic trace writer makes it with the first file, so a run
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
     from goose_theory.topology import load_topology
@@ -177,7 +179,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
     bundle = load_quietly(args)
     note_model_mismatch(metas, model=bundle.name, dtype=args.dtype)
-    _encode(bundle, prompts, config)
+    _encode(bundle, prompts, config, specs)
     plan = [(b, list(args.topology)) for b in benches]
     rows = _run_validation(args, bundle, plan, config, prompts)
     _emit(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})

@@ -32,13 +32,17 @@ def held_out(benches: list[str], fit_traces: dict[str, list[str]], args) -> dict
 
     holdout = getattr(args, "holdout", True)
     traces = [t for files in fit_traces.values() for t in files]
+    missing = [(name, t) for name, files in fit_traces.items() for t in files if not os.path.exists(t)]
+    if holdout and missing:  # else its prompts would run and be reported as held out (noise band included)
+        name, path = missing[0]
+        hint = "; --no-holdout runs the sets anyway, not as held out" if hasattr(args, "holdout") else ""
+        raise UsageError(f"{name}: its fit trace {path} is missing, so its prompts cannot be held out{hint}")
     out = {}
     for bench in benches:
         out[bench] = holdout_prompts(bench, traces, limit=args.limit, holdout=holdout)
         if not out[bench]:  # only a holdout empties a set: load_prompts refuses an empty one
             label = set_name(bench)
-            where = [name for name, files in fit_traces.items()  # (a missing trace was warned of above)
-                     if fitted_prompt_ids([f for f in files if os.path.exists(f)], label)]
+            where = [name for name, files in fit_traces.items() if fitted_prompt_ids(files, label)]
             hint = "; --no-holdout runs them anyway" if hasattr(args, "holdout") else ""
             raise UsageError(f"--bench {bench}: no held-out prompts (all {len(load_prompts(bench))} are in the fit "
                              f"traces of {', '.join(where) or 'the fit'}){hint}")

@@ -541,3 +541,47 @@ def test_loop_refuses_an_out_dir_whose_validation_traces_the_traces_would_fit(ca
                     _latency_file(tmp_path), "--out-dir", str(folder)],
            f"--out-dir {folder}: its validation trace validation-stdlib.parquet would be one of the --traces {traces}")
     assert [p.name for p in folder.iterdir()] == ["stdlib.parquet"]
+
+
+def test_a_shuffled_set_holds_out_the_prompts_fitted_on_its_source():
+    # humaneval-shuffled is humaneval's prompts in another order (same ids, same texts): the fitted
+    # HumanEval/0..15 of the shipped traces were run as held out (review, 3 Dec)
+    from goose_runtime.prompts import load_prompts
+    from goose_runtime.validate import fitted_prompt_ids, holdout_prompts
+
+    fitted = fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval")
+    assert len(fitted) == 16 and fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval-shuffled") == fitted
+    held = holdout_prompts("humaneval-shuffled", ["traces/humaneval-b8.parquet"], limit=200)
+    assert len(held) == len(load_prompts("humaneval")) - 16 and not {p.id for p in held} & fitted
+
+
+def test_validate_refuses_to_hold_out_with_a_missing_fit_trace(capsys, tmp_path, no_model):
+    # a moved topology's provenance names traces that are gone: their prompts ran, reported as held
+    # out with a noise band (review, 3 Dec); now refused, and --no-holdout is the way to run them
+    from goose_theory.topology import Topology, save_topology
+    topo = tmp_path / "t.json"
+    gone = tmp_path / "elsewhere" / "stdlib-b8.parquet"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
+        provenance={"traces": [str(gone)]}), topo)
+    _fails(capsys, ["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1"],
+           f"{topo}: its fit trace {gone} is missing, so its prompts cannot be held out; --no-holdout runs")
+
+
+def test_validate_checks_room_for_its_deepest_tree_before_the_first_set(capsys, tmp_path, monkeypatch):
+    # a 50-deep spine needs 52 positions past the new tokens; the pre-check left 32, so the first set
+    # ran and wrote its trace before the second failed (review, 3 Dec)
+    import json
+
+    import goose_runtime.model as model_mod
+    from goose_theory.topology import Topology, save_topology
+
+    bundle = model_mod.tiny_random_bundle(seed=1)  # context 2048, byte tokens
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
+    deep = tmp_path / "deep.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(50)], max_spine=50), deep)
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "a", "prompt": "abc abc"}) + "\n")
+    (tmp_path / "long.jsonl").write_text(json.dumps({"id": "z", "prompt": "x" * 2000}) + "\n")
+    _fails(capsys, ["validate", "--topology", str(deep), "--bench", f"{tmp_path / 'a.jsonl'},{tmp_path / 'long.jsonl'}",
+                    "--limit", "1", "--max-new-tokens", "8", "--no-holdout", "--trace-dir", str(tmp_path / "vt")],
+           "prompt 'z' has 2000 tokens; with 8 new tokens and 52 positions for a drafted tree it does not fit")
+    assert not (tmp_path / "vt").exists()
