@@ -293,6 +293,8 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     one = ValidationRow("stdlib", "topology:t", 16, 3.83, 4.48, 3.902, nan, nan, -1.846, 110.8, 2.95, True, 1, 160,
                         0.66, nan, 2.1, 64.4, -11.8, nan, nan)  # one prompt: no interval anywhere
     assert display_row(one)["vs goose@B [95% CI]"] == "-11.8%" and display_row(one)["measured [95% CI]"] == "3.902"
+    jsonl = ValidationRow("/data/sets/my-set.jsonl", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, True, 1, 128)
+    assert display_row(jsonl)["set"] == "my-set"  # a JSONL set by its label, as its traces name it (not its path)
 
 
 def test_validate_refuses_two_topology_files_of_one_name(capsys, tmp_path, no_model):
