@@ -147,7 +147,7 @@ def solve(candidate, *, budget: int):
         key = (builder.source[v], builder.depth[v], spine)
         if key not in noted:
             noted.add(key)
-            builder.note(*key)
+            builder.note(*key, first_fit=True)
     return builder
 
 
@@ -155,9 +155,9 @@ def _types(cand, budget: int):
     """Per node type (spine depth d -> d; transition depth d -> max_spine + d): its children
     in priority order (q, type, kind, rank) and its capacity (candidate subtree size, <= budget).
 
-    Exclusive model: where a spine-eligible node could hold more ranks without its spine child
-    (:meth:`Candidate.rank_cap`), a spine-less variant type is added; the node takes whichever
-    is better, so the optimum covers the pure transition tree too.
+    Exclusive model: where a spine-eligible node could hold other ranks without its spine child
+    (:meth:`Candidate.rank_set`, first fit), a spine-less variant type is added; the node takes
+    whichever is better, so the optimum covers the pure transition tree too.
     """
     acc = cand.acceptance
     ms, md = (cand.max_spine if cand.spine else 0), cand.max_depth
@@ -166,7 +166,7 @@ def _types(cand, budget: int):
     variant = [-1] * len(types)
     for t in range(ms + 1):
         kind, d, _ = types[t]
-        if cand.spine_eligible(kind, d) and cand.rank_cap(kind, d, False) > cand.rank_cap(kind, d, True):
+        if cand.spine_eligible(kind, d) and cand.rank_set(kind, d, False) != cand.rank_set(kind, d, True):
             variant[t] = len(types)
             types.append((kind, d, False))
     variant += [-1] * (len(types) - len(variant))
@@ -178,7 +178,7 @@ def _types(cand, budget: int):
         eligible = spine_ok and cand.spine_eligible(kind, d)
         kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if eligible else []
         kids += [(acc.transition_q(r, kind), ms + d + 1, TRANSITION, r)
-                 for r in range(cand.rank_cap(kind, d, eligible))]
+                 for r in cand.rank_set(kind, d, eligible)]
         n_child[t] = len(kids)
         for j, (q, ct, ck, cr) in enumerate(kids):
             child_q[t, j], child_type[t, j], child_kind[t, j], child_rank[t, j] = q, ct, ck, cr
@@ -198,6 +198,6 @@ def has_spine_variants(cand) -> bool:
     (exclusive model only): then best-first is not exact and :func:`solve` is used."""
     for d in range(cand.max_spine + 1 if cand.spine else 0):
         kind = ROOT if d == 0 else SPINE
-        if cand.spine_eligible(kind, d) and cand.rank_cap(kind, d, False) > cand.rank_cap(kind, d, True):
+        if cand.spine_eligible(kind, d) and cand.rank_set(kind, d, False) != cand.rank_set(kind, d, True):
             return True
     return False

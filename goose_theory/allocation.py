@@ -58,7 +58,8 @@ def _spine_with_branches(cand: Candidate, m: int, shares: list[int], grow: Grow)
 
 def _grow_best_first(builder: TreeBuilder, node: int, share: int, has_spine: bool) -> int:
     spine_nodes = frozenset([node]) if has_spine else frozenset()
-    return best_first(builder, budget=share, seeds=[node], grow_spine=False, spine_nodes=spine_nodes)
+    return best_first(builder, budget=share, seeds=[node], grow_spine=False, spine_nodes=spine_nodes,
+                      keys=builder.candidate.prefix_keys)  # ranks in order, as the paper's allocations fill them
 
 
 def _grow_breadth_first(builder: TreeBuilder, node: int, share: int, has_spine: bool) -> int:

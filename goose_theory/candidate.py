@@ -10,9 +10,14 @@ Candidate tree (the design every rule lives in):
 
 Exclusive-model feasibility: at a reached node at most one child can match, so the children's
 q must sum to <= 1. When ``p_s + p_t(0) + ... + p_t(top_k-1)`` exceeds 1 at some candidate node,
-the rules do not fail: they keep the spine child and the ranks, in rank order, while the total
-stays <= 1, drop the rest there (:meth:`Candidate.rank_cap`) and say so in a one-line note
-(``details["truncated"]``). The yield calculator itself rejects an infeasible *given* tree.
+the rules do not fail: they keep the spine child and drop ranks there, and say so in a one-line
+note (``details["truncated"]``). The rules that fill ranks in order (isotropic, the paper's and
+the allocations' breadth-first branches, uniform levels, source-blind) keep the ranks while the
+total stays <= 1 (a prefix, :meth:`Candidate.rank_cap`); the best-first ones (optimal,
+transition-only, the allocations' best-first branches) keep every rank, in rank order, that still
+fits (first fit, :meth:`Candidate.rank_set`): with p_s = 0.7 and p_t = 0.36, 0.09, 0.05, ... the
+root's spine child gets ranks 1, 2, ... beside it, not nothing. The yield calculator itself rejects
+an infeasible *given* tree.
 
 Growth primitives: :class:`TreeBuilder` (nodes in insertion order, parents first),
 :func:`best_first` (a heap on path probability) and :func:`breadth_first` (level by level).
@@ -62,6 +67,36 @@ class Candidate:
             self._cache[key] = self._cap(kind, depth, with_spine)
         return self._cache[key]
 
+    def rank_set(self, kind: int, depth: int, with_spine: bool) -> tuple[int, ...]:
+        """The transition ranks a node may have for the best-first rules: none past max_depth,
+        0..top_k-1 under the independent model, and under the exclusive model each rank, in rank
+        order, whose q still fits beside the spine child (if any) and the ranks kept before it
+        (first fit: a superset of :meth:`rank_cap`'s prefix, equal to it when p_t does not fall).
+
+        Example:
+            >>> from goose_theory.acceptance import Acceptance
+            >>> Candidate(Acceptance.parse(0.7, "0.36,0.09,0.05,0.04"), top_k=4).rank_set(ROOT, 0, True)
+            (1, 2, 3)
+        """
+        key = ("set", kind, depth + 1 <= self.max_depth, depth if with_spine else -1)
+        if key not in self._cache:
+            self._cache[key] = self._first_fit(kind, depth, with_spine)
+        return self._cache[key]
+
+    def _first_fit(self, kind: int, depth: int, with_spine: bool) -> tuple[int, ...]:
+        if depth + 1 > self.max_depth:
+            return ()
+        if self.acceptance.independent:
+            return tuple(range(self.top_k))
+        total = self.acceptance.spine_q(depth + 1) if with_spine else 0.0
+        kept = []
+        for r in range(self.top_k):
+            q = self.acceptance.transition_q(r, kind)
+            if total + q <= 1.0 + EXCLUSIVE_TOLERANCE:
+                kept.append(r)
+                total += q
+        return tuple(kept)
+
     def _cap(self, kind: int, depth: int, with_spine: bool) -> int:
         if depth + 1 > self.max_depth:
             return 0
@@ -74,30 +109,44 @@ class Candidate:
                 return r
         return self.top_k
 
-    def truncation_note(self, kind: int, depth: int, with_spine: bool) -> str | None:
-        """A one-line note when :meth:`rank_cap` drops ranks at such a node, else None."""
+    def truncation_note(self, kind: int, depth: int, with_spine: bool, first_fit: bool = False) -> str | None:
+        """A one-line note when :meth:`rank_cap` (or, ``first_fit``, :meth:`rank_set`) drops ranks
+        at such a node, else None."""
         cap = self.rank_cap(kind, depth, with_spine)
         if depth + 1 > self.max_depth or cap >= self.top_k:
             return None
         where = "transition nodes" if kind == TRANSITION else (
             "the root" if depth == 0 else f"spine depth {depth}")
         spine = f"p_s({depth + 1}) + " if with_spine else ""
+        kept = self.rank_set(kind, depth, with_spine) if first_fit else tuple(range(cap))
+        if kept and kept != tuple(range(len(kept))):  # first fit skipped a rank and kept later ones
+            return (f"exclusive model: at {where} ranks {', '.join(map(str, kept))} of top_k={self.top_k} are used "
+                    f"(first fit in rank order: {spine}p_t over the others would exceed 1)")
         return (f"exclusive model: at {where} only ranks 0..{cap - 1} of top_k={self.top_k} are used "
-                f"({spine}p_t summed over more ranks would exceed 1; trees that skip a rank are not searched)" if cap else
-                f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1; trees "
-                "that skip it for later ranks are not searched)")
+                f"({spine}p_t summed over more ranks would exceed 1)" if cap else
+                f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1)")
 
     def keys(self, kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
         """The model's effective probabilities (qeff, as in :mod:`goose_theory.yields`) of a
-        node's candidate children, assuming the spine child is present iff ``with_spine``.
-        Ranks come sorted by qeff, highest first (rank order when p_t is non-increasing)."""
-        key = ("keys", kind, depth + 1 <= self.max_depth, depth if with_spine else -1)
+        node's candidate children (ranks :meth:`rank_set`, first fit), assuming the spine child is
+        present iff ``with_spine``. Ranks come sorted by qeff, highest first (rank order when p_t
+        is non-increasing)."""
+        return self._keys(kind, depth, with_spine, first_fit=True)
+
+    def prefix_keys(self, kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
+        """:meth:`keys` over the ranks :meth:`rank_cap` keeps (a prefix): the allocations' branches,
+        which fill ranks in order, as the paper's builder does."""
+        return self._keys(kind, depth, with_spine, first_fit=False)
+
+    def _keys(self, kind: int, depth: int, with_spine: bool, *, first_fit: bool):
+        key = ("keys", first_fit, kind, depth + 1 <= self.max_depth, depth if with_spine else -1)
         if key not in self._cache:
             acc = self.acceptance
             spine_q = acc.spine_q(depth + 1) if with_spine else None
             survive = 1.0 - spine_q if (with_spine and acc.independent) else 1.0
             ranks = []
-            for r in range(self.rank_cap(kind, depth, with_spine)):
+            kept = self.rank_set(kind, depth, with_spine) if first_fit else range(self.rank_cap(kind, depth, with_spine))
+            for r in kept:
                 q = acc.transition_q(r, kind)  # transition acceptance depends on the parent's kind
                 ranks.append((r, q * survive))
                 if acc.independent:
@@ -134,8 +183,8 @@ class TreeBuilder:
         self.depth.append(self.depth[parent] + 1); self.prob.append(prob)
         return len(self.parent) - 1
 
-    def note(self, kind: int, depth: int, with_spine: bool) -> None:
-        text = self.candidate.truncation_note(kind, depth, with_spine)
+    def note(self, kind: int, depth: int, with_spine: bool, first_fit: bool = False) -> None:
+        text = self.candidate.truncation_note(kind, depth, with_spine, first_fit)
         if text is not None:
             self.notes[text] = None
 
@@ -164,7 +213,7 @@ def best_first(builder: TreeBuilder, *, budget: int, seeds: Iterable[int], grow_
         grow = grow_spine and cand.spine_eligible(kind, depth)
         with_spine = grow or v in spine_nodes
         spine_key, ranks = keys(kind, depth, with_spine)
-        builder.note(kind, depth, with_spine)
+        builder.note(kind, depth, with_spine, first_fit=keys == cand.keys)  # other keys fill ranks in order
         if grow:
             p = prob * spine_key
             heapq.heappush(heap, (-p, next(counter), v, SPINE, 0, ranks))

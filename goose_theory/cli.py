@@ -277,5 +277,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"note: budget is each tree's node count; {', '.join(short)} built fewer than --budget {args.budget}")
         if any(r.details.get("truncated") for r in results):
             print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "
-                  "exceed 1 (goose optimize names them); trees that skip a capped rank are not searched")
+                  "exceed 1 (goose optimize names them)")
     return 0

@@ -10,11 +10,14 @@ Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
                        there a node's qeff depends on which earlier siblings exist. Tests
                        check both against exhaustive search of all trees where no cap binds.
                        Where the exclusive model caps a node's ranks (p_s + p_t of the ranks
-                       over 1), the candidate keeps a rank prefix, so a tree that skips a
-                       capped rank (rank 1 without rank 0 beside a spine child) is not searched
-                       and can be better: budget 60, p_s 0.7, p_t 0.36, 0.09, 0.05, 0.04 gives
-                       a bare 20-node spine (E 3.33) where root ranks 1-6 beside it reach 3.75
-                       (a review, 3 Dec; about 8% of random small exclusive cases).
+                       over 1), each node keeps every rank, in rank order, that still fits
+                       (first fit, :meth:`Candidate.rank_set`): budget 60, p_s 0.7, p_t 0.36,
+                       0.09, 0.05, 0.04 -> root ranks 1-6 beside the spine, E 4.389 (a rank
+                       prefix left a bare 20-node spine, E 3.33). Exact over those trees
+                       (tested); a tree that gives up a rank which fits for two later ones
+                       is not searched, and can be better (p_s 0.9, p_t 0.66, 0.37, 0.37,
+                       budget 4, max_spine 1: ranks 1 and 2 under a transition node, 2.934,
+                       against rank 0 alone, 2.886; a knapsack, left).
 ``linear``             spine length m searched, branch widths falling linearly along the spine.
 ``harmonic``           the same with weights 1/(i+1).
 ``isotropic:K``        K transition children at every node, no spine (the paper's Iso(K)).

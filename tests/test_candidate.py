@@ -22,6 +22,20 @@ def test_rank_cap_exclusive_feasible_prefix_and_depth_limit():
     assert Candidate(Acceptance.parse(0.1, 0.01)).truncation_note(ROOT, 0, True) is None
 
 
+def test_rank_set_first_fit_keeps_later_ranks_that_still_fit():
+    cand = Candidate(Acceptance.parse(0.7, [0.36, 0.09, 0.05, 0.04, 0.2]), max_depth=3, top_k=6)
+    assert cand.rank_set(ROOT, 0, True) == (1, 2, 3)   # 0.7 + 0.36 > 1; then 0.09 + 0.05 + 0.04 fit, 0.2 not
+    assert cand.rank_cap(ROOT, 0, True) == 0              # the prefix rules keep none
+    assert cand.rank_set(ROOT, 0, False) == (0, 1, 2, 3, 4, 5) and cand.rank_set(TRANSITION, 3, False) == ()
+    flat = Candidate(Acceptance.parse(0.6, 0.15), top_k=10)
+    assert flat.rank_set(ROOT, 0, True) == (0, 1)         # equal rates: first fit is the prefix
+    assert Candidate(Acceptance.parse(0.7, 0.36, "independent")).rank_set(ROOT, 0, True) == tuple(range(10))
+    assert cand.truncation_note(ROOT, 0, True, first_fit=True) == (
+        "exclusive model: at the root ranks 1, 2, 3 of top_k=6 are used (first fit in rank order: "
+        "p_s(1) + p_t over the others would exceed 1)")
+    assert "no transition rank fits" in cand.truncation_note(ROOT, 0, True)  # the prefix rules' note
+
+
 def test_independent_keys_discount_earlier_siblings_and_sort():
     cand = Candidate(Acceptance.parse(0.5, "0.1,0.3", "independent"), top_k=3)
     spine, ranks = cand.keys(ROOT, 0, True)

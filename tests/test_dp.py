@@ -24,7 +24,8 @@ def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
         node, t, left = queue[head]; head += 1
         while alt[t, left]:
             t = int(variant[t])
-        builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE)
+        builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE,
+                     first_fit=True)
         remaining = left
         for j in range(n_child[t]):
             s = int(choice[t, j, remaining])

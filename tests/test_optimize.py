@@ -95,6 +95,52 @@ def test_optimal_is_exact_under_exclusive_model(limits, p_s, p_t, scale, p_t_spi
     assert got.predicted_tau <= best + 1e-12
 
 
+def first_fit_members(nodes, members, cand: Candidate) -> bool:
+    """Whether a subtree lies in the space ``optimal`` searches under the exclusive model: at each
+    node, the transition ranks are among :meth:`Candidate.rank_set`'s first fit beside its spine
+    child; a spine-eligible node without one may use the spine-less first fit instead (the
+    dynamic programme's variant type)."""
+    chosen = set(members)
+    for v in members:
+        _, kind, _, depth = nodes[v]
+        kids = [u for u in chosen if nodes[u][0] == v]
+        ranks = {nodes[u][2] for u in kids if nodes[u][1] == TRANSITION}
+        spine_kid = any(nodes[u][1] == SPINE for u in kids)
+        eligible = cand.spine_eligible(kind, depth)
+        allowed = [cand.rank_set(kind, depth, eligible)] + ([cand.rank_set(kind, depth, False)]
+                                                            if eligible and not spine_kid else [])
+        if not any(ranks <= set(a) for a in allowed):
+            return False
+    return True
+
+
+decreasing = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=3).map(lambda x: sorted(x, reverse=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(small, probs, decreasing)
+def test_optimal_where_caps_bind_is_exact_over_first_fit_ranks(limits, p_s, p_t):
+    # p_s + p_t above 1: a rank that does not fit beside the spine is skipped and later ranks still
+    # fit (a review found a bare 20-node spine at budget 60 with p_s 0.7, p_t 0.36, 0.09, ...);
+    # the optimum is exact over those trees, never below the old rank-prefix one
+    acc = Acceptance.parse(p_s, p_t, "exclusive")
+    cand = Candidate(acc, max_depth=limits["max_depth"], max_spine=limits["max_spine"], top_k=limits["top_k"])
+    nodes = candidate_nodes(limits["max_depth"], limits["max_spine"], limits["top_k"], limits["budget"])
+    best = max(brute_tau(nodes, m, acc) for m in subtrees(nodes, limits["budget"]) if first_fit_members(nodes, m, cand))
+    got = build_topology("optimal", acc, **limits)
+    assert got.predicted_tau == pytest.approx(best, rel=1e-12, abs=1e-12)
+
+
+def test_optimal_skips_a_rank_that_does_not_fit_beside_the_spine():
+    acc = Acceptance.parse(0.7, [0.36, 0.09, 0.05, 0.04])
+    res = build_topology("optimal", acc, budget=60)
+    root_ranks = [r for p, s, r in zip(res.topology.parent, res.topology.source, res.topology.rank)
+                  if p == 0 and s == TRANSITION]
+    assert res.topology.budget == 60 and root_ranks == [1, 2, 3, 4, 5, 6]  # 0.7 + 0.36 > 1: rank 0 out
+    assert res.predicted_tau == pytest.approx(4.388855397571701, rel=1e-12)  # a bare spine: 3.33
+    assert "ranks 1, 2, 3, 4, 5, 6 of top_k=10 are used (first fit" in res.details["truncated"][0]
+
+
 @settings(max_examples=150, deadline=None)
 @given(small, probs, probs, st.none() | probs, st.none() | probs)
 def test_optimal_is_exact_under_independent_model(limits, p_s, p_t, p_t_spine, p_t_chain):
