@@ -15,13 +15,17 @@ with a budget, is exact (a knapsack over the children, one table per type):
 with f_j = 1 - q_j (independent) or 1 (exclusive), F_type[b] = G_1[b] the best value with
 exactly b nodes below a node of that type (-inf if impossible) and G_end = [0, -inf, ...].
 Cost O(types * children * B^2) with B capped by each type's candidate subtree size.
-This is how ``optimal`` is exact under the independent model, where best-first is not.
+This is how ``optimal`` is exact under the independent model, where best-first is not, and under
+the exclusive model where a node cannot hold all its candidate children: each maximal child set
+that fits (:mod:`goose_theory.childsets`) is a variant type, and a node's table is the best of its
+variants' (variants add to the types, not to the cost per type).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ._numba import jit
+from .childsets import child_sets, set_note
 from .topology import ROOT, SPINE, TRANSITION
 
 NEG = -1e300
@@ -81,7 +85,7 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
 def _filled(candidate, budget: int):
     """The node types of ``candidate`` (:func:`_types`) and their tables (:func:`dp_tables`)."""
     spec = _types(candidate, budget)
-    order, n_child, child_q, child_type, _, _, capacity, variant = spec
+    order, n_child, child_q, child_type, _, _, capacity, variant, _ = spec
     return spec, dp_tables(order, n_child, child_q, child_type, capacity, variant, budget,
                            candidate.acceptance.independent)
 
@@ -97,7 +101,7 @@ def best_values(candidate, *, budget: int) -> np.ndarray:
 @jit
 def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, child_rank):
     """The best tree from the tables, breadth first: per node its parent, kind, rank and depth,
-    and whether its (resolved) type has a spine child. Among budgets with the same best value (to a
+    and its type resolved through the variant chain (the child set it was given). Among budgets with the same best value (to a
     relative 1e-12) the largest is taken."""
     best = values.max()
     b = 0
@@ -107,7 +111,7 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
     n = b + 1
     parent, kind, rank = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     depth, node_type, below = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    with_spine = np.zeros(n, np.bool_)
+    resolved = np.empty(n, np.int64)
     parent[0], kind[0], rank[0], depth[0], node_type[0], below[0] = -1, ROOT, 0, 0, 0, b
     size = 1
     for v in range(n):
@@ -116,7 +120,7 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
         t, remaining = node_type[v], below[v]
         while alt[t, below[v]]:
             t = variant[t]
-        with_spine[v] = n_child[t] > 0 and child_kind[t, 0] == SPINE
+        resolved[v] = t
         for j in range(n_child[t]):  # choice tables are per suffix of the children
             s = choice[t, j, remaining]
             if s:
@@ -124,7 +128,7 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
                 node_type[size], below[size] = child_type[t, j], s - 1
                 size += 1
                 remaining -= s
-    return parent[:size], kind[:size], rank[:size], depth[:size], with_spine[:size]
+    return parent[:size], kind[:size], rank[:size], depth[:size], resolved[:size]
 
 
 def solve(candidate, *, budget: int):
@@ -137,17 +141,16 @@ def solve(candidate, *, budget: int):
     from .candidate import TreeBuilder  # local import: candidate does not depend on this module
 
     spec, (F, choice, alt) = _filled(candidate, budget)
-    _, n_child, _, child_type, child_kind, child_rank, capacity, variant = spec
+    _, n_child, _, child_type, child_kind, child_rank, capacity, variant, types = spec
     top = min(budget, int(capacity[0]))
-    parent, kind, rank, depth, with_spine = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child,
-                                                         child_type, child_kind, child_rank)
+    parent, kind, rank, depth, resolved = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child,
+                                                       child_type, child_kind, child_rank)
     builder = TreeBuilder.from_lists(candidate, parent.tolist(), kind.tolist(), rank.tolist(), depth.tolist())
-    noted = set()
-    for v, spine in enumerate(with_spine.tolist()):  # each kind of node once, in the order first met
-        key = (builder.source[v], builder.depth[v], spine)
-        if key not in noted:
-            noted.add(key)
-            builder.note(*key, first_fit=True)
+    for t in dict.fromkeys(resolved.tolist()):  # each child set once, in the order first met
+        node_kind, d, (with_spine, ranks) = types[t]
+        text = set_note(candidate, node_kind, d, with_spine, ranks)
+        if text is not None:
+            builder.notes[text] = None
     return builder
 
 
@@ -155,49 +158,48 @@ def _types(cand, budget: int):
     """Per node type (spine depth d -> d; transition depth d -> max_spine + d): its children
     in priority order (q, type, kind, rank) and its capacity (candidate subtree size, <= budget).
 
-    Exclusive model: where a spine-eligible node could hold other ranks without its spine child
-    (:meth:`Candidate.rank_set`, first fit), a spine-less variant type is added; the node takes
-    whichever is better, so the optimum covers the pure transition tree too.
+    Exclusive model: where a node cannot hold all its candidate children (q over 1), each of its
+    maximal feasible child sets (:func:`goose_theory.childsets.child_sets`) is a variant type,
+    chained from the base type (the first fit) through ``variant``; the node takes the best, so
+    the optimum covers the pure transition tree and every trade of ranks too.
     """
     acc = cand.acceptance
     ms, md = (cand.max_spine if cand.spine else 0), cand.max_depth
-    types = [(ROOT if d == 0 else SPINE, d, True) for d in range(ms + 1)]
-    types += [(TRANSITION, d, False) for d in range(1, md + 1)]
+    base = [(ROOT if d == 0 else SPINE, d) for d in range(ms + 1)] + [(TRANSITION, d) for d in range(1, md + 1)]
+    sets = [child_sets(cand, kind, d) for kind, d in base]
+    types = [(kind, d, s[0]) for (kind, d), s in zip(base, sets)]
     variant = [-1] * len(types)
-    for t in range(ms + 1):
-        kind, d, _ = types[t]
-        if cand.spine_eligible(kind, d) and cand.rank_set(kind, d, False) != cand.rank_set(kind, d, True):
-            variant[t] = len(types)
-            types.append((kind, d, False))
-    variant += [-1] * (len(types) - len(variant))
+    for t, (kind, d) in enumerate(base):
+        last = t
+        for extra in sets[t][1:]:  # chained: base -> 1st variant -> 2nd -> ...
+            variant[last] = last = len(types)
+            types.append((kind, d, extra)); variant.append(-1)
     n_types, width = len(types), cand.top_k + 1
     n_child = np.zeros(n_types, np.int64)
     child_q = np.zeros((n_types, width)); child_type = np.zeros((n_types, width), np.int64)
     child_kind = np.zeros((n_types, width), np.int64); child_rank = np.zeros((n_types, width), np.int64)
-    for t, (kind, d, spine_ok) in enumerate(types):
-        eligible = spine_ok and cand.spine_eligible(kind, d)
-        kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if eligible else []
-        kids += [(acc.transition_q(r, kind), ms + d + 1, TRANSITION, r)
-                 for r in cand.rank_set(kind, d, eligible)]
+    for t, (kind, d, (with_spine, ranks)) in enumerate(types):
+        kids = [(acc.spine_q(d + 1), d + 1, SPINE, 0)] if with_spine else []
+        kids += [(acc.transition_q(r, kind), ms + d + 1, TRANSITION, r) for r in ranks]
         n_child[t] = len(kids)
         for j, (q, ct, ck, cr) in enumerate(kids):
             child_q[t, j], child_type[t, j], child_kind[t, j], child_rank[t, j] = q, ct, ck, cr
-    # deepest first; a variant (index > its base) before its base at the same depth
+    # deepest first; a variant (index > its base's) before its base at the same depth
     order = np.array(sorted(range(n_types), key=lambda t: (-types[t][1], -t)), np.int64)
     capacity = np.zeros(n_types, np.int64)
-    for t in order:  # children (and a variant) are done
+    for t in order:  # children (and the variant chained from t) are done
         total = sum(1 + int(capacity[child_type[t, j]]) for j in range(n_child[t]))
         capacity[t] = min(total, budget)
         if variant[t] >= 0:
             capacity[t] = max(capacity[t], capacity[variant[t]])
-    return order, n_child, child_q, child_type, child_kind, child_rank, capacity, np.asarray(variant, np.int64)
+    return (order, n_child, child_q, child_type, child_kind, child_rank, capacity,
+            np.asarray(variant, np.int64), types)
 
 
-def has_spine_variants(cand) -> bool:
-    """True when some spine-eligible node could hold more ranks without its spine child
-    (exclusive model only): then best-first is not exact and :func:`solve` is used."""
-    for d in range(cand.max_spine + 1 if cand.spine else 0):
-        kind = ROOT if d == 0 else SPINE
-        if cand.spine_eligible(kind, d) and cand.rank_set(kind, d, False) != cand.rank_set(kind, d, True):
-            return True
-    return False
+def has_variants(cand) -> bool:
+    """True when some node type has more than one maximal feasible child set (exclusive model
+    only): then best-first is not exact and :func:`solve` is used."""
+    ms = cand.max_spine if cand.spine else 0
+    base = [(ROOT if d == 0 else SPINE, d) for d in range(ms + 1)]
+    base += [(TRANSITION, d) for d in range(1, cand.max_depth + 1)]
+    return any(len(child_sets(cand, kind, d)) > 1 for kind, d in base)

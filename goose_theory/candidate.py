@@ -10,14 +10,14 @@ Candidate tree (the design every rule lives in):
 
 Exclusive-model feasibility: at a reached node at most one child can match, so the children's
 q must sum to <= 1. When ``p_s + p_t(0) + ... + p_t(top_k-1)`` exceeds 1 at some candidate node,
-the rules do not fail: they keep the spine child and drop ranks there, and say so in a one-line
+the rules do not fail: they leave children out there, and say so in a one-line
 note (``details["truncated"]``). The rules that fill ranks in order (isotropic, the paper's and
-the allocations' breadth-first branches, uniform levels, source-blind) keep the ranks while the
-total stays <= 1 (a prefix, :meth:`Candidate.rank_cap`); the best-first ones (optimal,
-transition-only, the allocations' best-first branches) keep every rank, in rank order, that still
-fits (first fit, :meth:`Candidate.rank_set`): with p_s = 0.7 and p_t = 0.36, 0.09, 0.05, ... the
-root's spine child gets ranks 1, 2, ... beside it, not nothing. The yield calculator itself rejects
-an infeasible *given* tree.
+the allocations' branches, uniform levels, source-blind) keep the ranks while the total stays
+<= 1 (a prefix, :meth:`Candidate.rank_cap`). ``optimal`` and ``transition-only`` take the best of
+all maximal child sets that fit (:mod:`goose_theory.childsets`): with p_s = 0.7 and p_t = 0.36,
+0.09, 0.05, ... the root's spine child gets ranks 1, 2, ... beside it, not nothing; the first fit
+in rank order (:meth:`Candidate.rank_set`) is their choice on a tie. The yield calculator itself
+rejects an infeasible *given* tree.
 
 Growth primitives: :class:`TreeBuilder` (nodes in insertion order, parents first),
 :func:`best_first` (a heap on path probability) and :func:`breadth_first` (level by level).

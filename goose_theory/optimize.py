@@ -9,15 +9,14 @@ Rules (:data:`RULES`; ``K`` a positive integer <= top_k):
                        dynamic programme over node types (:mod:`goose_theory._dp`), because
                        there a node's qeff depends on which earlier siblings exist. Tests
                        check both against exhaustive search of all trees where no cap binds.
-                       Where the exclusive model caps a node's ranks (p_s + p_t of the ranks
-                       over 1), each node keeps every rank, in rank order, that still fits
-                       (first fit, :meth:`Candidate.rank_set`): budget 60, p_s 0.7, p_t 0.36,
-                       0.09, 0.05, 0.04 -> root ranks 1-6 beside the spine, E 4.389 (a rank
-                       prefix left a bare 20-node spine, E 3.33). Exact over those trees
-                       (tested); a tree that gives up a rank which fits for two later ones
-                       is not searched, and can be better (p_s 0.9, p_t 0.66, 0.37, 0.37,
-                       budget 4, max_spine 1: ranks 1 and 2 under a transition node, 2.934,
-                       against rank 0 alone, 2.886; a knapsack, left).
+                       Where the exclusive model caps a node's children (p_s + p_t of
+                       the ranks over 1), the node takes the best of its maximal child sets
+                       that fit (:mod:`goose_theory.childsets`; the dynamic programme scores
+                       each): budget 60, p_s 0.7, p_t 0.36, 0.09, 0.05, 0.04 -> root ranks
+                       1-6 beside the spine, E 4.389 (a rank prefix left a bare 20-node spine,
+                       E 3.33); p_s 0.9, p_t 0.66, 0.37, 0.37, budget 4, max_spine 1 -> ranks
+                       1 and 2 under a transition node, 2.934 (first fit, rank 0 alone: 2.886).
+                       Tests check it against exhaustive search of all feasible trees.
 ``linear``             spine length m searched, branch widths falling linearly along the spine.
 ``harmonic``           the same with weights 1/(i+1).
 ``isotropic:K``        K transition children at every node, no spine (the paper's Iso(K)).

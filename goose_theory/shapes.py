@@ -3,8 +3,9 @@
 
 * ``optimal``: best-first on path probability (exact under the exclusive model when p_t is
   sorted best-first, which :meth:`Candidate.keys` does); under the independent model, and where
-  exclusive-model truncation lets a node trade its spine child for more ranks, the exact dynamic
-  programme over node types of :mod:`goose_theory._dp`.
+  a node cannot hold all its candidate children under the exclusive model (it must choose among
+  :func:`goose_theory.childsets.child_sets`), the exact dynamic programme over node types of
+  :mod:`goose_theory._dp`.
 * ``spine-only``: the pure spine chain of ``min(budget, max_spine)`` nodes.
 * ``transition-only``: ``optimal`` in the candidate tree with the spine disabled.
 * ``isotropic:K`` / ``mixed-isotropic:K``: breadth-first, K children per node (mixed: the rank-0
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dp import best_values, has_spine_variants, solve
+from ._dp import best_values, has_variants, solve
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first
 from .topology import ROOT, SPINE, TRANSITION
 
@@ -47,10 +48,10 @@ def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
 
 
 def _needs_dp(cand: Candidate) -> bool:
-    """Independent model, or an exclusive model whose truncation lets a spine-less node hold more
-    ranks: best-first is not exact there (a node's qeff, or its room for ranks, depends on which
-    siblings exist), the dynamic programme of :mod:`goose_theory._dp` is."""
-    return cand.acceptance.independent or has_spine_variants(cand)
+    """Independent model, or an exclusive model where some node cannot hold all its candidate
+    children: best-first is not exact there (a node's qeff, or which children fit beside which,
+    depends on its other children), the dynamic programme of :mod:`goose_theory._dp` is."""
+    return cand.acceptance.independent or has_variants(cand)
 
 
 def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:

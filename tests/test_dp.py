@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from goose_theory._dp import _filled, has_spine_variants, solve
+from goose_theory._dp import _filled, has_variants, solve
+from goose_theory.childsets import set_note
 from goose_theory.acceptance import Acceptance
 from goose_theory.candidate import Candidate, TreeBuilder
 from goose_theory.topology import SPINE
@@ -13,7 +14,7 @@ from goose_theory.topology import SPINE
 
 def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
     spec, (F, choice, alt) = _filled(candidate, budget)
-    _, n_child, _, child_type, child_kind, child_rank, capacity, variant = spec
+    _, n_child, _, child_type, child_kind, child_rank, capacity, variant, types = spec
     top = min(budget, int(capacity[0]))
     values = F[0, : top + 1]
     best = float(values.max())
@@ -24,8 +25,12 @@ def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
         node, t, left = queue[head]; head += 1
         while alt[t, left]:
             t = int(variant[t])
-        builder.note(builder.source[node], builder.depth[node], bool(n_child[t]) and child_kind[t, 0] == SPINE,
-                     first_fit=True)
+        kind, depth, (with_spine, ranks) = types[t]
+        assert (kind, depth) == (builder.source[node], builder.depth[node])
+        assert with_spine == (bool(n_child[t]) and child_kind[t, 0] == SPINE)
+        text = set_note(candidate, kind, depth, with_spine, ranks)
+        if text is not None:
+            builder.notes[text] = None
         remaining = left
         for j in range(n_child[t]):
             s = int(choice[t, j, remaining])
@@ -54,10 +59,10 @@ def test_reconstruction_equals_the_python_walk(seed):
     variants = 0
     for _ in range(60):
         cand = _random_candidate(rng)
-        variants += has_spine_variants(cand)
+        variants += has_variants(cand)
         for budget in (0, 1, 7, int(rng.integers(2, 120))):
             got, want = solve(cand, budget=budget), _reference_solve(cand, budget=budget)
             assert (got.parent, got.source, got.rank, got.depth, got.prob) == \
                 (want.parent, want.source, want.rank, want.depth, want.prob)
             assert list(got.notes) == list(want.notes)
-    assert variants  # the spine-less variant types are exercised
+    assert variants  # the variant types (other child sets) are exercised

@@ -1,0 +1,139 @@
+"""Which children a candidate node may hold together under the exclusive model.
+
+At a reached node at most one child can match, so the children's q must sum to <= 1. When the
+spine child and all ``top_k`` ranks together exceed that, a node has to leave some out, and
+*which* matters: first fit in rank order (:meth:`Candidate.rank_set`) can be beaten by giving up a
+rank that fits for two later ones (p_s 0.9, p_t 0.66, 0.37, 0.37, budget 4, max_spine 1: ranks 1
+and 2 under a transition node give E[tau] 2.934, rank 0 alone 2.886). Adding a child never lowers
+the best value at a budget (the dynamic programme may give it no nodes), so the sets worth
+searching are the *maximal* feasible ones, less those another set beats child for child (at least
+the same children's kinds, each with at least the q): :func:`child_sets` lists them, and
+:mod:`goose_theory._dp` scores every one as a variant of the node's type.
+
+Compromise: children of equal q (a flat tail of ranks, which the model rates alike) are
+interchangeable in the model, so one set stands for all of them: the one with the lowest ranks,
+which the runtime finds likelier. Under the independent model, or where everything fits, a node
+has one set: all its children.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+from .acceptance import EXCLUSIVE_TOLERANCE
+from .topology import ROOT, TRANSITION
+
+# (with the spine child?, transition ranks in rank order)
+ChildSet = tuple[bool, tuple[int, ...]]
+
+
+def maximal_fits(q: Sequence[float], limit: float = 1.0 + EXCLUSIVE_TOLERANCE,
+                 labels: Sequence[object] | None = None) -> list[tuple[int, ...]]:
+    """Every maximal set of indices of ``q`` whose sum stays <= ``limit``. Items of equal q and
+    equal label are interchangeable: of those a set takes the lowest indices, and sets that differ
+    only in which of them they take are listed once. Sets come as sorted index tuples, in the
+    order a depth-first search taking as many as fit of each group (first met first) finds them.
+
+    Example:
+        >>> maximal_fits([0.66, 0.37, 0.37])       # rank 0 alone, or ranks 1 and 2
+        [(0,), (1, 2)]
+        >>> maximal_fits([0.5, 0.2, 0.2, 0.2, 0.2])
+        [(0, 1, 2), (1, 2, 3, 4)]
+    """
+    labels = [None] * len(q) if labels is None else labels
+    groups: dict[tuple[object, float], list[int]] = {}
+    for i, (x, label) in enumerate(zip(q, labels)):
+        groups.setdefault((label, float(x)), []).append(i)
+    keys = list(groups)
+    counts = [0] * len(keys)
+    rest = [0.0] * (len(keys) + 1)  # rest[g]: everything in groups g.. (a bound on what can still come)
+    for g in range(len(keys) - 1, -1, -1):
+        rest[g] = rest[g + 1] + keys[g][1] * len(groups[keys[g]])
+    found: list[tuple[int, ...]] = []
+
+    def search(g: int, total: float, gap: float) -> None:
+        # gap: the smallest q of a group left short; a maximal set's total ends above limit - gap
+        if total + rest[g] + gap <= limit:
+            return  # whatever comes, one more of that group would still fit: not maximal
+        if g == len(keys):
+            found.append(tuple(sorted(i for h, key in enumerate(keys) for i in groups[key][:counts[h]])))
+            return
+        value, members = keys[g][1], groups[keys[g]]
+        running = [total]
+        for _ in members:  # running[c]: the total with c of this group, summed one at a time
+            running.append(running[-1] + value)
+        for c in range(len(members), -1, -1):
+            if running[c] <= limit:
+                counts[g] = c
+                search(g + 1, running[c], gap if c == len(members) else min(gap, value))
+        counts[g] = 0
+
+    search(0, 0.0, float("inf"))
+    return found
+
+
+def child_sets(cand, kind: int, depth: int) -> tuple[ChildSet, ...]:
+    """The child sets a node of ``kind`` at ``depth`` may hold (spine child iff eligible first,
+    then the transition ranks that exist there): the first fit beside the spine child first (the
+    rules' choice on a tie), then every other maximal feasible set, spine-holding ones first.
+
+    Example:
+        >>> from goose_theory.acceptance import Acceptance
+        >>> from goose_theory.candidate import Candidate
+        >>> cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
+        >>> child_sets(cand, ROOT, 0)         # the spine child alone, rank 0 alone, or ranks 1 and 2
+        ((True, ()), (False, (0,)), (False, (1, 2)))
+        >>> child_sets(cand, TRANSITION, 1)
+        ((False, (0,)), (False, (1, 2)))
+    """
+    key = ("childsets", kind, depth)
+    if key not in cand._cache:
+        cand._cache[key] = _child_sets(cand, kind, depth)
+    return cand._cache[key]
+
+
+def _child_sets(cand, kind: int, depth: int) -> tuple[ChildSet, ...]:
+    eligible = cand.spine_eligible(kind, depth)
+    first = (eligible, cand.rank_set(kind, depth, eligible))
+    ranks = list(range(cand.top_k)) if depth + 1 <= cand.max_depth else []
+    acc = cand.acceptance
+    q = ([acc.spine_q(depth + 1)] if eligible else []) + [acc.transition_q(r, kind) for r in ranks]
+    if acc.independent or sum(q) <= 1.0 + EXCLUSIVE_TOLERANCE:
+        return (first,)  # one set: all the children (the first fit then takes every rank)
+    return _maximal_sets(tuple(q), eligible, first)
+
+
+@lru_cache(maxsize=4096)
+def _maximal_sets(q: tuple[float, ...], eligible: bool, first: ChildSet) -> tuple[ChildSet, ...]:
+    """:func:`child_sets` for the children's q (spine child first iff ``eligible``): a function of
+    the numbers alone, cached (a slider move rebuilds the same candidate nodes many times)."""
+    shift = 1 if eligible else 0
+    sets = []
+    for chosen in maximal_fits(q, labels=["spine"] * shift + ["rank"] * (len(q) - shift)):
+        sets.append((eligible and 0 in chosen, tuple(i - shift for i in chosen if i >= shift)))
+    signature = {s: (s[0], sorted((q[r + shift] for r in s[1]), reverse=True)) for s in sets}
+    others = [s for s in sets if s != first and not any(_dominates(signature[o], signature[s]) for o in sets if o != s)]
+    return (first, *sorted(others, key=lambda s: (not s[0], s[1])))
+
+
+def _dominates(a: tuple[bool, list[float]], b: tuple[bool, list[float]]) -> bool:
+    """Set a is at least as good as set b at every budget: it has the spine child if b has, and
+    its transition q, sorted, are at least b's one by one (give a's children what b's would get:
+    under the exclusive model a child's share is q (1 + its subtree's), and all transition
+    children of a node have the same subtree type). Sets of equal signature do not count."""
+    (spine_a, q_a), (spine_b, q_b) = a, b
+    return (a != b and (spine_a or not spine_b) and len(q_a) >= len(q_b)
+            and all(x >= y for x, y in zip(q_a, q_b)))
+
+
+def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ...]) -> str | None:
+    """A one-line note when a node's child set leaves ranks out, else None: the first fit's note
+    (:meth:`Candidate.truncation_note`) where the set is the first fit, otherwise the set itself."""
+    if ranks == cand.rank_set(kind, depth, with_spine):
+        return cand.truncation_note(kind, depth, with_spine, first_fit=True)
+    where = "transition nodes" if kind == TRANSITION else ("the root" if depth == 0 else f"spine depth {depth}")
+    beside = " beside the spine child" if with_spine else ""
+    spine = f"p_s({depth + 1}) + " if with_spine else ""
+    used = f"ranks {', '.join(map(str, ranks))}" if ranks else "no rank"
+    return (f"exclusive model: at {where} {used} of top_k={cand.top_k}{beside} (the best set whose "
+            f"{spine}p_t fits in 1; first fit in rank order does worse)")

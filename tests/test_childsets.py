@@ -1,0 +1,101 @@
+"""Child sets under the exclusive model: the search against brute force over every subset."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from goose_theory.acceptance import Acceptance
+from goose_theory.candidate import Candidate
+from goose_theory.childsets import child_sets, maximal_fits, set_note
+from goose_theory.topology import ROOT, SPINE, TRANSITION
+
+LIMIT = 1.0 + 1e-9
+
+
+def brute_maximal(q, labels):
+    """Every maximal subset with sum <= LIMIT, each written with the lowest indices of its
+    interchangeable items (equal label and q), listed once."""
+    n = len(q)
+    fits = [s for k in range(n + 1) for s in itertools.combinations(range(n), k)
+            if sum(q[i] for i in s) <= LIMIT]
+    maximal = [s for s in fits if not any(set(s) < set(t) for t in fits)]
+
+    def canonical(s):
+        taken: dict = {}
+        for i in s:
+            key = (labels[i], q[i])
+            taken[key] = taken.get(key, 0) + 1
+        return tuple(sorted(i for key, c in taken.items()
+                            for i in [j for j in range(n) if (labels[j], q[j]) == key][:c]))
+    return sorted({canonical(s) for s in maximal})
+
+
+# few distinct values so that equal q (a flat tail of ranks) come up often
+values = st.sampled_from([0.0, 0.05, 0.1, 0.2, 0.25, 0.3, 0.37, 0.5, 0.66, 0.9, 1.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, min_size=0, max_size=7), st.data())
+def test_maximal_fits_equals_brute_force(q, data):
+    labels = data.draw(st.lists(st.sampled_from("ab"), min_size=len(q), max_size=len(q)))
+    assert sorted(maximal_fits(q, labels=labels)) == brute_maximal(q, labels)
+
+
+def test_maximal_fits_examples():
+    assert maximal_fits([]) == [()]
+    assert maximal_fits([0.6, 0.6, 0.6]) == [(0,)]                      # equal q: one set, lowest index
+    assert maximal_fits([0.6, 0.6], labels=["spine", "rank"]) == [(0,), (1,)]  # different kinds differ
+    assert maximal_fits([0.3, 0.0, 0.8]) == [(0, 1), (1, 2)]            # q = 0 always fits
+
+
+def _q(acc, kind, depth, child):
+    with_spine, rank = child
+    return acc.spine_q(depth + 1) if with_spine else acc.transition_q(rank, kind)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_child_sets_cover_every_maximal_set(seed):
+    # every feasible child set is matched, child for child with at least its q, by a listed set
+    # (so the dynamic programme over the listed sets loses nothing), and each listed set fits
+    rng = np.random.default_rng(seed)
+    for _ in range(40):
+        p_t = np.round(np.sort(rng.uniform(0, 0.6, int(rng.integers(1, 5))))[::-1], 2)
+        acc = Acceptance.parse(float(np.round(rng.uniform(0.1, 1.0), 2)), p_t, p_t_chain=rng.uniform(0, 0.6, 2))
+        cand = Candidate(acc, max_depth=3, max_spine=2, top_k=int(rng.integers(1, 6)))
+        for kind, depth in [(ROOT, 0), (SPINE, 1), (SPINE, 2), (TRANSITION, 1), (TRANSITION, 3)]:
+            sets = child_sets(cand, kind, depth)
+            eligible = cand.spine_eligible(kind, depth)
+            assert sets[0] == (eligible, cand.rank_set(kind, depth, eligible))
+            children = ([(True, 0)] if eligible else []) + [(False, r) for r in range(cand.top_k if depth < 3 else 0)]
+            for with_spine, ranks in sets:
+                assert sum(_q(acc, kind, depth, c) for c in [(True, 0)] * with_spine + [(False, r) for r in ranks]) <= LIMIT
+            for k in range(len(children) + 1):
+                for subset in itertools.combinations(children, k):
+                    if sum(_q(acc, kind, depth, c) for c in subset) > LIMIT:
+                        continue
+                    spine = any(c[0] for c in subset)
+                    need = sorted((_q(acc, kind, depth, c) for c in subset if not c[0]), reverse=True)
+                    assert any((s or not spine) and len(r) >= len(need) and all(
+                        x >= y for x, y in zip(sorted((acc.transition_q(i, kind) for i in r), reverse=True), need))
+                        for s, r in sets), (kind, depth, subset, sets)
+
+
+def test_child_sets_independent_model_and_room_for_all():
+    assert child_sets(Candidate(Acceptance.parse(0.9, 0.5, "independent"), top_k=3), ROOT, 0) == ((True, (0, 1, 2)),)
+    assert child_sets(Candidate(Acceptance.parse(0.5, 0.1), top_k=4), ROOT, 0) == ((True, (0, 1, 2, 3)),)
+
+
+def test_set_note_names_a_set_other_than_the_first_fit():
+    cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
+    assert set_note(cand, TRANSITION, 1, False, (0,)) == cand.truncation_note(TRANSITION, 1, False, first_fit=True)
+    assert set_note(cand, TRANSITION, 1, False, (1, 2)) == (
+        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 (the best set whose p_t fits in 1; "
+        "first fit in rank order does worse)")
+    trade = Candidate(Acceptance.parse(0.5, "0.3,0.25,0.25"), top_k=3)  # first fit beside the spine: rank 0
+    assert child_sets(trade, ROOT, 0)[:2] == ((True, (0,)), (True, (1, 2)))
+    assert set_note(trade, ROOT, 0, True, (1, 2)) == (
+        "exclusive model: at the root ranks 1, 2 of top_k=3 beside the spine child (the best set whose "
+        "p_s(1) + p_t fits in 1; first fit in rank order does worse)")
