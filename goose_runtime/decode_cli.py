@@ -271,10 +271,13 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
 
 
 def _maybe_trace(args, bundle, specs, results, config) -> int:
+    from .prompts import set_name
     from .runner import write_results_trace
 
+    # the set's label, as the rows' benchmark column and `goose validate`'s config record it (a
+    # JSONL set's file stem, not the path it was given by)
     return write_results_trace(args.trace_out, bundle, specs, results, config, run_id_prefix="decode",
-                               benchmark=args.bench if args.bench is not None else "prompt")
+                               benchmark=set_name(args.bench) if args.bench is not None else "prompt")
 
 
 def profile_handler(args: argparse.Namespace) -> int:

@@ -114,6 +114,7 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     assert not (df.confident.eq(True) & (df.spine_avail == 0)).any()
     meta = trace_metadata(pf)
     assert meta["config"]["reset_adjacency"] is True and meta["config"]["decode"]["max_new_tokens"] == 10
+    assert meta["config"]["benchmark"] == "set" and set(df.benchmark) == {"set"}  # the label, not the path
     assert meta["config"]["keep_history"] is False and out["keep_history"] is False
     assert [m["label"] for m in meta["config"]["methods"]] == ["iso:3@8", "ar", "pld@8"]
     assert [m["score"] for m in meta["config"]["methods"]] == ["logit"] * 3 and out["min_score"] == 0.0
