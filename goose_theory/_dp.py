@@ -35,7 +35,9 @@ TIE_TOL = 1e-12  # relative: values this close count as equal (see dp_tables)
 @jit
 def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, independent):
     """Fill F[type, b], choice[type, j, b] (nodes given to child j; 0 = left out) and
-    alt[type, b] (1: the type's spine-less variant, listed earlier in ``order``, is better)."""
+    alt[type, b] (1: the variant chained from the type, ``variant[type]``, filled earlier in
+    ``order``, is better by more than TIE_TOL: on a tie the earlier set in the chain, the first
+    fit at its head, keeps the cell)."""
     n_types, width = child_q.shape
     F = np.full((n_types, budget + 1), NEG)
     choice = np.zeros((n_types, width, budget + 1), np.int32)
@@ -76,7 +78,7 @@ def dp_tables(order, n_child, child_q, child_type, capacity, variant, budget, in
         v = variant[t]
         if v >= 0:
             for b in range(budget + 1):
-                if F[v, b] > F[t, b]:
+                if F[v, b] > F[t, b] + TIE_TOL * abs(F[t, b]):
                     F[t, b] = F[v, b]
                     alt[t, b] = 1
     return F, choice, alt
@@ -101,8 +103,8 @@ def best_values(candidate, *, budget: int) -> np.ndarray:
 @jit
 def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, child_rank):
     """The best tree from the tables, breadth first: per node its parent, kind, rank and depth,
-    and its type resolved through the variant chain (the child set it was given). Among budgets with the same best value (to a
-    relative 1e-12) the largest is taken."""
+    and its type resolved through the variant chain (the child set it was given). Among budgets
+    with the same best value (to a relative 1e-12) the largest is taken."""
     best = values.max()
     b = 0
     for i in range(values.shape[0]):
@@ -124,7 +126,8 @@ def _reconstruct(values, choice, alt, variant, n_child, child_type, child_kind, 
         for j in range(n_child[t]):  # choice tables are per suffix of the children
             s = choice[t, j, remaining]
             if s:
-                parent[size], kind[size], rank[size], depth[size] = v, child_kind[t, j], child_rank[t, j], depth[v] + 1
+                parent[size], kind[size], rank[size] = v, child_kind[t, j], child_rank[t, j]
+                depth[size] = depth[v] + 1
                 node_type[size], below[size] = child_type[t, j], s - 1
                 size += 1
                 remaining -= s

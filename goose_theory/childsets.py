@@ -20,11 +20,21 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
-from .acceptance import EXCLUSIVE_TOLERANCE
+import numpy as np
+
+from .acceptance import EXCLUSIVE_TOLERANCE, AcceptanceError
 from .topology import ROOT, TRANSITION
 
 # (with the spine child?, transition ranks in rank order)
 ChildSet = tuple[bool, tuple[int, ...]]
+
+# Competing sets per node type, each a variant type in the DP (its cost grows with them): distinct
+# p_t over many ranks can give thousands (top_k 16 with 16 distinct p_t summing to 3: ~200).
+MAX_CHILD_SETS = 1000
+
+
+class ChildSetLimitError(AcceptanceError):
+    """A node has more competing child sets than :data:`MAX_CHILD_SETS`."""
 
 
 def maximal_fits(q: Sequence[float], limit: float = 1.0 + EXCLUSIVE_TOLERANCE,
@@ -74,8 +84,10 @@ def maximal_fits(q: Sequence[float], limit: float = 1.0 + EXCLUSIVE_TOLERANCE,
 
 def child_sets(cand, kind: int, depth: int) -> tuple[ChildSet, ...]:
     """The child sets a node of ``kind`` at ``depth`` may hold (spine child iff eligible first,
-    then the transition ranks that exist there): the first fit beside the spine child first (the
-    rules' choice on a tie), then every other maximal feasible set, spine-holding ones first.
+    then the transition ranks that exist there): the first fit in rank order, beside the spine
+    child where eligible, first (it keeps a tie), then every other maximal set that fits and that
+    no other set beats child for child, spine-holding ones first, then by ranks. Raises
+    :class:`ChildSetLimitError` past :data:`MAX_CHILD_SETS` such sets.
 
     Example:
         >>> from goose_theory.acceptance import Acceptance
@@ -108,19 +120,65 @@ def _maximal_sets(q: tuple[float, ...], eligible: bool, first: ChildSet) -> tupl
     """:func:`child_sets` for the children's q (spine child first iff ``eligible``): a function of
     the numbers alone, cached (a slider move rebuilds the same candidate nodes many times)."""
     shift = 1 if eligible else 0
-    sets = []
-    for chosen in maximal_fits(q, labels=["spine"] * shift + ["rank"] * (len(q) - shift)):
-        sets.append((eligible and 0 in chosen, tuple(i - shift for i in chosen if i >= shift)))
-    signature = {s: (s[0], sorted((q[r + shift] for r in s[1]), reverse=True)) for s in sets}
-    others = [s for s in sets if s != first and not any(_dominates(signature[o], signature[s]) for o in sets if o != s)]
-    return (first, *sorted(others, key=lambda s: (not s[0], s[1])))
+    labels = ["spine"] * shift + ["rank"] * (len(q) - shift)
+    fits = _in_child_order(q, maximal_fits(q, labels=labels))
+    sets = [(eligible and 0 in chosen, tuple(i - shift for i in chosen if i >= shift)) for chosen in fits]
+    kept = [sets[i] for i in _undominated(q, shift, fits) if sets[i] != first]
+    if len(kept) >= MAX_CHILD_SETS:
+        raise ChildSetLimitError(
+            f"exclusive model: {len(kept) + 1} competing child sets at one node (limit {MAX_CHILD_SETS}) "
+            f"from {len(q) - shift} distinct-enough transition ranks whose p_t sum above 1; use a smaller "
+            f"top_k, fewer distinct p_t values, or the independent model")
+    return (first, *sorted(kept, key=lambda s: (not s[0], s[1])))
+
+
+def _in_child_order(q: tuple[float, ...], fits: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The sets whose sum also fits when added in child order (spine, then ranks ascending), as
+    the yield checks it: :func:`maximal_fits` adds group by group, and near the limit the float
+    sums can differ by an ulp. A set that fails gives way to its one-smaller subsets that pass."""
+    out: dict[tuple[int, ...], None] = {}
+    todo = list(reversed(fits))  # popped from the end: in the search's order
+    while todo:
+        chosen = todo.pop()
+        total = 0.0
+        for i in chosen:
+            total += q[i]
+        if total <= 1.0 + EXCLUSIVE_TOLERANCE:
+            out[chosen] = None
+        else:
+            todo.extend(chosen[:k] + chosen[k + 1:] for k in range(len(chosen)))
+    return list(out)
+
+
+def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]]) -> list[int]:
+    """Indices of the sets no other set dominates (:func:`_dominates`). Exact and fast: a
+    dominating set has at least the spine flag, the size and the sum of the one it dominates, so
+    in that order, descending, it comes first; and each set is compared with the kept ones only
+    (domination is transitive, so a set beaten by a dropped one is beaten by a kept one)."""
+    width = max((len(f) for f in fits), default=0)
+    sig = np.full((len(fits), width + 1), -1.0)  # -1 pads: a shorter set never covers a longer one
+    for i, chosen in enumerate(fits):
+        sig[i, 0] = 1.0 if shift and 0 in chosen else 0.0
+        ranks = sorted((q[j] for j in chosen if j >= shift), reverse=True)
+        sig[i, 1:1 + len(ranks)] = ranks
+    order = sorted(range(len(fits)), key=lambda i: (-sig[i, 0], -len(fits[i]), -float(sig[i, 1:].clip(0).sum())))
+    kept: list[int] = []
+    for i in order:
+        if kept:
+            others = sig[kept]
+            beaten = np.all(others >= sig[i], axis=1) & np.any(others != sig[i], axis=1)
+            if beaten.any():
+                continue
+        kept.append(i)
+    return kept
 
 
 def _dominates(a: tuple[bool, list[float]], b: tuple[bool, list[float]]) -> bool:
     """Set a is at least as good as set b at every budget: it has the spine child if b has, and
     its transition q, sorted, are at least b's one by one (give a's children what b's would get:
     under the exclusive model a child's share is q (1 + its subtree's), and all transition
-    children of a node have the same subtree type). Sets of equal signature do not count."""
+    children of a node have the same subtree type). Sets of equal signature do not count.
+    (The reference for :func:`_undominated`, which tests compare it with.)"""
     (spine_a, q_a), (spine_b, q_b) = a, b
     return (a != b and (spine_a or not spine_b) and len(q_a) >= len(q_b)
             and all(x >= y for x, y in zip(q_a, q_b)))
@@ -134,6 +192,8 @@ def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ..
     where = "transition nodes" if kind == TRANSITION else ("the root" if depth == 0 else f"spine depth {depth}")
     beside = " beside the spine child" if with_spine else ""
     spine = f"p_s({depth + 1}) + " if with_spine else ""
-    used = f"ranks {', '.join(map(str, ranks))}" if ranks else "no rank"
-    return (f"exclusive model: at {where} {used} of top_k={cand.top_k}{beside} (the best set whose "
+    of = f"of top_k={cand.top_k}"
+    used = (f"ranks {', '.join(map(str, ranks))} {of} are used" if len(ranks) > 1
+            else f"rank {ranks[0]} {of} is used" if ranks else f"no rank {of} is used")
+    return (f"exclusive model: at {where} {used}{beside} (the best set whose "
             f"{spine}p_t fits in 1; first fit in rank order does worse)")

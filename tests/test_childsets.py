@@ -9,7 +9,10 @@ from hypothesis import given, settings, strategies as st
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.candidate import Candidate
-from goose_theory.childsets import child_sets, maximal_fits, set_note
+from goose_theory import childsets
+from goose_theory.childsets import (ChildSetLimitError, _dominates, _maximal_sets, _undominated, child_sets,
+                                    maximal_fits, set_note)
+from goose_theory.optimize import build_topology
 from goose_theory.topology import ROOT, SPINE, TRANSITION
 
 LIMIT = 1.0 + 1e-9
@@ -92,10 +95,56 @@ def test_set_note_names_a_set_other_than_the_first_fit():
     cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
     assert set_note(cand, TRANSITION, 1, False, (0,)) == cand.truncation_note(TRANSITION, 1, False, first_fit=True)
     assert set_note(cand, TRANSITION, 1, False, (1, 2)) == (
-        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 (the best set whose p_t fits in 1; "
+        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
         "first fit in rank order does worse)")
     trade = Candidate(Acceptance.parse(0.5, "0.3,0.25,0.25"), top_k=3)  # first fit beside the spine: rank 0
     assert child_sets(trade, ROOT, 0)[:2] == ((True, (0,)), (True, (1, 2)))
     assert set_note(trade, ROOT, 0, True, (1, 2)) == (
-        "exclusive model: at the root ranks 1, 2 of top_k=3 beside the spine child (the best set whose "
+        "exclusive model: at the root ranks 1, 2 of top_k=3 are used beside the spine child (the best set whose "
         "p_s(1) + p_t fits in 1; first fit in rank order does worse)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(values, min_size=1, max_size=8), st.booleans())
+def test_undominated_equals_pairwise_reference(q, eligible):
+    # the sorted, kept-only comparison against every pair compared with _dominates
+    shift = 1 if eligible else 0
+    fits = maximal_fits(q, labels=["spine"] * shift + ["rank"] * (len(q) - shift))
+    sig = [(shift == 1 and 0 in f, sorted((q[i] for i in f if i >= shift), reverse=True)) for f in fits]
+    reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
+    assert sorted(_undominated(tuple(q), shift, fits)) == reference
+
+
+def test_sets_fit_when_summed_in_child_order():
+    # found in review: maximal_fits adds equal q group by group; ranks 0 and 2 (equal q) then 1 then
+    # 3 fit that way (1 + 1e-9 exactly at the edge) but not in child order, where the yield
+    # calculator adds them: the tree failed with ExclusiveModelError. Such a set gives way to its
+    # one-smaller subsets that fit
+    p_t = [0.3151613726882529, 0.3568696297879712, 0.3151613726882529, 0.012807625835523194]
+    acc = Acceptance.parse(0.5, p_t)
+    for kind, depth in [(ROOT, 0), (TRANSITION, 1)]:
+        for with_spine, ranks in child_sets(Candidate(acc, max_depth=1, top_k=4), kind, depth):
+            total = 0.0
+            for r in ranks:
+                total += acc.transition_q(r, kind)
+            assert total <= LIMIT
+    res = build_topology("transition-only", acc, budget=4, max_depth=1, top_k=4)
+    assert sorted(res.topology.rank[1:]) == [0, 1, 2]  # rank 3 would tip child order over the edge
+    assert res.predicted_tau == pytest.approx(1 + p_t[0] + p_t[1] + p_t[2], rel=1e-12)
+
+
+def test_too_many_competing_sets_is_a_clear_error(monkeypatch):
+    # distinct p_t over many ranks give exponentially many sets; past the limit, one clear line
+    monkeypatch.setattr(childsets, "MAX_CHILD_SETS", 10)
+    _maximal_sets.cache_clear()
+    acc = Acceptance.parse(0.5, [0.3 - 0.013 * r for r in range(12)])
+    with pytest.raises(ChildSetLimitError, match=r"competing child sets at one node \(limit 10\)"):
+        build_topology("optimal", acc, budget=20, top_k=12)
+    _maximal_sets.cache_clear()
+
+
+def test_set_note_grammar():
+    cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
+    assert set_note(cand, TRANSITION, 1, False, (2,)).startswith(
+        "exclusive model: at transition nodes rank 2 of top_k=3 is used (the best set")
+    assert "no rank of top_k=3 is used (the best set" in set_note(cand, TRANSITION, 1, False, ())

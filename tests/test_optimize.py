@@ -127,8 +127,16 @@ def test_optimal_trades_a_rank_that_fits_for_two_later_ones():
     assert list(zip(res.topology.parent, res.topology.source, res.topology.rank))[1:] == [
         (0, SPINE, 0), (1, TRANSITION, 0), (2, TRANSITION, 1), (2, TRANSITION, 2)]
     assert res.predicted_tau == pytest.approx(0.9 + 0.9 * 0.66 + 2 * 0.9 * 0.66 * 0.37 + 1, rel=1e-12)
-    assert ("exclusive model: at transition nodes ranks 1, 2 of top_k=3 (the best set whose p_t fits in 1; "
+    assert ("exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
             "first fit in rank order does worse)") in res.details["truncated"]
+
+
+def test_optimal_keeps_the_lower_ranks_on_a_tie_between_child_sets():
+    # found in review: ranks 0, 2, 3 (0.1 + 0.7 + 0.2) and ranks 1, 3, 4 (0.6 + 0.2 + 0.2) both give
+    # E 2.0; the variant merge took the later set on a float tie. Ties keep the earlier set
+    acc = Acceptance.parse(0.5, "0.1,0.6,0.7,0.2")
+    res = build_topology("optimal", acc, budget=3, max_depth=1, max_spine=0, top_k=6)
+    assert res.topology.rank[1:] == (0, 2, 3) and res.predicted_tau == pytest.approx(2.0, rel=1e-12)
 
 
 def test_optimal_skips_a_rank_that_does_not_fit_beside_the_spine():

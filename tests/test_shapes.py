@@ -99,7 +99,7 @@ def test_docstring_examples():
     Acceptance.parse(0.6, 0.1),                                          # exclusive: best-first
     Acceptance.parse("0.9,0.8,0.5,0.3", "0.3,0.2,0.1,0.05"),             # depth- and rank-dependent
     Acceptance.parse(0.7, "0.2,0.1", model="independent"),                # the dynamic programme
-    Acceptance.parse(0.5, "0.3,0.3,0.2"),                                 # truncation: spine-less variants
+    Acceptance.parse(0.5, "0.3,0.3,0.2"),                                 # truncation: competing child sets
 ])
 def test_optimal_taus_equal_one_tree_per_budget(acc):
     # the cost-aware scan reads every budget's E[tau] from one optimisation; the reference is the
