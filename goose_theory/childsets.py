@@ -123,12 +123,12 @@ def _maximal_sets(q: tuple[float, ...], eligible: bool, first: ChildSet) -> tupl
     labels = ["spine"] * shift + ["rank"] * (len(q) - shift)
     fits = _in_child_order(q, maximal_fits(q, labels=labels))
     sets = [(eligible and 0 in chosen, tuple(i - shift for i in chosen if i >= shift)) for chosen in fits]
-    kept = [sets[i] for i in _undominated(q, shift, fits) if sets[i] != first]
+    kept = [sets[i] for i in _undominated(q, shift, fits, MAX_CHILD_SETS + 1) if sets[i] != first]
     if len(kept) >= MAX_CHILD_SETS:
         raise ChildSetLimitError(
-            f"exclusive model: {len(kept) + 1} competing child sets at one node (limit {MAX_CHILD_SETS}) "
-            f"from {len(q) - shift} distinct-enough transition ranks whose p_t sum above 1; use a smaller "
-            f"top_k, fewer distinct p_t values, or the independent model")
+            f"exclusive model: more than {MAX_CHILD_SETS} competing child sets at one node (its "
+            f"{len(q) - shift} transition ranks' p_t sum to {sum(q[shift:]):.3g}); use a smaller top_k, "
+            f"fewer distinct p_t values, or the independent model")
     return (first, *sorted(kept, key=lambda s: (not s[0], s[1])))
 
 
@@ -150,11 +150,13 @@ def _in_child_order(q: tuple[float, ...], fits: list[tuple[int, ...]]) -> list[t
     return list(out)
 
 
-def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]]) -> list[int]:
+def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]],
+                 limit: int | None = None) -> list[int]:
     """Indices of the sets no other set dominates (:func:`_dominates`). Exact and fast: a
     dominating set has at least the spine flag, the size and the sum of the one it dominates, so
     in that order, descending, it comes first; and each set is compared with the kept ones only
-    (domination is transitive, so a set beaten by a dropped one is beaten by a kept one)."""
+    (domination is transitive, so a set beaten by a dropped one is beaten by a kept one). Stops
+    once ``limit`` are kept."""
     width = max((len(f) for f in fits), default=0)
     sig = np.full((len(fits), width + 1), -1.0)  # -1 pads: a shorter set never covers a longer one
     for i, chosen in enumerate(fits):
@@ -170,6 +172,8 @@ def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]]) 
             if beaten.any():
                 continue
         kept.append(i)
+        if len(kept) == limit:
+            break
     return kept
 
 

@@ -138,7 +138,8 @@ def test_too_many_competing_sets_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(childsets, "MAX_CHILD_SETS", 10)
     _maximal_sets.cache_clear()
     acc = Acceptance.parse(0.5, [0.3 - 0.013 * r for r in range(12)])
-    with pytest.raises(ChildSetLimitError, match=r"competing child sets at one node \(limit 10\)"):
+    message = r"more than 10 competing child sets at one node \(its 12 transition ranks. p_t sum to 2.74\)"
+    with pytest.raises(ChildSetLimitError, match=message):
         build_topology("optimal", acc, budget=20, top_k=12)
     _maximal_sets.cache_clear()
 
