@@ -21,15 +21,18 @@ import numpy as np
 import pandas as pd
 
 from app.compute import acceptance
+from goose_theory.errors import InputError
 from goose_theory.fileio import loads_json
 from goose_theory.fit import PARENT_SOURCES, ROOTS_ONLY, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
-from goose_theory.latency import LatencyError, LatencyProfile, cost_aware, latency_from_dict
+from goose_theory.latency import CostAwareResult, LatencyError, LatencyProfile, cost_aware, latency_from_dict
 from goose_runtime.fit_inputs import copy_problem, trace_copies
 from goose_theory.traceio import TraceFileError, check_trace
 
-MAX_BUDGETS = 20  # budgets per rule on the Cost tab: a whole table stays well under 300 ms
+MAX_BUDGETS = 20  # the Cost tab's log-spaced grid for rules other than optimal (a tree per budget)
+REFINE_ALL = 64  # Cost tab, a rule's best budget: every budget of a window this narrow, else
+REFINE_POINTS = 9  # narrowing rounds of this many budgets (trees at large budgets cost ms each)
 N_BOOT = 300  # bootstrap draws: enough for stable 95% percentiles, cheap enough for the page
 
 
@@ -169,26 +172,66 @@ def page_budgets(profile: LatencyProfile, limit: int = MAX_BUDGETS) -> tuple[int
 def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
                max_depth: int = 6, max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
                p_t_chain: float | None = None) -> dict[str, Any]:
-    """Predicted speedup against budget for each rule under one latency profile
-    (:func:`goose_theory.latency.cost_aware` over :func:`page_budgets`), and each rule's best
-    budget (``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t). ``speedup_vs_ar`` is NaN
-    throughout when the profile does not measure size 1 (no autoregressive baseline).
-    Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple}."""
+    """Predicted speedup against budget for each rule under one latency profile, and each rule's
+    best budget (:func:`_rule_cost`; ``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t).
+    ``speedup_vs_ar`` is NaN throughout when the profile does not measure size 1 (no
+    autoregressive baseline). A rule that cannot be built with these parameters (isotropic:3
+    with top_k 2) is left out and named in ``errors``; InputError only when every rule fails.
+    Returns {"table": DataFrame, "best": DataFrame, "budgets": tuple, "errors": {rule: message}}."""
     acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     latency = latency_from_dict(json.loads(profile_json))
-    budgets = page_budgets(latency)
-    frames, best = [], []
+    grid = page_budgets(latency)
+    shape = dict(max_depth=max_depth, max_spine=max_spine, top_k=top_k)
+    frames, best, errors = [], [], {}
     for rule in rules:
-        res = cost_aware(acc, latency, rule=rule, budgets=budgets, max_depth=max_depth,
-                         max_spine=max_spine, top_k=top_k)
+        try:
+            res = _rule_cost(acc, latency, rule, grid, shape)
+        except InputError as exc:
+            errors[rule] = str(exc)
+            continue
         frames.append(pd.DataFrame(res.table).assign(rule=rule))
         row = next(r for r in res.table if r["budget"] == res.best.budget)
         best.append({"rule": rule, "budget": res.best.budget, "predicted_tau": res.best.predicted_tau,
                      "tokens_per_s": row["tokens_per_s"], "speedup_vs_ar": row["speedup_vs_ar"]})
+    if not frames:
+        raise InputError("; ".join(f"{rule}: {message}" for rule, message in errors.items()))
     table, best_table = pd.concat(frames, ignore_index=True), pd.DataFrame(best)
     for frame in (table, best_table):  # None (the profile has no t(1)) -> NaN
         frame["speedup_vs_ar"] = frame["speedup_vs_ar"].astype(float)
-    return {"table": table, "best": best_table, "budgets": budgets}
+    return {"table": table, "best": best_table, "budgets": grid, "errors": errors}
+
+
+def _rule_cost(acc, latency: LatencyProfile, rule: str, grid: tuple[int, ...], shape: dict) -> CostAwareResult:
+    """One rule's cost-aware scan, aiming at the best budget ``goose optimize --latency`` finds:
+    ``optimal`` over every budget the profile covers (one optimisation gives them all); another
+    rule (a tree per budget) over the page's grid, then every budget between the best point's
+    neighbours, narrowed first in rounds of nine where they are far apart (exact where the rate
+    has one peak near the grid's best: a second peak elsewhere, or a jagged top inside a wide
+    window, can be missed)."""
+    if rule == "optimal":
+        return cost_aware(acc, latency, rule=rule, **shape)
+    rows: dict[int, dict] = {}
+
+    def scan(budgets) -> int:  # the best budget so far (the smallest of equal rates)
+        new = sorted(set(budgets) - set(rows))
+        if new:
+            rows.update((r["budget"], r) for r in cost_aware(acc, latency, rule=rule, budgets=new, **shape).table)
+        return max(sorted(rows), key=lambda b: rows[b]["tokens_per_s"])
+
+    best = scan(grid)
+    while True:
+        known = sorted(rows)
+        at = known.index(best)
+        lo, hi = known[max(at - 1, 0)], known[min(at + 1, len(known) - 1)]
+        if hi - lo <= REFINE_ALL:
+            best = scan(range(lo, hi + 1))
+            break
+        step = scan(np.unique(np.linspace(lo, hi, REFINE_POINTS).round().astype(int)).tolist())
+        if step == best and known == sorted(rows):
+            break
+        best = step
+    final = cost_aware(acc, latency, rule=rule, budgets=[best], **shape)
+    return CostAwareResult(final.best, [rows[b] for b in sorted(rows)])
 
 
 def profile_summary(profile_json: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from app import compute, compute_io
 from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
 from goose_theory.choices import ChoicesError, choices_from_topology, topology_from_choices
+from goose_theory.errors import InputError
 from goose_theory.fit import fit_traces
 from goose_theory.latency import LatencyError, cost_aware, latency_from_dict
 from goose_theory.optimize import OptimizeError, build_topology
@@ -252,15 +253,44 @@ def test_cost_table_is_cost_aware():
     text = compute_io.parse_latency(json.dumps(PROFILE).encode(), "p.json")
     out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal", "paper"))
     profile = latency_from_dict(PROFILE)
+    grid = compute_io.page_budgets(profile)
     for rule in ("optimal", "paper"):
-        ref = cost_aware(Acceptance.parse(0.6, 0.05), profile, rule=rule, budgets=compute_io.page_budgets(profile))
+        full = cost_aware(Acceptance.parse(0.6, 0.05), profile, rule=rule)  # goose optimize --latency
         mine = out["table"][out["table"]["rule"] == rule]
-        assert mine["tokens_per_s"].tolist() == [r["tokens_per_s"] for r in ref.table]
+        rates = {r["budget"]: r["tokens_per_s"] for r in full.table}
+        assert set(grid) <= set(mine["budget"])  # the grid, and for paper the budgets around its best
+        if rule == "optimal":  # every budget, from one optimisation
+            assert mine["budget"].tolist() == sorted(rates)
+        for budget, rate in zip(mine["budget"], mine["tokens_per_s"]):
+            if budget != full.best.budget or rule != "optimal":  # optimal's best row is its tree's exact value
+                assert rate == pytest.approx(rates[budget], rel=1e-12)
         best = out["best"].set_index("rule").loc[rule]
-        assert best["budget"] == ref.best.budget and best["predicted_tau"] == ref.best.predicted_tau
-        row = next(r for r in ref.table if r["budget"] == ref.best.budget)  # the speed at the best budget itself
+        assert best["budget"] == full.best.budget and best["predicted_tau"] == full.best.predicted_tau
+        row = next(r for r in full.table if r["budget"] == full.best.budget)  # the speed at the best budget itself
         assert best["tokens_per_s"] == row["tokens_per_s"] and best["speedup_vs_ar"] == row["speedup_vs_ar"]
     assert set(out["table"].columns) >= {"budget", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar", "rule"}
+
+
+def test_cost_table_finds_the_best_budget_between_grid_points():
+    # found in review: the best budget on the log-spaced grid disagreed with goose optimize
+    # --latency (app 16, 1.897x against 15, 1.9275x for the default rule and shipped EPYC profile)
+    path = sorted((Path(__file__).resolve().parent.parent / "app" / "latency").glob("cpu-amd-epyc*.json"))[0]
+    text = compute_io.parse_latency(path.read_bytes(), path.name)
+    profile = latency_from_dict(json.loads(text))
+    out = compute_io.cost_table(0.5, 0.05, "exclusive", text, ("optimal", "paper", "linear"))
+    for rule in ("optimal", "paper", "linear"):
+        full = cost_aware(Acceptance.parse(0.5, 0.05), profile, rule=rule)
+        assert out["best"].set_index("rule").loc[rule, "budget"] == full.best.budget, rule
+
+
+def test_cost_table_leaves_out_a_rule_it_cannot_build():
+    # found in review: top_k 2 made isotropic:3 fail and the whole Cost tab go blank
+    text = compute_io.parse_latency(json.dumps(PROFILE).encode(), "p.json")
+    out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal", "isotropic:3"), top_k=2)
+    assert out["best"]["rule"].tolist() == ["optimal"] and list(out["errors"]) == ["isotropic:3"]
+    assert "isotropic:3" not in set(out["table"]["rule"])
+    with pytest.raises(InputError, match="isotropic:3: "):
+        compute_io.cost_table(0.6, 0.05, "exclusive", text, ("isotropic:3",), top_k=2)
 
 
 def test_cost_table_without_size_1_has_no_speedup():
@@ -343,7 +373,7 @@ def test_curves_and_cost_take_p_t_by_parent():
     text = compute_io.parse_latency(json.dumps(PROFILE).encode(), "p.json")
     out = compute_io.cost_table(0.6, 0.05, "exclusive", text, ("optimal",), **BY_PARENT)
     profile = latency_from_dict(PROFILE)
-    best = cost_aware(acc, profile, rule="optimal", budgets=compute_io.page_budgets(profile)).best
+    best = cost_aware(acc, profile, rule="optimal").best
     row = out["best"].iloc[0]
     assert row["budget"] == best.budget and row["predicted_tau"] == best.predicted_tau
 
@@ -390,9 +420,16 @@ def test_uploaded_note_states_the_files_own_prediction():
         for bad in (10**400, -10**400, float("inf"), float("nan")):
             note = compute.uploaded_note({**regimes, "regime_prediction": {**pred, key: bad}})
             assert note.startswith("Exported with predicted tau") and "A regime file" not in note, (key, bad)
-    assert compute.uploaded_note({**regimes, "regimes": {}, "predicted_tau": 10**400}) is None
+    plain = {k: v for k, v in regimes.items() if k not in ("regime_prediction", "regimes")}
+    assert compute.uploaded_note({**plain, "predicted_tau": 10**400}) is None
+    assert compute.uploaded_note({**plain, "rule": "optimal"}).startswith(
+        f"Exported with predicted tau {regimes['predicted_tau']:.3f} (rule optimal) under the acceptance")
+    # found in review: the loop's single-tree file (rule regime-optimal) predicts a mix of the regimes,
+    # not a tau under the one acceptance it carries
     single = compute.parse_topology_json(path.with_name("topology-mtbench-shuffled.json").read_bytes())
-    assert compute.uploaded_note(single).startswith(f"Exported with predicted tau {single['predicted_tau']:.3f}")
+    note = compute.uploaded_note(single)
+    assert note.startswith("A single-tree regime export (rule regime-optimal)")
+    assert f"predicts tau {single['regime_prediction']['tau']:.3f}: other matched cycles" in note
     bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     assert compute.uploaded_note(compute.parse_topology_json(json.dumps(bare.to_dict()).encode())) is None
 

@@ -59,6 +59,8 @@ def render(p: Params) -> None:
     except INPUT_ERRORS as exc:
         show_error("cost model", exc)
         return
+    for rule, message in out["errors"].items():
+        st.warning(f"rule {rule} left out: {message}")
     best = out["best"].sort_values("tokens_per_s", ascending=False).reset_index(drop=True)
     top = best.iloc[0]
     c1, c2, c3 = st.columns(3)
@@ -72,6 +74,8 @@ def render(p: Params) -> None:
     else:
         st.info(f"No speedup against AR: {NO_BASELINE}; the best budget is the one with the most tokens/s.")
     budgets = out["budgets"]
-    st.caption(f"{len(budgets)} budgets evaluated, {budgets[0]} .. {budgets[-1]} (the profile's measured range).")
+    st.caption(f"Budgets {budgets[0]} .. {budgets[-1]} (the profile's measured range): optimal at every one, "
+               f"as `goose optimize --latency` scans them; other rules at {len(budgets)} log-spaced budgets, then "
+               f"at every budget around each one's best.")
     st.markdown("**Best budget per rule**")
     st.dataframe(best, hide_index=True, key="cost_best_table")
