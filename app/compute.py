@@ -100,8 +100,9 @@ def _regimes_sentence(pred: dict[str, Any]) -> str | None:
 
 def uploaded_note(topology: dict[str, Any]) -> str | None:
     """What an uploaded file predicts for itself, beside the page's what-if (which scores the file's
-    own tree under the sidebar's acceptance): a regime file's harmonic mix of its per-regime trees,
-    or an export's prediction under the acceptance fitted from its traces. None for a bare tree (or
+    own tree under the sidebar's acceptance): a regime file's harmonic mix of its per-regime trees
+    (or of its one tree's yield in each regime), or an export's prediction under the acceptance
+    fitted from its traces. None for a bare tree (or
     a file whose prediction fields are not numbers).
 
     Example:
@@ -115,6 +116,10 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
         return (f"A regime file (rule {topology.get('rule', '?')}): the runtime (topology:FILE) drafts its {names} "
                 f"trees by what the context matcher offers each cycle. Under the acceptance fitted from its traces "
                 f"{sentence}. The figures below score only the file's own tree, under the sidebar's acceptance.")
+    if sentence:  # one tree for both regimes (rule regime-optimal): its tau is the mix, not one acceptance's
+        return (f"A single-tree regime export (rule {topology.get('rule', '?')}): the runtime drafts this one tree "
+                f"every cycle, matched or not. Under the acceptance fitted from its traces {sentence}. The figures "
+                f"below score the tree under the sidebar's acceptance.")
     tau = topology.get("predicted_tau")
     if _number(tau) and topology.get("acceptance"):
         return (f"Exported with predicted tau {tau:.3f} (rule {topology.get('rule', '?')}) under the acceptance "

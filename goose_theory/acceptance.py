@@ -79,8 +79,9 @@ class Acceptance:
     """Validated acceptance parameters and the model that combines them.
 
     ``p_t`` applies to transition nodes hung on the root. Measured traces show that transition
-    acceptance depends strongly on the parent (humaneval, rank 0: 0.36 under the root, 0.27
-    under a spine node, 0.51 under a transition node), so two optional overrides exist:
+    acceptance depends strongly on the parent (the shipped traces' fit, rank 0: 0.31-0.47 under
+    the root, 0.07-0.53 under a spine node, 0.51-0.63 under a transition node, by prompt set),
+    so two optional overrides exist:
     ``p_t_spine`` for transition children of spine nodes and ``p_t_chain`` for transition
     children of transition nodes. Each is a scalar or a list by rank; ``None`` means "as p_t".
     """

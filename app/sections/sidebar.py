@@ -14,19 +14,34 @@ RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotr
 UPLOADED = "uploaded topology"
 P_T_MAX = 0.5  # the root p_t slider's top; per-parent p_t goes to 1 (chains reach 0.5-0.65 in real traces)
 BY_PARENT_HELP = ("Real traces show transition acceptance depends on the parent: rank 0 is accepted "
-                  "0.32-0.49 under the root, 0.04-0.27 under a spine node and 0.51-0.63 under a "
-                  "transition node. On: p_t applies under the root and two more sliders set the rest.")
+                  "0.31-0.47 under the root, 0.07-0.53 under a spine node and 0.51-0.63 under a "
+                  "transition node (the shipped traces' fit, by prompt set). On: p_t applies under "
+                  "the root and two more sliders set the rest.")
 
 
-def _clip(x: float, hi: float = 1.0) -> float:
-    return min(max(x, 0.0), hi) if math.isfinite(x) else 0.0  # NaN: the traces never reached one
+P_S_STEP, P_T_STEP = 0.01, 0.005  # the sliders' steps
+
+
+def on_slider(x: float, step: float, hi: float = 1.0) -> float:
+    """``x`` clipped to [0, hi] and rounded to the slider's ``step``, so the value the page
+    computes with is the one the slider shows.
+
+    Example:
+        >>> on_slider(0.9123, 0.01), on_slider(0.1538, 0.005), on_slider(0.7, 0.005, hi=0.5)
+        (0.91, 0.155, 0.5)
+    """
+    return round(min(max(round(x / step) * step, 0.0), hi), 6)
 
 
 def load_acceptance(p_s: float, p_t: float, p_t_spine: float, p_t_chain: float) -> None:
-    """Button callback: put fitted values into the sliders (runs before the next rerun, when
-    writing a widget's state is allowed) and turn the per-parent control on."""
-    st.session_state.update(p_s=_clip(p_s), p_t=_clip(p_t, P_T_MAX), by_parent=True,
-                            p_t_spine=_clip(p_t_spine), p_t_chain=_clip(p_t_chain))
+    """Button callback: put fitted values, on the sliders' steps, into the sliders (runs before
+    the next rerun, when writing a widget's state is allowed) and turn the per-parent control
+    on. A NaN (the traces never reached such a node; the caller substitutes what it can) leaves
+    that slider as it is."""
+    values = dict(p_s=(p_s, P_S_STEP, 1.0), p_t=(p_t, P_T_STEP, P_T_MAX), p_t_spine=(p_t_spine, P_T_STEP, 1.0),
+                  p_t_chain=(p_t_chain, P_T_STEP, 1.0))
+    st.session_state.update({key: on_slider(x, step, hi) for key, (x, step, hi) in values.items() if math.isfinite(x)},
+                            by_parent=True)
 
 
 def _by_parent(sb, p_t: float) -> tuple[float | None, float | None]:
@@ -36,8 +51,8 @@ def _by_parent(sb, p_t: float) -> tuple[float | None, float | None]:
         return None, None
     seed("p_t_spine", p_t)
     seed("p_t_chain", p_t)
-    spine = sb.slider("p_t under a spine node", 0.0, 1.0, step=0.005, key="p_t_spine", format="%.3f")
-    chain = sb.slider("p_t under a transition node", 0.0, 1.0, step=0.005, key="p_t_chain", format="%.3f")
+    spine = sb.slider("p_t under a spine node", 0.0, 1.0, step=P_T_STEP, key="p_t_spine", format="%.3f")
+    chain = sb.slider("p_t under a transition node", 0.0, 1.0, step=P_T_STEP, key="p_t_chain", format="%.3f")
     return spine, chain
 
 
@@ -47,8 +62,8 @@ def render() -> Params:
     sb.header("What-if parameters")
     seed("p_s", 0.5)
     seed("p_t", 0.05)
-    p_s = sb.slider("p_s (spine acceptance)", 0.0, 1.0, step=0.01, key="p_s")
-    p_t = sb.slider("p_t (transition acceptance)", 0.0, P_T_MAX, step=0.005, key="p_t", format="%.3f",
+    p_s = sb.slider("p_s (spine acceptance)", 0.0, 1.0, step=P_S_STEP, key="p_s")
+    p_t = sb.slider("p_t (transition acceptance)", 0.0, P_T_MAX, step=P_T_STEP, key="p_t", format="%.3f",
                     help="every transition node's; under the root only while 'by parent' is on")
     p_t_spine, p_t_chain = _by_parent(sb, p_t)
     model = sb.radio("acceptance model", ("exclusive", "independent"), key="model", horizontal=True,

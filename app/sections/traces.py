@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from app import compute_io
 from app.sections import common, sidebar
 from app.sections.common import INPUT_ERRORS, show_error
 
@@ -35,7 +36,7 @@ def _choose() -> tuple[str, Any] | None:
     uploads = common.uploader("goose trace files (parquet, goose_trace_version=1)", "trace_upload",
                               type=["parquet"], accept_multiple_files=True)
     if not uploads:
-        st.info("Upload one or more trace files recorded by `goose decode --trace ...`.")
+        st.info("Upload one or more trace files recorded by `goose decode --trace-out FILE ...`.")
         return None
     return "upload", uploads
 
@@ -50,13 +51,32 @@ def _offer_load(summary: pd.DataFrame) -> None:
     groups = list(counted["group"])
     group = groups[0] if len(groups) == 1 else st.selectbox("group to load", groups, key="trace_load_group")
     row = counted[counted["group"] == group].iloc[0]
-    values = {k: float(row[col]) if row[f"{col}_n"] > 0 else float(row["p_t"]) for k, col in
-              (("p_t", "p_t_root"), ("p_t_spine", "p_t_spine"), ("p_t_chain", "p_t_transition"))}
-    st.caption(f"Fitted p_t by parent ({group}, pooled over rank): {values['p_t']:.4f} under the root, "
-               f"{values['p_t_spine']:.4f} under a spine node, {values['p_t_chain']:.4f} under a transition node.")
+    st.caption(load_caption(row, group))
+    values = {k: float(row[col]) if row[f"{col}_n"] > 0 else float(row["p_t"]) for k, col in PARENTS}
     st.button("Load p_s and p_t by parent into the sidebar", key="trace_load_acceptance",
               on_click=sidebar.load_acceptance, kwargs={"p_s": float(row["p_s"]), **values},
-              help="sets p_s, p_t (under the root, capped at the slider's 0.5) and the per-parent sliders")
+              help=f"sets p_s, p_t (under the root, capped at the slider's {sidebar.P_T_MAX}) and the "
+                   f"per-parent sliders, rounded to the sliders' steps ({sidebar.P_S_STEP} and {sidebar.P_T_STEP})")
+
+
+PARENTS = (("p_t", "p_t_root"), ("p_t_spine", "p_t_spine"), ("p_t_chain", "p_t_transition"))
+
+
+def load_caption(row: pd.Series, group: str) -> str:
+    """What the Load button puts into the sidebar, fitted values exactly, and which are stand-ins:
+    p_t under a parent the traces never reached is the pooled p_t; p_s without a spine node in
+    the traces is not loaded."""
+    where = {"p_t": "under the root", "p_t_spine": "under a spine node", "p_t_chain": "under a transition node"}
+    parts = []
+    for key, col in PARENTS:
+        if row[f"{col}_n"] > 0:
+            parts.append(f"{row[col]:.4f} {where[key]}")
+        else:
+            parts.append(f"{where[key]} none reached (the pooled p_t {row['p_t']:.4f} stands in)")
+    p_s = (f"p_s {row['p_s']:.4f}" if pd.notna(row["p_s"]) else
+           "p_s: no spine node in these traces (the slider is left as it is)")
+    return (f"Fitted ({group}; p_t by parent pooled over rank): {p_s}; p_t " + ", ".join(parts)
+            + f". Loading rounds them to the sliders' steps ({sidebar.P_S_STEP} for p_s, {sidebar.P_T_STEP} for p_t).")
 
 
 def _show(fit: dict[str, Any]) -> None:
@@ -70,7 +90,9 @@ def _show(fit: dict[str, Any]) -> None:
               delta_color="off", delta_arrow="off")
     c3.metric("p_s / p_t", f"{overall['ratio']:.2f}", delta=f"95% CI {overall['ratio_lo']:.2f} .. {overall['ratio_hi']:.2f}",
               delta_color="off", delta_arrow="off")
-    st.caption("Intervals: cluster bootstrap over prompts (naive binomial intervals in the table, for contrast).")
+    st.caption(f"Intervals: cluster bootstrap over prompts, {compute_io.N_BOOT} draws (`goose fit-acceptance` "
+               "draws 1000, so an interval's ends can differ slightly); naive binomial "
+               "intervals in the table, for contrast.")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
     _offer_load(summary)
     left, right = st.columns(2)
