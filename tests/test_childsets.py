@@ -115,6 +115,19 @@ def test_undominated_equals_pairwise_reference(q, eligible):
     assert sorted(_undominated(tuple(q), shift, fits)) == reference
 
 
+@pytest.mark.parametrize("vector_from", [0, 10**9])
+def test_undominated_numpy_and_python_paths_agree_with_the_reference(vector_from, monkeypatch):
+    monkeypatch.setattr(childsets, "VECTOR_FROM", vector_from)  # 0: numpy rows always; 10**9: Python always
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        k = int(rng.integers(4, 10))
+        q = (float(rng.choice([0.3, 0.5, 0.9])),) + tuple(float(x) for x in np.round(rng.uniform(0, 0.4, k), 2))
+        fits = maximal_fits(q, labels=["spine"] + ["rank"] * k)
+        sig = [(0 in f, sorted((q[i] for i in f if i >= 1), reverse=True)) for f in fits]
+        reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
+        assert sorted(_undominated(q, 1, fits)) == reference
+
+
 def test_sets_fit_when_summed_in_child_order():
     # found in review: maximal_fits adds equal q group by group; ranks 0 and 2 (equal q) then 1 then
     # 3 fit that way (1 + 1e-9 exactly at the edge) but not in child order, where the yield
