@@ -28,9 +28,10 @@ setup: $(STAMP)
 
 # The main job: fit the shipped traces -> cost-aware optimal topology per prompt set ->
 # validate on held-out prompts against goose at the same budget, the paper's goose@60 and ar
-# (about 7 minutes on a 2-core CPU). With the successor prior (shipped for the default model):
-# fitted on traces/prior/ (recorded with it), every goose and topology run drafts with it, and
-# the paper's goose@60 runs without it too. `goose loop` alone is the same loop without the prior.
+# (about 9.5 minutes on the 2-core AMD EPYC, 11-12 with set-up from a fresh clone, 3-4 Dec).
+# With the successor prior (shipped for the default model): fitted on traces/prior/ (recorded
+# with it), every goose and topology run drafts with it, and the paper's goose@60 runs without
+# it too. `goose loop` alone is the same loop without the prior.
 run: setup
 	$(BIN)/goose loop --prior --traces traces/prior
 

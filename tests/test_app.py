@@ -181,6 +181,22 @@ def test_p_t_by_parent_exclusive_violation_is_a_message(at):
     assert metrics(at)["exact E[tau]"] == f"{exact_yield(tree, acc).expected_tau:.4f}"
 
 
+def test_uploaded_topology_survives_a_rule_switch(at):
+    # found in review: switching the rule away and back dropped the sidebar's uploaded file
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0)])
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    at.file_uploader(key="topology_upload").set_value(("spine.json", json.dumps(tree.to_dict()).encode(),
+                                                       "application/json")).run()
+    expected_tau = f"{exact_yield(tree, Acceptance.parse(0.5, 0.05)).expected_tau:.4f}"
+    assert metrics(at)["exact E[tau]"] == expected_tau
+    at.selectbox(key="rule").set_value("paper").run()
+    assert metrics(at)["exact E[tau]"] != expected_tau
+    at.selectbox(key="rule").set_value("uploaded topology").run()
+    assert not at.exception and not errors(at)
+    assert metrics(at)["exact E[tau]"] == expected_tau
+    assert any(c.value.startswith("Using spine.json, uploaded before it was hidden") for c in at.sidebar.caption)
+
+
 def test_export_offers_tree_choices_without_a_spine(downloads, at):
     open_tab(at, "Export")
     assert any("Not for this tree" in c.value for c in at.caption)  # the default optimal tree has a spine
@@ -505,7 +521,7 @@ def test_closed_tabs_keep_their_widgets_and_uploads(at):
     assert not at.exception and not errors(at)
     assert at.selectbox(key="latency_choice").value == "upload a profile"
     assert at.multiselect(key="cost_rules").value == ["optimal", "linear"]
-    assert any(c.value.startswith("Using p.json, uploaded before the tab was closed") for c in at.caption)
+    assert any(c.value.startswith("Using p.json, uploaded before it was hidden") for c in at.caption)
     assert metrics(at)["best budget"] and metrics(at) != shown  # p_t moved: the kept profile priced the new trees
     at.slider(key="p_t").set_value(0.05).run()
     assert metrics(at) == shown

@@ -123,17 +123,18 @@ def _forget_upload(key: str) -> None:
     st.session_state.pop(_KEPT_UPLOAD + key, None)
 
 
-def uploader(label: str, key: str, **kwargs: Any) -> tuple[tuple[str, bytes], ...]:
-    """A file uploader whose files outlive its tab being closed: the (name, bytes) of each file the
-    user uploaded, or () if none. Reopened, the uploader itself shows no file (Streamlit made a new
-    one), so the page says which kept files it uses and offers to forget them."""
-    st.file_uploader(label, key=key, on_change=_keep_upload, args=(key,), **kwargs)
+def uploader(label: str, key: str, where: Any = st, **kwargs: Any) -> tuple[tuple[str, bytes], ...]:
+    """A file uploader whose files outlive it being hidden (its tab closed, or the sidebar's rule
+    switched away from it): the (name, bytes) of each file the user uploaded, or () if none.
+    Shown again, the uploader itself shows no file (Streamlit made a new one), so the page says
+    which kept files it uses and offers to forget them. ``where``: st or a container (st.sidebar)."""
+    where.file_uploader(label, key=key, on_change=_keep_upload, args=(key,), **kwargs)
     kept = st.session_state.get(_KEPT_UPLOAD + key, ())
     if kept and not st.session_state.get(key):
-        st.caption(f"Using {', '.join(name for name, _ in kept)}, uploaded before the tab was closed "
-                   "(upload again to replace).")
-        st.button("Forget the uploaded file" + ("s" if len(kept) > 1 else ""), key=f"forget_{key}",
-                  on_click=_forget_upload, args=(key,))
+        where.caption(f"Using {', '.join(name for name, _ in kept)}, uploaded before it was hidden "
+                      "(upload again to replace).")
+        where.button("Forget the uploaded file" + ("s" if len(kept) > 1 else ""), key=f"forget_{key}",
+                     on_click=_forget_upload, args=(key,))
     return kept
 
 

@@ -6,7 +6,7 @@ import math
 
 import streamlit as st
 
-from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, seed, show_error
+from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, seed, show_error, uploader
 
 RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
                 "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels",
@@ -77,15 +77,16 @@ def render() -> Params:
     mc_seed = int(sb.number_input("Monte Carlo seed", 0, 2**31 - 1, 0, 1, key="seed"))
     topology_json = None
     if rule == UPLOADED:
-        upload = sb.file_uploader("goose-topology/1 JSON, or tree choices ([[0], [1], [0, 0]])", type=["json"],
-                                  key="topology_upload")
-        if upload is None:
+        upload = uploader("goose-topology/1 JSON, or tree choices ([[0], [1], [0, 0]])", "topology_upload",
+                          where=sb, type=["json"])
+        if not upload:
             sb.info("Upload a topology file; until then the optimal tree is shown.")
         else:
+            (name, data), = upload
             try:
-                topology_json = json.dumps(parse_topology_json(upload.getvalue()))
+                topology_json = json.dumps(parse_topology_json(data))
             except INPUT_ERRORS as exc:
-                show_error(f"topology file {upload.name}", exc)
+                show_error(f"topology file {name}", exc)
     effective_rule = "optimal" if rule == UPLOADED else rule
     return Params(p_s, p_t, model, effective_rule if topology_json is None else UPLOADED, budget,
                   max_depth, max_spine, top_k, mc_seed, topology_json, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
