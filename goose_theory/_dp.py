@@ -139,7 +139,10 @@ def solve(candidate, *, budget: int):
 
     Among budgets with the same best value (to a relative 1e-12) the largest is taken, so the
     tree has exactly ``budget`` nodes unless the candidate tree is smaller or (independent
-    model only) every further node would lower E[tau] by demoting later siblings.
+    model only) every further node would lower E[tau] by demoting later siblings. So where a
+    larger child set only equals a smaller one (exclusive model), the larger is drafted: p_s 0.4,
+    p_t 0.6, 0.15, top_k 5, max_depth 1, max_spine 1, budget 5 gives the spine child and ranks 1-4
+    (E 2.0 less an ulp), not the spine child and rank 0 (E 2.0).
     """
     from .candidate import TreeBuilder  # local import: candidate does not depend on this module
 

@@ -139,6 +139,13 @@ def test_optimal_keeps_the_lower_ranks_on_a_tie_between_child_sets():
     assert res.topology.rank[1:] == (0, 2, 3) and res.predicted_tau == pytest.approx(2.0, rel=1e-12)
 
 
+def test_optimal_fills_the_budget_on_a_tie_between_budgets():
+    # documented in _dp.solve (a review asked): spine + rank 0 (2 nodes, E 2.0) and spine + ranks 1-4
+    # (5 nodes, E 2.0 less an ulp) tie to 1e-12; the tree that fills the budget is drafted
+    res = build_topology("optimal", Acceptance.parse(0.4, "0.6,0.15"), budget=5, max_depth=1, max_spine=1, top_k=5)
+    assert res.topology.rank == (0, 0, 1, 2, 3, 4) and res.predicted_tau == pytest.approx(2.0, rel=1e-12)
+
+
 def test_optimal_skips_a_rank_that_does_not_fit_beside_the_spine():
     acc = Acceptance.parse(0.7, [0.36, 0.09, 0.05, 0.04])
     res = build_topology("optimal", acc, budget=60)
