@@ -102,8 +102,8 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
     """What an uploaded file predicts for itself, beside the page's what-if (which scores the file's
     own tree under the sidebar's acceptance): a regime file's harmonic mix of its per-regime trees
     (or of its one tree's yield in each regime), or an export's prediction under the acceptance
-    fitted from its traces. None for a bare tree (or
-    a file whose prediction fields are not numbers).
+    fitted from its traces. None for a bare tree (or a file whose prediction fields are not
+    numbers).
 
     Example:
         >>> uploaded_note({"predicted_tau": 2.5, "acceptance": {"p_s": 0.9}, "rule": "optimal"})[:40]

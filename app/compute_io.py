@@ -211,11 +211,14 @@ def _rule_cost(acc, latency: LatencyProfile, rule: str, grid: tuple[int, ...], s
     if rule == "optimal":
         return cost_aware(acc, latency, rule=rule, **shape)
     rows: dict[int, dict] = {}
+    trees: dict[int, Any] = {}  # each scan's best tree, by budget: the final one is among them
 
     def scan(budgets) -> int:  # the best budget so far (the smallest of equal rates)
         new = sorted(set(budgets) - set(rows))
         if new:
-            rows.update((r["budget"], r) for r in cost_aware(acc, latency, rule=rule, budgets=new, **shape).table)
+            res = cost_aware(acc, latency, rule=rule, budgets=new, **shape)
+            rows.update((r["budget"], r) for r in res.table)
+            trees[res.best.budget] = res.best
         return max(sorted(rows), key=lambda b: rows[b]["tokens_per_s"])
 
     best = scan(grid)
@@ -230,8 +233,8 @@ def _rule_cost(acc, latency: LatencyProfile, rule: str, grid: tuple[int, ...], s
         if step == best and known == sorted(rows):
             break
         best = step
-    final = cost_aware(acc, latency, rule=rule, budgets=[best], **shape)
-    return CostAwareResult(final.best, [rows[b] for b in sorted(rows)])
+    # the overall best is the best of the scan that priced it (ties: the smallest budget, in both)
+    return CostAwareResult(trees[best], [rows[b] for b in sorted(rows)])
 
 
 def profile_summary(profile_json: str) -> dict[str, Any]:

@@ -31,6 +31,8 @@ ChildSet = tuple[bool, tuple[int, ...]]
 # Competing sets per node type, each a variant type in the DP (its cost grows with them): distinct
 # p_t over many ranks can give thousands (top_k 16 with 16 distinct p_t summing to 3: ~200).
 MAX_CHILD_SETS = 1000
+MAX_FITS = 20 * MAX_CHILD_SETS  # maximal sets searched before that (~0.5 s; 3,775 in the case above)
+VECTOR_FROM = 500  # sets: numpy rows beat Python comparisons above this (4 Dec: Python at 431 sets, numpy at 942)
 
 
 class ChildSetLimitError(AcceptanceError):
@@ -38,11 +40,12 @@ class ChildSetLimitError(AcceptanceError):
 
 
 def maximal_fits(q: Sequence[float], limit: float = 1.0 + EXCLUSIVE_TOLERANCE,
-                 labels: Sequence[object] | None = None) -> list[tuple[int, ...]]:
+                 labels: Sequence[object] | None = None, cap: int | None = None) -> list[tuple[int, ...]]:
     """Every maximal set of indices of ``q`` whose sum stays <= ``limit``. Items of equal q and
     equal label are interchangeable: of those a set takes the lowest indices, and sets that differ
     only in which of them they take are listed once. Sets come as sorted index tuples, in the
     order a depth-first search taking as many as fit of each group (first met first) finds them.
+    Raises :class:`ChildSetLimitError` on finding more than ``cap`` (None: no cap).
 
     Example:
         >>> maximal_fits([0.66, 0.37, 0.37])       # rank 0 alone, or ranks 1 and 2
@@ -67,6 +70,8 @@ def maximal_fits(q: Sequence[float], limit: float = 1.0 + EXCLUSIVE_TOLERANCE,
             return  # whatever comes, one more of that group would still fit: not maximal
         if g == len(keys):
             found.append(tuple(sorted(i for h, key in enumerate(keys) for i in groups[key][:counts[h]])))
+            if cap is not None and len(found) > cap:
+                raise ChildSetLimitError(f"more than {cap} maximal child sets")
             return
         value, members = keys[g][1], groups[keys[g]]
         running = [total]
@@ -121,44 +126,59 @@ def _maximal_sets(q: tuple[float, ...], eligible: bool, first: ChildSet) -> tupl
     the numbers alone, cached (a slider move rebuilds the same candidate nodes many times)."""
     shift = 1 if eligible else 0
     labels = ["spine"] * shift + ["rank"] * (len(q) - shift)
-    fits = _in_child_order(q, maximal_fits(q, labels=labels))
+    try:
+        fits = _in_child_order(q, labels, maximal_fits(q, labels=labels, cap=MAX_FITS))
+    except ChildSetLimitError as exc:
+        raise _limit_error(str(exc), q, shift) from None
     sets = [(eligible and 0 in chosen, tuple(i - shift for i in chosen if i >= shift)) for chosen in fits]
     kept = [sets[i] for i in _undominated(q, shift, fits, MAX_CHILD_SETS + 1) if sets[i] != first]
     if len(kept) >= MAX_CHILD_SETS:
-        raise ChildSetLimitError(
-            f"exclusive model: more than {MAX_CHILD_SETS} competing child sets at one node (its "
-            f"{len(q) - shift} transition ranks' p_t sum to {sum(q[shift:]):.3g}); use a smaller top_k, "
-            f"fewer distinct p_t values, or the independent model")
+        raise _limit_error(f"more than {MAX_CHILD_SETS} competing child sets", q, shift)
     return (first, *sorted(kept, key=lambda s: (not s[0], s[1])))
 
 
-def _in_child_order(q: tuple[float, ...], fits: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+def _limit_error(what: str, q: tuple[float, ...], shift: int) -> ChildSetLimitError:
+    return ChildSetLimitError(
+        f"exclusive model: {what} at one node (its {len(q) - shift} transition ranks' p_t sum to "
+        f"{sum(q[shift:]):.3g}); use a smaller top_k, fewer distinct p_t values, or the independent model")
+
+
+def _in_child_order(q: tuple[float, ...], labels: Sequence[object],
+                    fits: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """The sets whose sum also fits when added in child order (spine, then ranks ascending), as
     the yield checks it: :func:`maximal_fits` adds group by group, and near the limit the float
-    sums can differ by an ulp. A set that fails gives way to its one-smaller subsets that pass."""
+    sums can differ by an ulp. A set that fails gives way to its one-smaller subsets, each less
+    one item of a group of equal (label, q), its highest index (so the set keeps the lowest, as
+    maximal_fits does), never an item of q = 0 (which cannot lower the sum); each set tried once."""
     out: dict[tuple[int, ...], None] = {}
+    seen: set[tuple[int, ...]] = set()
     todo = list(reversed(fits))  # popped from the end: in the search's order
     while todo:
         chosen = todo.pop()
+        if chosen in seen:
+            continue
+        seen.add(chosen)
         total = 0.0
         for i in chosen:
             total += q[i]
         if total <= 1.0 + EXCLUSIVE_TOLERANCE:
             out[chosen] = None
-        else:
-            todo.extend(chosen[:k] + chosen[k + 1:] for k in range(len(chosen)))
+            continue
+        last = {(labels[i], q[i]): i for i in chosen if q[i] > 0}  # each group's highest index
+        todo.extend(tuple(j for j in chosen if j != i) for i in sorted(last.values(), reverse=True))
     return list(out)
 
 
 def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]],
                  limit: int | None = None) -> list[int]:
     """Indices of the sets no other set dominates (:func:`_dominates`). Exact and fast: a
-    dominating set has at least the spine flag, the size and the sum of the one it dominates, so
-    in that order, descending, it comes first; and each set is compared with the kept ones only
+    dominating set has at least the spine flag, the size and, entry by entry, the sorted q of the
+    one it dominates, so sorted by those, descending (the q lexicographically, which a float sum
+    would not keep exactly), it comes first; and each set is compared with the kept ones only
     (domination is transitive, so a set beaten by a dropped one is beaten by a kept one). Stops
     once ``limit`` are kept. Few sets are compared in Python, many as numpy rows."""
     sigs = [(shift == 1 and 0 in f, sorted((q[j] for j in f if j >= shift), reverse=True)) for f in fits]
-    order = sorted(range(len(fits)), key=lambda i: (not sigs[i][0], -len(fits[i]), -sum(sigs[i][1])))
+    order = sorted(range(len(fits)), key=lambda i: (not sigs[i][0], -len(fits[i]), [-x for x in sigs[i][1]]))
     rows = _signature_rows(sigs) if len(fits) > VECTOR_FROM else None
     kept: list[int] = []
     for i in order:
@@ -173,8 +193,6 @@ def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]],
                 break
     return kept
 
-
-VECTOR_FROM = 500  # sets: numpy rows beat Python comparisons above this (4 Dec: Python at 431 sets, numpy at 942)
 
 
 def _signature_rows(sigs: list[tuple[bool, list[float]]]) -> np.ndarray:

@@ -370,6 +370,20 @@ def test_load_caption_names_the_stand_ins():
         0.91, 0.155, 0.0, 0.5)
 
 
+def test_load_leaves_a_slider_alone_for_a_nan():
+    # no spine node in the traces: p_s is NaN and stays as the user set it (it was loaded as 0)
+    import streamlit as st
+
+    from app.sections.sidebar import load_acceptance
+    st.session_state.clear()
+    st.session_state["p_s"] = 0.77
+    load_acceptance(float("nan"), 0.2123, float("nan"), 0.6)
+    assert {k: st.session_state[k] for k in ("p_s", "p_t", "p_t_chain", "by_parent")} == {
+        "p_s": 0.77, "p_t": 0.21, "p_t_chain": 0.6, "by_parent": True}
+    assert "p_t_spine" not in st.session_state
+    st.session_state.clear()
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.parquet", b"", "empty.parquet: the file is empty"),
     ("junk.parquet", b"PAR1 definitely not parquet", "junk.parquet: not a readable parquet file"),
@@ -454,7 +468,7 @@ def test_cost_tab_names_a_rule_it_cannot_build(at):
     _upload_profile(at, json.dumps(PROFILE).encode())
     assert not at.exception and not errors(at)
     assert [w.value for w in at.warning] == [
-        "rule isotropic:3 left out: rule 'isotropic:3': K=3 must be between 1 and top_k=2"]
+        "left out: rule 'isotropic:3': K=3 must be between 1 and top_k=2"]
     assert "best budget" in metrics(at)
 
 

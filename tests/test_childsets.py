@@ -146,6 +146,44 @@ def test_sets_fit_when_summed_in_child_order():
     assert res.predicted_tau == pytest.approx(1 + p_t[0] + p_t[1] + p_t[2], rel=1e-12)
 
 
+def test_child_order_check_is_bounded_and_keeps_the_lowest_ranks():
+    # found in review: a failing set gave way to every one-smaller subset, unmemoised: with m ranks
+    # of p_t 0 (each drop leaves the sum as it was) the work grew as 2^m (k = 14: 24.6 s), and two
+    # drops of equal q gave the same set twice, once with the higher ranks
+    base = [0.3151613726882529, 0.3568696297879712, 0.3151613726882529, 0.012807625835523194]
+    acc = Acceptance.parse(0.5, base + [0.0])  # ranks 4-15 at p_t 0
+    res = build_topology("transition-only", acc, budget=8, max_depth=1, top_k=16)
+    assert res.predicted_tau == pytest.approx(1 + base[0] + base[1] + base[2], rel=1e-12)
+    assert build_topology("optimal", acc, budget=8, max_depth=1, top_k=16).predicted_tau > res.predicted_tau
+    tail = [0.09089365938491396, 0.20151149649887035, 0.5119492210736256, 0.09089365938491396, 0.10475196465767624]
+    sets = child_sets(Candidate(Acceptance.parse(0.5, tail), top_k=5, max_depth=2), TRANSITION, 1)
+    assert sets == ((False, (0, 1, 2, 3)), (False, (0, 1, 2, 4)))  # not also (1, 2, 3, 4): q equal to (0, 1, 2, 4)'s
+
+
+def test_undominated_orders_exactly_where_float_sums_tie():
+    # found in review: sorted by the float sum, 0.55 + 0.3 and 0.55 + nextafter(0.3) tie and the set
+    # that is dominated could come first and be kept; the sorted q, lexicographically, order exactly
+    y = float(np.nextafter(0.3, 1))
+    for a in (0.6, 0.55, 0.65, 0.5, 0.7):
+        q = (a, 0.3, y)
+        fits = maximal_fits(q, labels=["rank"] * 3)
+        sig = [(False, sorted((q[i] for i in f), reverse=True)) for f in fits]
+        reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
+        assert sorted(_undominated(q, 0, fits)) == reference, a
+
+
+def test_the_search_itself_is_capped(monkeypatch):
+    # found in review: the limit fired only after every maximal set was listed (top_k 28: 1.8 M sets,
+    # 33 s); the search stops past MAX_FITS
+    monkeypatch.setattr(childsets, "MAX_FITS", 50)
+    _maximal_sets.cache_clear()
+    with pytest.raises(ChildSetLimitError, match=r"^exclusive model: more than 50 maximal child sets at one node"):
+        build_topology("optimal", Acceptance.parse(0.5, [0.2 - 0.006 * r for r in range(14)]), budget=20, top_k=14)
+    _maximal_sets.cache_clear()
+    with pytest.raises(ChildSetLimitError, match="more than 3 maximal child sets"):
+        maximal_fits([0.5, 0.4, 0.3, 0.2, 0.1], limit=0.6, cap=3)
+
+
 def test_too_many_competing_sets_is_a_clear_error(monkeypatch):
     # distinct p_t over many ranks give exponentially many sets; past the limit, one clear line
     monkeypatch.setattr(childsets, "MAX_CHILD_SETS", 10)

@@ -60,7 +60,7 @@ def render(p: Params) -> None:
         show_error("cost model", exc)
         return
     for rule, message in out["errors"].items():
-        st.warning(f"rule {rule} left out: {message}")
+        st.warning(f"left out: {message}")  # the message names the rule
     best = out["best"].sort_values("tokens_per_s", ascending=False).reset_index(drop=True)
     top = best.iloc[0]
     c1, c2, c3 = st.columns(3)
@@ -74,8 +74,10 @@ def render(p: Params) -> None:
     else:
         st.info(f"No speedup against AR: {NO_BASELINE}; the best budget is the one with the most tokens/s.")
     budgets = out["budgets"]
-    st.caption(f"Budgets {budgets[0]} .. {budgets[-1]} (the profile's measured range): optimal at every one, "
-               f"as `goose optimize --latency` scans them; other rules at {len(budgets)} log-spaced budgets, then "
-               f"at every budget around each one's best.")
+    every = len(budgets) == budgets[-1] - budgets[0] + 1
+    st.caption(f"Budgets {budgets[0]} .. {budgets[-1]} (the profile's measured range): " + (
+        "every rule at every one." if every else
+        f"optimal at every one, as `goose optimize --latency` scans them; other rules at {len(budgets)} "
+        "log-spaced budgets, then at every budget around each one's best."))
     st.markdown("**Best budget per rule**")
     st.dataframe(best, hide_index=True, key="cost_best_table")

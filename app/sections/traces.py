@@ -15,6 +15,8 @@ from app.sections.common import INPUT_ERRORS, show_error
 
 TRACES_DIR = Path(__file__).resolve().parents[2] / "traces"
 GROUP_COLUMNS = ("model", "benchmark", "method")
+# the Load button's sidebar keys and the fit summary's columns for them
+PARENTS = (("p_t", "p_t_root"), ("p_t_spine", "p_t_spine"), ("p_t_chain", "p_t_transition"))
 
 
 def shipped_traces() -> list[Path]:
@@ -58,8 +60,6 @@ def _offer_load(summary: pd.DataFrame) -> None:
               help=f"sets p_s, p_t (under the root, capped at the slider's {sidebar.P_T_MAX}) and the "
                    f"per-parent sliders, rounded to the sliders' steps ({sidebar.P_S_STEP} and {sidebar.P_T_STEP})")
 
-
-PARENTS = (("p_t", "p_t_root"), ("p_t_spine", "p_t_spine"), ("p_t_chain", "p_t_transition"))
 
 
 def load_caption(row: pd.Series, group: str) -> str:
