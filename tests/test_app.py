@@ -1,100 +1,21 @@
-"""The explorer page under streamlit.testing's AppTest: every section runs without an exception,
-shows the library's numbers, and answers bad input with a readable message."""
+"""The explorer page under streamlit.testing's AppTest: the What-if tab and the sidebar, uploads
+and exports of trees, and what every tab shares (only the open one runs; closed tabs keep their
+state; long-lived objects are frozen). The Traces and Cost tabs: test_app_traces.py, test_app_cost.py."""
 from __future__ import annotations
 
 import gc
 import json
 from pathlib import Path
 
-import pandas as pd
-import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.sections.common import TAB_KEY
-from app.sections.sidebar import on_slider
-from app.sections.traces import load_caption
+from apptest import (APP, PROFILE, REGIME_EXPORT, TIMEOUT, assert_whatif_numbers, at, deltas,  # noqa: F401 (fixtures)
+                     downloads, errors, expected, metrics, open_tab, unfrozen_heap, upload_profile)
 from goose_theory.acceptance import Acceptance
-from goose_theory.bound import paper_lower_bound
 from goose_theory.choices import choices_from_topology
-from goose_theory.fit import fit_traces
 from goose_theory.optimize import build_topology
-from goose_theory.simulate import simulate
-from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.topology import Topology, topology_from_dict
 from goose_theory.yields import exact_yield
-
-REGIME_EXPORT = "bench/results/shuffled_2026-11-30/mtbench_fit15_prior/topology-mtbench-shuffled-regimes.json"
-APP = str(Path(__file__).resolve().parent.parent / "app" / "explorer.py")
-TIMEOUT = 120  # the first run imports numba kernels; later runs take well under a second
-
-
-@pytest.fixture(autouse=True)
-def unfrozen_heap():
-    """The page freezes long-lived objects (``app/sections/common.freeze_long_lived``); this test
-    process is no page server, so they go back to the collector after each test (frozen objects
-    are invisible to ``gc.get_referrers``, which hypothesis, for one, relies on)."""
-    yield
-    gc.unfreeze()
-
-
-@pytest.fixture
-def at() -> AppTest:
-    app = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
-    assert not app.exception
-    return app
-
-
-@pytest.fixture
-def downloads(monkeypatch) -> dict[str, bytes]:
-    """file name -> bytes of every download button the page offers (AppTest keeps no contents)."""
-    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-
-    served: dict[str, bytes] = {}
-    load = MemoryMediaFileStorage.load_and_get_id
-
-    def spy(self, path_or_data, mimetype, kind, filename=None):
-        if filename:
-            served[filename] = path_or_data
-        return load(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", spy)
-    return served
-
-
-def metrics(app: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in app.metric}
-
-
-def deltas(app: AppTest) -> dict[str, str]:
-    return {m.label: m.proto.delta for m in app.metric}
-
-
-def errors(app: AppTest) -> list[str]:
-    return [e.value for e in app.error]
-
-
-def open_tab(app: AppTest, label: str) -> AppTest:
-    """Click a tab: only the open tab runs, so a test opens the one it reads."""
-    app.session_state[TAB_KEY] = label
-    return app.run()
-
-
-def expected(p_s, p_t, model="exclusive", rule="optimal", budget=60, seed=0, p_t_spine=None, p_t_chain=None,
-             **shape):
-    acc = Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
-    topo = build_topology(rule, acc, budget=budget, **shape).topology
-    sim = simulate(topo, acc, cycles=200_000, seed=seed)
-    return topo, exact_yield(topo, acc).expected_tau, paper_lower_bound(topo, acc).lower_bound, sim
-
-
-def assert_whatif_numbers(app: AppTest, topo_exact_bound_sim) -> None:
-    topo, exact, bound, sim = topo_exact_bound_sim
-    shown = metrics(app)
-    assert shown["exact E[tau]"] == f"{exact:.4f}"
-    assert shown["paper's lower bound"] == f"{bound:.4f}"
-    assert shown["Monte Carlo mean"] == f"{sim.mean:.4f}"
-    assert deltas(app)["Monte Carlo mean"] == f"95% CI {sim.ci95[0]:.4f} .. {sim.ci95[1]:.4f}"
-    assert shown["tree"] == f"{topo.budget} nodes"
 
 
 def test_default_page_shows_the_librarys_numbers(at):
@@ -301,218 +222,6 @@ def test_uploaded_regime_file_with_a_huge_number_is_still_scored(at):
     assert "exact E[tau]" in metrics(at)
 
 
-@pytest.fixture(scope="module")
-def trace_bytes(tmp_path_factory) -> bytes:
-    tree = build_topology("optimal", Acceptance.parse(0.55, 0.07), budget=10).topology
-    path = tmp_path_factory.mktemp("app-traces") / "t.parquet"
-    write_synthetic(path, SyntheticSpec(0.55, 0.07, (tree,), prompts=10, cycles=50), seed=5)
-    return path.read_bytes()
-
-
-def upload_and_fit(at, name: str, data: bytes, tmp_path):
-    """Upload one trace file in the Traces tab; return the library's fit of the same bytes."""
-    open_tab(at, "Traces")
-    at.radio(key="trace_source").set_value("upload parquet files").run()
-    at.file_uploader(key="trace_upload").set_value([(name, data, "application/octet-stream")]).run()
-    assert not at.exception and not errors(at)
-    (tmp_path / name).write_bytes(data)
-    return fit_traces([tmp_path / name], n_boot=300, seed=0).overall
-
-
-def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
-    fit = upload_and_fit(at, "t.parquet", trace_bytes, tmp_path)
-    shown, shown_delta = metrics(at), deltas(at)
-    assert shown["fitted p_s"] == f"{fit.p_s.estimate:.4f}"
-    assert shown_delta["fitted p_s"] == f"95% CI {fit.p_s.ci95[0]:.4f} .. {fit.p_s.ci95[1]:.4f}"
-    assert shown["fitted p_t"] == f"{fit.p_t.estimate:.4f}"
-    assert shown_delta["fitted p_t"] == f"95% CI {fit.p_t.ci95[0]:.4f} .. {fit.p_t.ci95[1]:.4f}"
-    assert shown_delta["p_s / p_t"] == f"95% CI {fit.ratio.ci95[0]:.2f} .. {fit.ratio.ci95[1]:.2f}"
-    assert any("bound holds" in s.value for s in at.success)
-
-
-@pytest.fixture(scope="module")
-def parent_trace_bytes(tmp_path_factory) -> bytes:
-    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0),
-                                (1, "transition", 0), (2, "transition", 0)])
-    path = tmp_path_factory.mktemp("app-parent-traces") / "p.parquet"
-    write_synthetic(path, SyntheticSpec(0.6, 0.2, (tree,), prompts=10, cycles=60, p_t_spine=0.05, p_t_chain=0.6),
-                    seed=2)
-    return path.read_bytes()
-
-
-def test_traces_fit_loads_p_t_by_parent_into_the_sidebar(at, parent_trace_bytes, tmp_path):
-    fit = upload_and_fit(at, "p.parquet", parent_trace_bytes, tmp_path)
-    root, spine, chain = (fit.parent(s).p_t.estimate for s in ("root", "spine", "transition"))
-    assert spine < root < chain  # true 0.05 < 0.2 < 0.6: three distinct values to load
-    at.button(key="trace_load_acceptance").click().run()
-    assert not at.exception and not errors(at)
-    open_tab(at, "What-if")
-    assert at.checkbox(key="by_parent").value
-    # on the sliders' steps (found in review: unrounded values gave E[tau] 11.8730 where the values
-    # the sliders showed give 11.5757)
-    p_s, root, spine, chain = (on_slider(fit.p_s.estimate, 0.01), on_slider(root, 0.005), on_slider(spine, 0.005),
-                               on_slider(chain, 0.005))
-    assert (at.slider(key="p_s").value, at.slider(key="p_t").value) == (p_s, root)
-    assert (at.slider(key="p_t_spine").value, at.slider(key="p_t_chain").value) == (spine, chain)
-    assert_whatif_numbers(at, expected(p_s, root, p_t_spine=spine, p_t_chain=chain))
-
-
-def test_load_caption_names_the_stand_ins():
-    # found in review: a parent the traces never reached showed the pooled p_t as if fitted there,
-    # and a NaN p_s (no spine node) was loaded as 0 without a word
-    row = pd.Series({"p_s": float("nan"), "p_t": 0.12, "p_t_root": 0.2, "p_t_root_n": 50, "p_t_spine": float("nan"),
-                     "p_t_spine_n": 0, "p_t_transition": 0.6, "p_t_transition_n": 9})
-    assert load_caption(row, "g") == (
-        "Fitted (g; p_t by parent pooled over rank): p_s: no spine node in these traces (the slider is left as it "
-        "is); p_t 0.2000 under the root, under a spine node none reached (the pooled p_t 0.1200 stands in), "
-        "0.6000 under a transition node. Loading rounds them to the sliders' steps (0.01 for p_s, 0.005 for p_t).")
-    assert (on_slider(0.9123, 0.01), on_slider(0.1538, 0.005), on_slider(-0.1, 0.005), on_slider(0.7, 0.005, 0.5)) == (
-        0.91, 0.155, 0.0, 0.5)
-
-
-def test_load_leaves_a_slider_alone_for_a_nan():
-    # no spine node in the traces: p_s is NaN and stays as the user set it (it was loaded as 0)
-    import streamlit as st
-
-    from app.sections.sidebar import load_acceptance
-    st.session_state.clear()
-    st.session_state["p_s"] = 0.77
-    load_acceptance(float("nan"), 0.2123, float("nan"), 0.6)
-    assert {k: st.session_state[k] for k in ("p_s", "p_t", "p_t_chain", "by_parent")} == {
-        "p_s": 0.77, "p_t": 0.21, "p_t_chain": 0.6, "by_parent": True}
-    assert "p_t_spine" not in st.session_state
-    st.session_state.clear()
-
-
-@pytest.mark.parametrize("name, data, message", [
-    ("empty.parquet", b"", "empty.parquet: the file is empty"),
-    ("junk.parquet", b"PAR1 definitely not parquet", "junk.parquet: not a readable parquet file"),
-])
-def test_traces_bad_upload_is_a_message(at, name, data, message):
-    upload_traces(at, [(name, data)])
-    assert not at.exception
-    assert any(message in e for e in errors(at))
-    assert "exact E[tau]" in metrics(open_tab(at, "What-if"))  # the What-if tab is unaffected
-
-
-def upload_traces(at: AppTest, files: list[tuple[str, bytes]]) -> None:
-    open_tab(at, "Traces")
-    at.radio(key="trace_source").set_value("upload parquet files").run()
-    at.file_uploader(key="trace_upload").set_value([(n, d, "application/octet-stream") for n, d in files]).run()
-
-
-def test_traces_same_trace_twice_is_a_message(at, trace_bytes):
-    """As `goose fit-acceptance`: a copy under another name would count its cycles twice."""
-    upload_traces(at, [("a.parquet", trace_bytes), ("b.parquet", trace_bytes)])
-    assert not at.exception
-    assert errors(at) == ["cannot fit these traces: b.parquet: the same trace as a.parquet (an identical parquet "
-                          "footer): its cycles would count twice"]
-    assert "fitted p_s" not in metrics(at)
-
-
-def test_traces_roots_only_is_a_message(at, tmp_path):
-    """Traces of the root alone (ar runs): the CLI's one line, not NaN estimates."""
-    path = tmp_path / "ar.parquet"
-    write_synthetic(path, SyntheticSpec(0.6, 0.1, (Topology.from_nodes([(-1, "root", 0)]),), prompts=4, cycles=20),
-                    seed=2)
-    upload_traces(at, [("ar.parquet", path.read_bytes())])
-    assert not at.exception
-    assert errors(at) == ["cannot fit these traces: ar.parquet: the traces reach no drafted node (roots only: ar "
-                          "runs?), so p_s and p_t cannot be estimated"]
-    assert "fitted p_s" not in metrics(at)
-
-
-PROFILE = {"schema": "goose-latency/1", "device": "test", "model": "m", "dtype": "float32",
-           "sizes": [1, 8, 32, 128], "seconds": [0.020, 0.021, 0.026, 0.060], "draft_s": 0.0005}
-
-
-def _upload_profile(at: AppTest, data: bytes, name: str = "p.json") -> None:
-    open_tab(at, "Cost")
-    at.selectbox(key="latency_choice").set_value("upload a profile").run()
-    at.file_uploader(key="latency_upload").set_value((name, data, "application/json")).run()
-
-
-def test_cost_tab_best_budget_is_the_librarys(at):
-    from goose_theory.latency import cost_aware, latency_from_dict
-
-    _upload_profile(at, json.dumps(PROFILE).encode())
-    assert not at.exception and not errors(at)
-    profile = latency_from_dict(PROFILE)
-    acc = Acceptance.parse(0.5, 0.05)
-    results = {rule: cost_aware(acc, profile, rule=rule)  # every budget, as goose optimize --latency
-               for rule in at.multiselect(key="cost_rules").value}
-    rule, best = max(results.items(), key=lambda kv: kv[1].best.predicted_tau / profile.cycle_seconds(kv[1].best.budget))
-    shown = metrics(at)
-    assert shown["best budget"] == str(best.best.budget)
-    assert deltas(at)["best budget"] == f"rule {rule}"
-    assert shown["predicted E[tau] there"] == f"{best.best.predicted_tau:.4f}"
-    row = next(r for r in best.table if r["budget"] == best.best.budget)  # the speed at the best budget itself
-    assert shown["predicted speedup vs AR"] == f"{row['speedup_vs_ar']:.3f}x"
-
-
-@pytest.mark.parametrize("data, message", [
-    (b"", "p.json: the file is empty"),
-    (json.dumps({**PROFILE, "seconds": [0.1, 0.2]}).encode(), "sizes and seconds must be non-empty lists of the same length"),
-    (b"{\"sizes\": 3}", "unknown schema"),
-])
-def test_cost_tab_bad_profile_is_a_message(at, data, message):
-    _upload_profile(at, data)
-    assert not at.exception
-    assert any(message in e for e in errors(at))
-    assert "exact E[tau]" in metrics(open_tab(at, "What-if"))
-
-
-def test_cost_tab_names_a_rule_it_cannot_build(at):
-    # found in review: top_k 2 made the default rule isotropic:3 fail and the tab go blank
-    at.slider(key="top_k").set_value(2).run()
-    _upload_profile(at, json.dumps(PROFILE).encode())
-    assert not at.exception and not errors(at)
-    assert [w.value for w in at.warning] == [
-        "left out: rule 'isotropic:3': K=3 must be between 1 and top_k=2"]
-    assert "best budget" in metrics(at)
-
-
-def test_cost_tab_takes_p_t_by_parent(at):
-    from goose_theory.latency import cost_aware, latency_from_dict
-
-    _upload_profile(at, json.dumps(PROFILE).encode())
-    at.multiselect(key="cost_rules").set_value(["optimal"])
-    at.checkbox(key="by_parent").check().run()
-    at.slider(key="p_t_spine").set_value(0.02)
-    at.slider(key="p_t_chain").set_value(0.5).run()
-    assert not at.exception and not errors(at)
-    profile = latency_from_dict(PROFILE)
-    acc = Acceptance.parse(0.5, 0.05, p_t_spine=0.02, p_t_chain=0.5)
-    best = cost_aware(acc, profile, rule="optimal").best
-    assert metrics(at)["best budget"] == str(best.budget)
-    assert metrics(at)["predicted E[tau] there"] == f"{best.predicted_tau:.4f}"
-
-
-def test_cost_tab_profile_without_size_1_says_no_baseline(at):
-    """`goose profile-latency --sizes 8,16` measures no t(1): no speedup against AR to show."""
-    from goose_theory.latency import LatencyProfile
-
-    profile = LatencyProfile(sizes=(8, 16), seconds=(0.021, 0.023), draft_s=0.0005, device="test")
-    _upload_profile(at, json.dumps(profile.to_dict()).encode())
-    assert not at.exception and not errors(at)
-    assert metrics(at)["predicted speedup vs AR"] == "n/a"
-    assert any("no AR baseline" in i.value for i in at.info)
-    assert "best budget" in metrics(at)
-
-
-def test_cost_tab_offers_the_shipped_profiles(at):
-    from app.sections.cost import shipped_profiles
-    from goose_theory.latency import load_latency
-
-    names = [p.name for p in shipped_profiles()]
-    open_tab(at, "Cost")
-    assert len(names) >= 3 and at.selectbox(key="latency_choice").options[:len(names)] == names
-    for path in shipped_profiles():  # each one a valid profile of the page's kind, and rendered
-        load_latency(str(path))
-        at.selectbox(key="latency_choice").set_value(path.name).run()
-        assert not at.exception and not errors(at) and "best budget" in metrics(at)
-
-
 def test_only_the_open_tab_runs(at):
     """A slider moved on the What-if tab draws nothing of the closed tabs (no fit, no budgets, no
     downloads); opening one draws it and not the What-if tab."""
@@ -525,7 +234,7 @@ def test_only_the_open_tab_runs(at):
 
 def test_closed_tabs_keep_their_widgets_and_uploads(at):
     at.select_slider(key="heatmap_budget").set_value(40).run()
-    _upload_profile(at, json.dumps(PROFILE).encode())
+    upload_profile(at, json.dumps(PROFILE).encode())
     at.multiselect(key="cost_rules").set_value(["optimal", "linear"]).run()
     shown = metrics(at)
     open_tab(at, "What-if")
@@ -542,26 +251,6 @@ def test_closed_tabs_keep_their_widgets_and_uploads(at):
     at.button(key="forget_latency_upload").click().run()
     assert "best budget" not in metrics(at)
     assert any(i.value.startswith("Upload a latency profile") for i in at.info)
-
-
-def test_traces_upload_outlives_a_closed_tab(at, trace_bytes):
-    upload_traces(at, [("t.parquet", trace_bytes)])
-    fitted = metrics(at)
-    assert "fitted p_s" in fitted
-    open_tab(at, "Cost")
-    open_tab(at, "Traces")
-    assert at.radio(key="trace_source").value == "upload parquet files"
-    assert metrics(at) == fitted
-    assert any(c.value.startswith("Using t.parquet, uploaded before") for c in at.caption)
-    at.button(key="forget_trace_upload").click().run()
-    assert "fitted p_s" not in metrics(at)
-
-
-def test_traces_removed_from_the_uploader_are_forgotten(at, trace_bytes):
-    upload_traces(at, [("t.parquet", trace_bytes)])
-    at.file_uploader(key="trace_upload").set_value([]).run()  # the user removes the file, the tab open
-    assert "fitted p_s" not in metrics(open_tab(open_tab(at, "Cost"), "Traces"))
-    assert not any(c.value.startswith("Using t.parquet") for c in at.caption)
 
 
 def test_long_lived_objects_are_frozen_after_a_run(monkeypatch):
