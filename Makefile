@@ -28,7 +28,7 @@ setup: $(STAMP)
 
 # The main job: fit the shipped traces -> cost-aware optimal topology per prompt set ->
 # validate on held-out prompts against goose at the same budget, the paper's goose@60 and ar
-# (about 9.5 minutes on the 2-core AMD EPYC, 11-12 with set-up from a fresh clone, 3-4 Dec).
+# (about 9.5 minutes on the 2-core AMD EPYC, 10.5-11.5 with set-up from a fresh clone, 3-4 Dec).
 # With the successor prior (shipped for the default model): fitted on traces/prior/ (recorded
 # with it), every goose and topology run drafts with it, and the paper's goose@60 runs without
 # it too. `goose loop` alone is the same loop without the prior.
