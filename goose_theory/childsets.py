@@ -194,7 +194,6 @@ def _undominated(q: tuple[float, ...], shift: int, fits: list[tuple[int, ...]],
     return kept
 
 
-
 def _signature_rows(sigs: list[tuple[bool, list[float]]]) -> np.ndarray:
     """One row per signature: the spine flag, then the sorted q, padded with -1 (below any q, so
     a shorter set never covers a longer one): a covers b iff every entry of a's row is >= b's."""
@@ -211,7 +210,7 @@ def _dominates(a: tuple[bool, list[float]], b: tuple[bool, list[float]]) -> bool
     its transition q, sorted, are at least b's one by one (give a's children what b's would get:
     under the exclusive model a child's share is q (1 + its subtree's), and all transition
     children of a node have the same subtree type). Sets of equal signature do not count.
-    (The reference for :func:`_undominated`, which tests compare it with.)"""
+    :func:`_undominated` applies it to few sets; tests hold its numpy path against it."""
     (spine_a, q_a), (spine_b, q_b) = a, b
     return (a != b and (spine_a or not spine_b) and len(q_a) >= len(q_b)
             and all(x >= y for x, y in zip(q_a, q_b)))

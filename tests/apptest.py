@@ -18,11 +18,7 @@ from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.yields import exact_yield
 
 REGIME_EXPORT = "bench/results/shuffled_2026-11-30/mtbench_fit15_prior/topology-mtbench-shuffled-regimes.json"
-
-
 APP = str(Path(__file__).resolve().parent.parent / "app" / "explorer.py")
-
-
 BY_PARENT = {"p_t_spine": 0.02, "p_t_chain": 0.4}  # the traces' shape: low under spine, high in chains
 TIMEOUT = 120  # the first run imports numba kernels; later runs take well under a second
 

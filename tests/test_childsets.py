@@ -104,15 +104,20 @@ def test_set_note_names_a_set_other_than_the_first_fit():
         "p_s(1) + p_t fits in 1; first fit in rank order does worse)")
 
 
+def pairwise_undominated(q, shift, fits):
+    """The reference: every set compared with every other by _dominates (spine child at index 0
+    iff shift)."""
+    sig = [(shift == 1 and 0 in f, sorted((q[i] for i in f if i >= shift), reverse=True)) for f in fits]
+    return [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(values, min_size=1, max_size=8), st.booleans())
 def test_undominated_equals_pairwise_reference(q, eligible):
     # the sorted, kept-only comparison against every pair compared with _dominates
     shift = 1 if eligible else 0
     fits = maximal_fits(q, labels=["spine"] * shift + ["rank"] * (len(q) - shift))
-    sig = [(shift == 1 and 0 in f, sorted((q[i] for i in f if i >= shift), reverse=True)) for f in fits]
-    reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
-    assert sorted(_undominated(tuple(q), shift, fits)) == reference
+    assert sorted(_undominated(tuple(q), shift, fits)) == pairwise_undominated(q, shift, fits)
 
 
 @pytest.mark.parametrize("vector_from", [0, 10**9])
@@ -123,9 +128,7 @@ def test_undominated_numpy_and_python_paths_agree_with_the_reference(vector_from
         k = int(rng.integers(4, 10))
         q = (float(rng.choice([0.3, 0.5, 0.9])),) + tuple(float(x) for x in np.round(rng.uniform(0, 0.4, k), 2))
         fits = maximal_fits(q, labels=["spine"] + ["rank"] * k)
-        sig = [(0 in f, sorted((q[i] for i in f if i >= 1), reverse=True)) for f in fits]
-        reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
-        assert sorted(_undominated(q, 1, fits)) == reference
+        assert sorted(_undominated(q, 1, fits)) == pairwise_undominated(q, 1, fits)
 
 
 def test_sets_fit_when_summed_in_child_order():
@@ -167,9 +170,7 @@ def test_undominated_orders_exactly_where_float_sums_tie():
     for a in (0.6, 0.55, 0.65, 0.5, 0.7):
         q = (a, 0.3, y)
         fits = maximal_fits(q, labels=["rank"] * 3)
-        sig = [(False, sorted((q[i] for i in f), reverse=True)) for f in fits]
-        reference = [i for i in range(len(fits)) if not any(_dominates(sig[o], sig[i]) for o in range(len(fits)))]
-        assert sorted(_undominated(q, 0, fits)) == reference, a
+        assert sorted(_undominated(q, 0, fits)) == pairwise_undominated(q, 0, fits), a
 
 
 def test_the_search_itself_is_capped(monkeypatch):

@@ -59,7 +59,7 @@ def render(p: Params) -> None:
     except INPUT_ERRORS as exc:
         show_error("cost model", exc)
         return
-    for rule, message in out["errors"].items():
+    for message in out["errors"].values():
         st.warning(f"left out: {message}")  # the message names the rule
     best = out["best"].sort_values("tokens_per_s", ascending=False).reset_index(drop=True)
     top = best.iloc[0]

@@ -54,12 +54,18 @@ def _offer_load(summary: pd.DataFrame) -> None:
     group = groups[0] if len(groups) == 1 else st.selectbox("group to load", groups, key="trace_load_group")
     row = counted[counted["group"] == group].iloc[0]
     st.caption(load_caption(row, group))
-    values = {k: float(row[col]) if row[f"{col}_n"] > 0 else float(row["p_t"]) for k, col in PARENTS}
+    values = {key: value for key, (value, _) in _parent_values(row).items()}
     st.button("Load p_s and p_t by parent into the sidebar", key="trace_load_acceptance",
               on_click=sidebar.load_acceptance, kwargs={"p_s": float(row["p_s"]), **values},
               help=f"sets p_s, p_t (under the root, capped at the slider's {sidebar.P_T_MAX}) and the "
                    f"per-parent sliders, rounded to the sliders' steps ({sidebar.P_S_STEP} and {sidebar.P_T_STEP})")
 
+
+def _parent_values(row: pd.Series) -> dict[str, tuple[float, bool]]:
+    """The sidebar key -> (the p_t to load, fitted there?) per parent source: a source the traces
+    never reached gets the pooled p_t."""
+    return {key: (float(row[col]), True) if row[f"{col}_n"] > 0 else (float(row["p_t"]), False)
+            for key, col in PARENTS}
 
 
 def load_caption(row: pd.Series, group: str) -> str:
@@ -67,12 +73,9 @@ def load_caption(row: pd.Series, group: str) -> str:
     p_t under a parent the traces never reached is the pooled p_t; p_s without a spine node in
     the traces is not loaded."""
     where = {"p_t": "under the root", "p_t_spine": "under a spine node", "p_t_chain": "under a transition node"}
-    parts = []
-    for key, col in PARENTS:
-        if row[f"{col}_n"] > 0:
-            parts.append(f"{row[col]:.4f} {where[key]}")
-        else:
-            parts.append(f"{where[key]} none reached (the pooled p_t {row['p_t']:.4f} stands in)")
+    parts = [f"{value:.4f} {where[key]}" if fitted else
+             f"{where[key]} none reached (the pooled p_t {value:.4f} stands in)"
+             for key, (value, fitted) in _parent_values(row).items()]
     p_s = (f"p_s {row['p_s']:.4f}" if pd.notna(row["p_s"]) else
            "p_s: no spine node in these traces (the slider is left as it is)")
     return (f"Fitted ({group}; p_t by parent pooled over rank): {p_s}; p_t " + ", ".join(parts)
