@@ -152,12 +152,29 @@ def solve(candidate, *, budget: int):
     parent, kind, rank, depth, resolved = _reconstruct(F[0, : top + 1], choice, alt, variant, n_child,
                                                        child_type, child_kind, child_rank)
     builder = TreeBuilder.from_lists(candidate, parent.tolist(), kind.tolist(), rank.tolist(), depth.tolist())
-    for t in dict.fromkeys(resolved.tolist()):  # each child set once, in the order first met
-        node_kind, d, (with_spine, ranks) = types[t]
-        text = set_note(candidate, node_kind, d, with_spine, ranks)
-        if text is not None:
-            builder.notes[text] = None
+    for text in tree_notes(candidate, [types[t] for t in resolved[np.unique(parent[1:])]]):
+        builder.notes[text] = None
     return builder
+
+
+def tree_notes(candidate, used) -> list[str]:
+    """One note per child set that leaves ranks out, from ``used``: (kind, depth, (with_spine,
+    ranks)) of each node that has children, in BFS order (a leaf's set is never drafted, so it
+    gets no note). Where transition nodes do not all get the same note (none included), each
+    names their depth, and "some" where nodes of one depth differ (the DP gives each node the set
+    its subtree's budget favours)."""
+    used = list(dict.fromkeys(used))  # each child set once, in the order first met
+    plain = [set_note(candidate, kind, d, *sets) for kind, d, sets in used]
+    moves = [d for (kind, d, _) in used if kind == TRANSITION]
+    mixed = len({text for (kind, _, _), text in zip(used, plain) if kind == TRANSITION}) > 1
+    notes = []
+    for (kind, d, sets), text in zip(used, plain):
+        if kind == TRANSITION and mixed:
+            some = "some " if moves.count(d) > 1 else ""
+            text = set_note(candidate, kind, d, *sets, where=f"{some}transition nodes of depth {d}")
+        if text is not None and text not in notes:
+            notes.append(text)
+    return notes
 
 
 def _types(cand, budget: int):

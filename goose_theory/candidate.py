@@ -44,6 +44,11 @@ from .topology import ROOT, SPINE, TRANSITION, Topology
 KeyFn = Callable[[int, int, bool], tuple[float | None, list[tuple[int, float]]]]
 
 
+def node_label(kind: int, depth: int) -> str:
+    """How notes name the nodes of one type: "the root", "spine depth 2", "transition nodes"."""
+    return "transition nodes" if kind == TRANSITION else ("the root" if depth == 0 else f"spine depth {depth}")
+
+
 @dataclass(frozen=True)
 class Candidate:
     """The candidate tree's shape and probabilities for one acceptance model."""
@@ -109,14 +114,14 @@ class Candidate:
                 return r
         return self.top_k
 
-    def truncation_note(self, kind: int, depth: int, with_spine: bool, first_fit: bool = False) -> str | None:
+    def truncation_note(self, kind: int, depth: int, with_spine: bool, first_fit: bool = False,
+                        where: str | None = None) -> str | None:
         """A one-line note when :meth:`rank_cap` (or, ``first_fit``, :meth:`rank_set`) drops ranks
-        at such a node, else None."""
+        at such a node, else None. ``where`` names the nodes (default: from kind and depth)."""
         cap = self.rank_cap(kind, depth, with_spine)
         if depth + 1 > self.max_depth or cap >= self.top_k:
             return None
-        where = "transition nodes" if kind == TRANSITION else (
-            "the root" if depth == 0 else f"spine depth {depth}")
+        where = where or node_label(kind, depth)
         spine = f"p_s({depth + 1}) + " if with_spine else ""
         kept = self.rank_set(kind, depth, with_spine) if first_fit else tuple(range(cap))
         if kept and kept != tuple(range(len(kept))):  # first fit skipped a rank and kept later ones

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .acceptance import EXCLUSIVE_TOLERANCE, AcceptanceError
-from .topology import ROOT, TRANSITION
+from .candidate import node_label
 
 # (with the spine child?, transition ranks in rank order)
 ChildSet = tuple[bool, tuple[int, ...]]
@@ -97,6 +97,7 @@ def child_sets(cand, kind: int, depth: int) -> tuple[ChildSet, ...]:
     Example:
         >>> from goose_theory.acceptance import Acceptance
         >>> from goose_theory.candidate import Candidate
+        >>> from goose_theory.topology import ROOT, TRANSITION
         >>> cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
         >>> child_sets(cand, ROOT, 0)         # the spine child alone, rank 0 alone, or ranks 1 and 2
         ((True, ()), (False, (0,)), (False, (1, 2)))
@@ -216,12 +217,14 @@ def _dominates(a: tuple[bool, list[float]], b: tuple[bool, list[float]]) -> bool
             and all(x >= y for x, y in zip(q_a, q_b)))
 
 
-def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ...]) -> str | None:
+def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ...],
+             where: str | None = None) -> str | None:
     """A one-line note when a node's child set leaves ranks out, else None: the first fit's note
-    (:meth:`Candidate.truncation_note`) where the set is the first fit, otherwise the set itself."""
+    (:meth:`Candidate.truncation_note`) where the set is the first fit, otherwise the set itself.
+    ``where`` names the nodes (default: from kind and depth)."""
     if ranks == cand.rank_set(kind, depth, with_spine):
-        return cand.truncation_note(kind, depth, with_spine, first_fit=True)
-    where = "transition nodes" if kind == TRANSITION else ("the root" if depth == 0 else f"spine depth {depth}")
+        return cand.truncation_note(kind, depth, with_spine, first_fit=True, where=where)
+    where = where or node_label(kind, depth)
     beside = " beside the spine child" if with_spine else ""
     spine = f"p_s({depth + 1}) + " if with_spine else ""
     of = f"of top_k={cand.top_k}"

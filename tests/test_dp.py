@@ -1,15 +1,15 @@
 """The dynamic programme's tree reconstruction (a numba kernel) against the Python walk it
-replaced, kept here as the reference: the same trees, node for node, and the same notes."""
+replaced, kept here as the reference: the same trees, node for node, and the same notes; the
+notes name the child sets of the nodes that have children, by depth where transition nodes differ."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from goose_theory._dp import _filled, has_variants, solve
-from goose_theory.childsets import set_note
+from goose_theory._dp import _filled, has_variants, solve, tree_notes
 from goose_theory.acceptance import Acceptance
 from goose_theory.candidate import Candidate, TreeBuilder
-from goose_theory.topology import SPINE
+from goose_theory.topology import SPINE, TRANSITION
 
 
 def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
@@ -20,7 +20,7 @@ def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
     best = float(values.max())
     b = max(i for i in range(top + 1) if values[i] >= best - 1e-12 * abs(best))
     builder = TreeBuilder(candidate)
-    queue, head = [(0, 0, b)], 0
+    queue, head, used = [(0, 0, b)], 0, []
     while head < len(queue):
         node, t, left = queue[head]; head += 1
         while alt[t, left]:
@@ -28,9 +28,6 @@ def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
         kind, depth, (with_spine, ranks) = types[t]
         assert (kind, depth) == (builder.source[node], builder.depth[node])
         assert with_spine == (bool(n_child[t]) and child_kind[t, 0] == SPINE)
-        text = set_note(candidate, kind, depth, with_spine, ranks)
-        if text is not None:
-            builder.notes[text] = None
         remaining = left
         for j in range(n_child[t]):
             s = int(choice[t, j, remaining])
@@ -38,6 +35,9 @@ def _reference_solve(candidate: Candidate, *, budget: int) -> TreeBuilder:
                 child = builder.add(node, int(child_kind[t, j]), int(child_rank[t, j]))
                 queue.append((child, int(child_type[t, j]), s - 1))
                 remaining -= s
+        if remaining < left:  # the node has children: its child set is drafted
+            used.append((kind, depth, (with_spine, ranks)))
+    builder.notes.update(dict.fromkeys(tree_notes(candidate, used)))
     return builder
 
 
@@ -66,3 +66,20 @@ def test_reconstruction_equals_the_python_walk(seed):
                 (want.parent, want.source, want.rank, want.depth, want.prob)
             assert list(got.notes) == list(want.notes)
     assert variants  # the variant types (other child sets) are exercised
+
+
+def test_notes_name_the_depth_where_transition_nodes_differ():
+    cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
+    first, best = (False, (0,)), (False, (1, 2))
+    assert tree_notes(cand, [(TRANSITION, 1, best), (TRANSITION, 2, best), (TRANSITION, 1, best)]) == [
+        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
+        "first fit in rank order does worse)"]  # one set everywhere: no depth
+    assert tree_notes(cand, [(TRANSITION, 1, first), (TRANSITION, 2, best)]) == [
+        "exclusive model: at transition nodes of depth 1 only ranks 0..0 of top_k=3 are used (p_t summed over "
+        "more ranks would exceed 1)",
+        "exclusive model: at transition nodes of depth 2 ranks 1, 2 of top_k=3 are used (the best set whose p_t "
+        "fits in 1; first fit in rank order does worse)"]
+    assert [n.split(" only")[0].split(" ranks")[0] for n in tree_notes(cand, [(TRANSITION, 2, first), (TRANSITION, 2, best)])] == [
+        "exclusive model: at some transition nodes of depth 2"] * 2
+    full = Candidate(Acceptance.parse(0.9, "0.3,0.3,0.3"), max_spine=1, top_k=3)  # every rank fits: no note
+    assert tree_notes(full, [(TRANSITION, 1, (False, (0, 1, 2)))]) == []
