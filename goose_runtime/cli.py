@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "goose_theory.cli",
     "goose_theory.choices_cli",
     "goose_runtime.decode_cli",
+    "goose_runtime.record_cli",
     "goose_runtime.validate_cli",
     "goose_runtime.app_cli",
 )

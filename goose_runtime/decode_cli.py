@@ -1,4 +1,4 @@
-"""``goose decode``, ``goose profile-latency`` and ``goose record-traces``.
+"""``goose decode`` (``goose profile-latency`` and ``goose record-traces``: :mod:`.record_cli`).
 
 torch and transformers are imported inside the handlers only, so ``goose yield`` stays fast.
 Bad input (unknown method or prompt set, a topology that does not validate, an empty or over-long
@@ -9,8 +9,6 @@ Example:
     goose decode --method goose --compare ar,pld,tr --bench humaneval --limit 5 --max-new-tokens 128
     goose decode --method goose --prompt "def fib(n):" --json
     goose decode --method auto --bench stdlib --limit 3 --refresh-latency   # re-measure the cached profile
-    goose profile-latency --sizes 1,2,4,8,16,32,64 --out latency.json
-    goose record-traces --out-dir traces
 """
 from __future__ import annotations
 
@@ -20,15 +18,13 @@ import dataclasses
 import hashlib
 import sys
 
-from goose_theory.cli_util import UsageError, check_not_an_input, check_output_file, format_table, print_json, split_list
+from goose_theory.cli_util import UsageError, check_not_an_input, format_table, print_json, split_list
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 
 FEW_TOKENS = 256  # below this many tokens per method the table says its speedups are noise
 
 DEFAULT_COMPARE = "ar"
-RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
-RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16")
 
 
 def register(subparsers) -> None:
@@ -58,29 +54,8 @@ def register(subparsers) -> None:
     decode.add_argument("--json", action="store_true", help="print one JSON object")
     decode.set_defaults(handler=decode_handler)
 
-    prof = subparsers.add_parser("profile-latency", help="verification latency against tree size on this device")
-    prof.add_argument("--sizes", default="1,2,4,8,16,32,64,128", help="comma-separated forward sizes (tokens)")
-    prof.add_argument("--repeats", type=int, default=5, help="timed forwards per size; the median is kept (default 5)")
-    prof.add_argument("--out", required=True, help="latency JSON to write (goose-latency/1)")
-    _model_options(prof)
-    prof.add_argument("--json", action="store_true")
-    prof.set_defaults(handler=profile_handler)
 
-    rec = subparsers.add_parser("record-traces", help="record the traces of traces/ (the default model, fp32, CPU), "
-                                "or the same runs of your --model")
-    rec.add_argument("--out-dir", default="traces", help="default traces/")
-    rec.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
-    rec.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
-                     help="default cpu (the shipped traces' device)")
-    rec.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
-    rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
-    rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "
-                     "on a machine shared with other jobs)")
-    rec.set_defaults(handler=record_handler)
-
-
-def _model_options(parser) -> None:
+def add_model_options(parser) -> None:
     parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
@@ -89,7 +64,7 @@ def _model_options(parser) -> None:
 
 
 def _decode_options(parser) -> None:
-    _model_options(parser)
+    add_model_options(parser)
     parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens per prompt (default 128)")
     adj = parser.add_mutually_exclusive_group()
     adj.add_argument("--reset-adjacency", dest="reset_adjacency", action="store_true", default=True,
@@ -177,37 +152,14 @@ def decode_handler(args: argparse.Namespace) -> int:
                          keep_history=args.keep_history,
                          min_score=args.min_score, branch_power=args.branch_power,
                          store_corpus=tuple(args.store_corpus or ()))
-    from .prompts import Prompt, check_text, load_prompts
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
     distinct_methods(specs)  # before the model loads: two topology files of one name are refused
     _check_decode_flags(args, specs)
-    if args.prompt is not None:
-        if not args.prompt.strip():
-            raise UsageError("--prompt is empty")
-        check_text(args.prompt, "--prompt")
-        # the id names the exact text, so the fit's bootstrap (one unit per (benchmark, prompt_id))
-        # keeps traces of different --prompt texts apart and pools repeats of one text
-        prompts = [Prompt(id="prompt-" + hashlib.sha1(args.prompt.encode()).hexdigest()[:10], text=args.prompt,
-                          benchmark="prompt")]
-    else:
-        prompts = load_prompts(args.bench, limit=args.limit)
-        if any(s.store for s in specs):
-            from .store import check_store_bench
-            check_store_bench(prompts[0].benchmark, config.store_corpus)
+    prompts = _decode_prompts(args, specs, config)
     bundle = load_quietly(args)
-    if any(s.kind == "auto" for s in specs):
-        from .profile import device_profile
-        latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
-                                    log=lambda m: print(f"[goose] {m}", file=sys.stderr))
-        config = dataclasses.replace(config, latency=latency)
-    if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU): say so first
-        from .prior import shared_prior
-        shared_prior(bundle, top_k=config.top_k, log=lambda m: print(f"[goose] {m}", file=sys.stderr))
-    if any(s.store for s in specs):  # about 10 s the first time: say so first
-        from .store import shared_store
-        shared_store(bundle, config.store_corpus, log=lambda m: print(f"[goose] {m}", file=sys.stderr))
+    config = _shared_parts(args, bundle, specs, config)
     with _progress(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)
@@ -216,16 +168,61 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_json_report(args, bundle, results, summaries, primary, trace_rows))
     else:
-        print(format_table(_table(summaries)))
-        tokens = sum(len(r.token_ids) for r in results["ar"])
-        if tokens < FEW_TOKENS:  # a second of load elsewhere moves a speedup this short by tens of percent
-            print(f"note: {tokens} tokens per method: too few for a steady speedup "
-                  f"(the benches use 5 prompts of 128 tokens)")
-        if args.prompt is not None:
-            print(f"\n[{primary}] {results[primary][0].text}")
-        if trace_rows is not None:
-            print(f"trace: {args.trace_out} ({trace_rows} rows)")
+        _print_summary(args, results, summaries, primary, trace_rows)
     return 0
+
+
+def _decode_prompts(args: argparse.Namespace, specs, config) -> list:
+    """The prompts of --prompt or --bench, checked before the model loads."""
+    from .prompts import Prompt, check_text, load_prompts
+
+    if args.prompt is None:
+        prompts = load_prompts(args.bench, limit=args.limit)
+        if any(s.store for s in specs):
+            from .store import check_store_bench
+            check_store_bench(prompts[0].benchmark, config.store_corpus)
+        return prompts
+    if not args.prompt.strip():
+        raise UsageError("--prompt is empty")
+    check_text(args.prompt, "--prompt")
+    # the id names the exact text, so the fit's bootstrap (one unit per (benchmark, prompt_id))
+    # keeps traces of different --prompt texts apart and pools repeats of one text
+    return [Prompt(id="prompt-" + hashlib.sha1(args.prompt.encode()).hexdigest()[:10], text=args.prompt,
+                   benchmark="prompt")]
+
+
+def _shared_parts(args: argparse.Namespace, bundle, specs, config):
+    """The parts the methods share, built once before decoding, each announced first (they take
+    seconds to minutes): the latency profile (auto), the successor prior, the retrieval store.
+    Returns the config with the profile in it."""
+    if any(s.kind == "auto" for s in specs):
+        from .profile import device_profile
+        latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
+                                    log=_say)
+        config = dataclasses.replace(config, latency=latency)
+    if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU)
+        from .prior import shared_prior
+        shared_prior(bundle, top_k=config.top_k, log=_say)
+    if any(s.store for s in specs):  # about 10 s the first time
+        from .store import shared_store
+        shared_store(bundle, config.store_corpus, log=_say)
+    return config
+
+
+def _say(message: str) -> None:
+    print(f"[goose] {message}", file=sys.stderr)
+
+
+def _print_summary(args: argparse.Namespace, results, summaries, primary: str, trace_rows) -> None:
+    print(format_table(_table(summaries)))
+    tokens = sum(len(r.token_ids) for r in results["ar"])
+    if tokens < FEW_TOKENS:  # a second of load elsewhere moves a speedup this short by tens of percent
+        print(f"note: {tokens} tokens per method: too few for a steady speedup "
+              f"(the benches use 5 prompts of 128 tokens)")
+    if args.prompt is not None:
+        print(f"\n[{primary}] {results[primary][0].text}")
+    if trace_rows is not None:
+        print(f"trace: {args.trace_out} ({trace_rows} rows)")
 
 
 @contextlib.contextmanager
@@ -279,52 +276,3 @@ def _maybe_trace(args, bundle, specs, results, config) -> int:
     return write_results_trace(args.trace_out, bundle, specs, results, config, run_id_prefix="decode",
                                benchmark=set_name(args.bench) if args.bench is not None else "prompt")
 
-
-def profile_handler(args: argparse.Namespace) -> int:
-    from goose_theory.latency import MAX_SIZE  # the format's limit (imported here: numba, not at start-up)
-
-    check_run_args(args)
-    check_model_args(args)  # before the note below and the model load
-    items = split_list(args.sizes, "--sizes")
-    try:
-        sizes = sorted({int(s) for s in items})
-    except ValueError:
-        raise UsageError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
-    if sizes[0] < 1 or sizes[-1] > MAX_SIZE:
-        raise UsageError(f"--sizes must be integers in 1..{MAX_SIZE}, got {args.sizes!r}")
-    if sizes[0] != 1:
-        print("[goose] note: without size 1 (a plain decode step) the profile serves goose optimize, not "
-              "decode --method auto", file=sys.stderr)
-    from goose_theory.latency import save_latency
-    from .profile import profile_latency
-
-    bundle = load_quietly(args)
-    profile = profile_latency(bundle, sizes=sizes, repeats=args.repeats)
-    save_latency(profile, args.out)
-    rows = [{"size": n, "ms": 1e3 * s, "x decode step": s / profile.seconds[0]}
-            for n, s in zip(profile.sizes, profile.seconds)]
-    if args.json:
-        print_json({"out": args.out, "device": profile.device, "model": profile.model, "dtype": profile.dtype,
-                    "sizes": list(profile.sizes), "seconds": list(profile.seconds),
-                    "draft_s": profile.draft_s, "draft_s_per_node": profile.draft_s_per_node})
-    else:
-        print(format_table(rows))
-        print(f"draft overhead: {1e3 * profile.draft_s:.3f} ms/cycle + {1e6 * profile.draft_s_per_node:.2f} us/node")
-        print(f"wrote {args.out}")
-    return 0
-
-
-def record_handler(args: argparse.Namespace) -> int:
-    import os
-
-    check_run_args(args)
-    check_model_args(args)  # a local --model folder must hold config.json (the default model's load converts it)
-    for bench in RECORD_BENCHES:  # every file of the set, before minutes of recording (the folder is checked above)
-        check_output_file(os.path.join(args.out_dir, f"{bench}.parquet"), "--out-dir")
-    from .runner import record_traces
-
-    files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
-                          benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads, model=args.model,
-                          device=args.device, dtype=args.dtype)
-    print(format_table(files))
-    return 0

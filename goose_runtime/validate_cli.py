@@ -17,7 +17,7 @@ from goose_theory.cli_util import UsageError, format_table, print_json, split_li
 from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
-from .decode_cli import _model_options, add_refresh_option, load_quietly
+from .decode_cli import add_model_options, add_refresh_option, load_quietly
 from .prompts import load_prompts, set_name
 from .validate_inputs import check_loop_outputs, check_validate_outputs, held_out, validation_trace
 
@@ -63,7 +63,7 @@ def register(sub) -> None:
     p.add_argument("--trace-dir", help="record the validation run's traces here, validation-<set>.parquet per set")
     p.add_argument("--json", action="store_true")
     _prior_option(p)
-    _model_options(p)
+    add_model_options(p)
     p.set_defaults(handler=validate_handler)
 
     p = sub.add_parser("loop", help="main job: fit traces -> optimise (cost-aware) -> validate on held-out prompts")
@@ -81,7 +81,7 @@ def register(sub) -> None:
     p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
     p.add_argument("--json", action="store_true")
     _prior_option(p)
-    _model_options(p)
+    add_model_options(p)
     p.set_defaults(handler=loop_handler)
 
 
@@ -232,21 +232,12 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 def loop_handler(args: argparse.Namespace) -> int:
     benches, config = _check(args)
     check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
-    from .fit_inputs import fit_metadata, note_model_mismatch, note_token_cap, trace_files, trace_sets  # here: pyarrow is not for every command's start-up
-
-    files = trace_files(args.traces)
-    held = trace_sets(files)
-    missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
-    if missing:  # before the fit, the model load and any file written
-        raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
-                         f"(they hold {', '.join(held)})")
-    # held out: prompts the fit traces (which the exports will cite) do not hold; none left is
-    # refused now, before the fit, the model load and the report's files
-    prompts = held_out(benches, {f"--traces {args.traces}": [os.path.abspath(f) for f in files]}, args)
+    files, prompts = _loop_inputs(args, benches)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
-    from .fit_report import check_outputs, stale_note, stale_outputs, write_report
+    from .fit_inputs import fit_metadata, note_model_mismatch, note_token_cap
+    from .fit_report import check_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     metas = fit_metadata(files)
@@ -266,6 +257,37 @@ def loop_handler(args: argparse.Namespace) -> int:
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir, regimes=fits)
+    plan = _loop_plan(args, written, fits, by_label, bundle=bundle, config=config)
+    args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
+    rows = _run_validation(args, bundle, plan, config, prompts)
+    args.out = os.path.join(args.out_dir, "validation.json")
+    _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
+                       "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
+    if not args.json:
+        print(f"\nfit report, topologies, validation.json and validation-<set>.parquet in {args.out_dir}/")
+    return 0
+
+
+def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str], dict[str, list]]:
+    """The trace files and the held-out prompts of each set, checked before the fit, the model
+    load and any file written: a set the traces do not hold, or one with no prompt left over."""
+    from .fit_inputs import trace_files, trace_sets  # here: pyarrow is not for every command's start-up
+
+    files = trace_files(args.traces)
+    held = trace_sets(files)
+    missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
+    if missing:
+        raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
+                         f"(they hold {', '.join(held)})")
+    # held out: prompts the fit traces (which the exports will cite) do not hold
+    return files, held_out(benches, {f"--traces {args.traces}": [os.path.abspath(f) for f in files]}, args)
+
+
+def _loop_plan(args: argparse.Namespace, written, fits: dict, by_label: dict, *, bundle, config) -> list:
+    """(prompt set, topology files) to validate per exported group: the single tree, the regime
+    file and the replay's pick; notes the out folder's files this run did not write."""
+    from .fit_report import stale_note, stale_outputs
+
     plan = []
     for e in written.exports:
         label, exported = e["group"], fits[e["group"]]
@@ -277,12 +299,5 @@ def loop_handler(args: argparse.Namespace) -> int:
     if stale := [n for n in stale_outputs(args.out_dir, written) if n not in replays]:
         _progress(stale_note(args.out_dir, stale))
     if not plan:  # every set passed the check above, so this is a fault, not bad input
-        raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(benches)}")
-    args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
-    rows = _run_validation(args, bundle, plan, config, prompts)
-    args.out = os.path.join(args.out_dir, "validation.json")
-    _emit(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
-                       "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
-    if not args.json:
-        print(f"\nfit report, topologies, validation.json and validation-<set>.parquet in {args.out_dir}/")
-    return 0
+        raise RuntimeError(f"no topology was exported for the prompt sets {', '.join(by_label.values())}")
+    return plan
