@@ -125,10 +125,11 @@ class Candidate:
         spine = f"p_s({depth + 1}) + " if with_spine else ""
         kept = self.rank_set(kind, depth, with_spine) if first_fit else tuple(range(cap))
         if kept and kept != tuple(range(len(kept))):  # first fit skipped a rank and kept later ones
-            return (f"exclusive model: at {where} ranks {', '.join(map(str, kept))} of top_k={self.top_k} are used "
-                    f"(first fit in rank order: {spine}p_t over the others would exceed 1)")
-        return (f"exclusive model: at {where} only ranks 0..{cap - 1} of top_k={self.top_k} are used "
-                f"({spine}p_t summed over more ranks would exceed 1)" if cap else
+            used = (f"ranks {', '.join(map(str, kept))} of top_k={self.top_k} are used" if len(kept) > 1
+                    else f"rank {kept[0]} of top_k={self.top_k} is used")
+            return f"exclusive model: at {where} {used} (first fit in rank order: {spine}p_t over the others would exceed 1)"
+        used = f"ranks 0..{cap - 1} of top_k={self.top_k} are used" if cap > 1 else f"rank 0 of top_k={self.top_k} is used"
+        return (f"exclusive model: at {where} only {used} ({spine}p_t summed over more ranks would exceed 1)" if cap else
                 f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1)")
 
     def keys(self, kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:

@@ -75,7 +75,7 @@ def test_notes_name_the_depth_where_transition_nodes_differ():
         "exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
         "first fit in rank order does worse)"]  # one set everywhere: no depth
     assert tree_notes(cand, [(TRANSITION, 1, first), (TRANSITION, 2, best)]) == [
-        "exclusive model: at transition nodes of depth 1 only ranks 0..0 of top_k=3 are used (p_t summed over "
+        "exclusive model: at transition nodes of depth 1 only rank 0 of top_k=3 is used (p_t summed over "
         "more ranks would exceed 1)",
         "exclusive model: at transition nodes of depth 2 ranks 1, 2 of top_k=3 are used (the best set whose p_t "
         "fits in 1; first fit in rank order does worse)"]

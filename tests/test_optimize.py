@@ -131,6 +131,24 @@ def test_optimal_trades_a_rank_that_fits_for_two_later_ones():
             "first fit in rank order does worse)") in res.details["truncated"]
 
 
+def test_optimal_notes_speak_of_drafted_child_sets_only():
+    # transition nodes of depth 1 take ranks 1 + 2, those of depth 2 rank 0; the notes said both of
+    # "transition nodes" (and the leaves' first fit spoke too, here and in other trees)
+    res = build_topology("optimal", Acceptance.parse(0.37, "0.62,0.57,0.39"), budget=8, max_depth=3, max_spine=2,
+                         top_k=3)
+    assert res.details["truncated"] == [
+        "exclusive model: at the root only rank 0 of top_k=3 is used (p_s(1) + p_t summed over more ranks would "
+        "exceed 1)",
+        "exclusive model: at spine depth 1 only rank 0 of top_k=3 is used (p_s(2) + p_t summed over more ranks "
+        "would exceed 1)",
+        "exclusive model: at transition nodes of depth 1 ranks 1, 2 of top_k=3 are used (the best set whose p_t "
+        "fits in 1; first fit in rank order does worse)",
+        "exclusive model: at transition nodes of depth 2 only rank 0 of top_k=3 is used (p_t summed over more "
+        "ranks would exceed 1)"]
+    leaf = build_topology("optimal", Acceptance.parse(0.46, "0.57,0.5"), budget=3, max_depth=2, max_spine=2, top_k=2)
+    assert not any("spine depth 1" in note for note in leaf.details["truncated"])  # a leaf there: no set drafted
+
+
 def test_optimal_keeps_the_lower_ranks_on_a_tie_between_child_sets():
     # found in review: ranks 0, 2, 3 (0.1 + 0.7 + 0.2) and ranks 1, 3, 4 (0.6 + 0.2 + 0.2) both give
     # E 2.0; the variant merge took the later set on a float tie. Ties keep the earlier set
