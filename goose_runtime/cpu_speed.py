@@ -13,8 +13,7 @@ measurement script: ``docs/bench-cpu-speed.md``, ``bench/bench_cpu_speed.py``.
 place. Which path is faster depends on the CPU: on the AMD EPYC host of this project's VM oneDNN
 won at every row count measured, on its Intel Xeon host (AVX-512 with AMX) MKL is faster at 1-3
 rows (the decode step: 33 against 41 ms) and oneDNN from 4. :func:`set_stock_rows` sends inputs of at most
-``k`` rows back to ``F.linear``; on a Zen 4 EPYC oneDNN runs 3 rows faster than 1, and
-:func:`set_pad_rows` runs such inputs padded; :mod:`goose_runtime.linear_plan` measures both per device. The
+``k`` rows back to ``F.linear``; :mod:`goose_runtime.linear_plan` measures ``k`` per device. The
 dense parameters stay as they are (tied embeddings, ``state_dict`` and ``.to()`` keep
 working); the packed copies cost one more copy of the linear weights in memory. Call it last,
 after the model is on its device and in its dtype: it does nothing on CUDA or in other dtypes,
@@ -56,7 +55,6 @@ class OneDnnLinear(nn.Linear):
     _packed: torch.Tensor | None = None
     _packed_version: int = -1
     _stock_rows: int = 0  # inputs of at most this many rows take F.linear (MKL): set_stock_rows
-    _pad_to: tuple[int, ...] = ()  # _pad_to[r] > r: run r rows as that many (set_pad_rows)
 
     def _pack(self) -> torch.Tensor:
         # re-pack when the dense weight was changed in place (load_state_dict, copy_), so the two
@@ -76,31 +74,7 @@ class OneDnnLinear(nn.Linear):
         if not usable or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)):
             return F.linear(x, self.weight, self.bias)
         bias = None if self.bias is None else self.bias.detach()
-        rows = x.numel() // self.in_features
-        if rows < len(self._pad_to) and self._pad_to[rows] > rows:
-            return self._padded(x, rows, self._pad_to[rows], bias)
         return torch.ops.mkldnn._linear_pointwise(x, self._pack(), bias, "none", [], "")
-
-    def _padded(self, x: torch.Tensor, rows: int, pad: int, bias: torch.Tensor | None) -> torch.Tensor:
-        # a few rows can cost more than a few more on some CPUs (another kernel: 29 ms for 3 rows,
-        # 35 for 1 over the model's linears on a Zen 4 EPYC), so the rows go in with zero rows
-        # below them; each row's output is its own dot products (the zero rows' are dropped)
-        buf = _zero_rows(pad, self.in_features)
-        buf[:rows].copy_(x.reshape(rows, self.in_features))
-        out = torch.ops.mkldnn._linear_pointwise(buf, self._pack(), bias, "none", [], "")
-        return out[:rows].reshape(*x.shape[:-1], self.out_features)
-
-
-_ZERO_ROWS: dict[tuple[int, int], torch.Tensor] = {}
-
-
-def _zero_rows(rows: int, features: int) -> torch.Tensor:
-    """A (rows, features) fp32 buffer whose rows past those a caller fills stay zero: shared by every
-    linear of that width (forwards run one linear at a time), so padding allocates nothing."""
-    key = (rows, features)
-    if key not in _ZERO_ROWS:
-        _ZERO_ROWS[key] = torch.zeros(rows, features)
-    return _ZERO_ROWS[key]
 
 
 def _first_param(model: nn.Module) -> torch.Tensor | None:
@@ -156,27 +130,6 @@ def set_stock_rows(model: nn.Module, rows: int) -> int:
     return count
 
 
-def set_pad_rows(model: nn.Module, pad_rows: dict[int, int]) -> int:
-    """Run oneDNN inputs of ``r`` rows as ``pad_rows[r]`` rows (zero rows below) in every tuned
-    linear of ``model`` ({}: never). Returns how many linears it set.
-
-    Example:
-        >>> from goose_runtime.model import tiny_random_bundle
-        >>> model = tiny_random_bundle(seed=0).model
-        >>> tune_for_cpu(model)["linears"], set_pad_rows(model, {1: 3})
-        (15, 15)
-    """
-    if any(not isinstance(r, int) or not isinstance(p, int) or not 0 < r < p for r, p in pad_rows.items()):
-        raise ValueError(f"pad rows must map row counts to larger ones, got {pad_rows!r}")
-    pad_to = tuple(pad_rows.get(r, r) for r in range(max(pad_rows, default=-1) + 1))
-    count = 0
-    for module in model.modules():
-        if isinstance(module, OneDnnLinear):
-            module._pad_to = pad_to
-            count += 1
-    return count
-
-
 def untune(model: nn.Module) -> int:
     """Undo :func:`tune_for_cpu` (plain ``nn.Linear`` again, packed copies freed); returns how many."""
     count = 0
@@ -185,7 +138,6 @@ def untune(model: nn.Module) -> int:
             module.__dict__.pop("_packed", None)
             module.__dict__.pop("_packed_version", None)
             module.__dict__.pop("_stock_rows", None)
-            module.__dict__.pop("_pad_to", None)
             module.__class__ = nn.Linear
             count += 1
     return count

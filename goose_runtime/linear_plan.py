@@ -10,13 +10,9 @@ So the crossover is measured rather than assumed:
   once through ``F.linear`` and once through oneDNN (interleaved round by round, so background load
   hits both alike; medians), and :func:`stock_rows_from_times` turns the times into ``k``: the
   largest row count up to which MKL is faster at every count (0: oneDNN everywhere).
-- :func:`pad_rows_from_times` reads the same times for row counts that oneDNN runs faster as more
-  rows (zero rows below): on a Zen 4 EPYC (family 25 model 17) one row took 35.0 ms over the
-  linears and three 29.0, so the decode step itself is run as three rows there.
-- :func:`plan_linears` applies ``k`` and the padding to the model: from ``GOOSE_STOCK_ROWS`` when set
-  (A/B runs, or to pin it; no padding then), else from a cache file in the goose cache folder keyed
-  by the CPU's identity, the torch thread count and the torch version (:func:`cpu_digest`), else
-  measured (about 2 s) and cached. ``GOOSE_PAD_ROWS=0`` turns the padding off.
+- :func:`plan_linears` applies ``k`` to the model: from ``GOOSE_STOCK_ROWS`` when set (A/B runs,
+  or to pin it), else from a cache file in the goose cache folder keyed by the CPU's identity, the
+  torch thread count and the torch version (:func:`cpu_digest`), else measured (about 2 s) and cached.
 
 Both kernels compute in fp32 and differ only in summation order (logits agree to ~5e-5), the same
 kind of difference as a tree forward against a one-token forward, so losslessness (every method
@@ -25,9 +21,6 @@ gives ``ar``'s tokens in the same process) is unaffected; the tests check it on 
 Example:
     >>> stock_rows_from_times((1, 2, 3, 4), stock_ms=(30.0, 31.0, 40.0, 45.0), onednn_ms=(38.0, 39.0, 40.5, 41.0))
     3
-    >>> pad_rows_from_times((1, 2, 3, 4), stock_ms=(52.4, 89.8, 129.2, 86.3), onednn_ms=(35.0, 36.0, 29.0, 30.3),
-    ...                     stock_rows=0)
-    {1: 3, 2: 3}
 """
 from __future__ import annotations
 
@@ -44,11 +37,10 @@ from goose_theory.errors import OutputPathError
 from goose_theory.fileio import loads_json
 from goose_theory.topology import write_json_atomic
 
-from .cpu_speed import OneDnnLinear, set_pad_rows, set_stock_rows
+from .cpu_speed import OneDnnLinear, set_stock_rows
 
 ROWS = (1, 2, 3, 4, 6, 8)
-SCHEMA = "goose-linear-plan/2"  # 2: pad_rows
-PAD_GAIN = 0.05  # pad only where the padded call was this much faster: a smaller gain is timing noise
+SCHEMA = "goose-linear-plan/1"
 
 
 def stock_rows_from_times(rows: Sequence[int], *, stock_ms: Sequence[float], onednn_ms: Sequence[float]) -> int:
@@ -60,23 +52,6 @@ def stock_rows_from_times(rows: Sequence[int], *, stock_ms: Sequence[float], one
             break
         best = n
     return best
-
-
-def pad_rows_from_times(rows: Sequence[int], *, stock_ms: Sequence[float], onednn_ms: Sequence[float],
-                        stock_rows: int, gain: float = PAD_GAIN) -> dict[int, int]:
-    """Row counts to run as more rows: each measured count ``r`` maps to the measured ``p > r``
-    whose oneDNN time is least, where that beats ``r``'s own time (MKL's up to ``stock_rows``,
-    oneDNN's above) by more than ``gain``. Only oneDNN calls are padded, so ``p > stock_rows``."""
-    own = {n: (stock if n <= stock_rows else onednn) for n, stock, onednn in zip(rows, stock_ms, onednn_ms)}
-    onednn = {n: t for n, t in zip(rows, onednn_ms) if n > stock_rows}
-    pads = {}
-    for n in rows:
-        if n <= stock_rows:
-            continue  # MKL's rows return before the padding (cpu_speed.OneDnnLinear.forward)
-        best = min((t, p) for p, t in onednn.items() if p >= n)
-        if best[1] > n and best[0] < (1.0 - gain) * own[n]:
-            pads[n] = best[1]
-    return pads
 
 
 def _linears(model) -> list[OneDnnLinear]:
@@ -177,23 +152,15 @@ def plan_path(cache_dir: str, model_name: str) -> str:
     return os.path.join(cache_dir, f"linear-plan-{os.path.basename(model_name)}-{cpu_digest()}.json")
 
 
-def _read_plan(path: str) -> tuple[int, dict[int, int]] | None:
-    """``stock_rows`` and ``pad_rows`` of a cached plan, or None when the file is missing or not a
-    valid plan of this schema (an older one is measured again)."""
+def _read_plan(path: str) -> int | None:
+    """``stock_rows`` of a cached plan, or None when the file is missing or not a valid plan."""
     try:
         with open(path, encoding="utf-8") as fh:
             data = loads_json(fh.read())
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        return None
-    rows, pads = data.get("stock_rows"), data.get("pad_rows")
-    if not (isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 and isinstance(pads, list)):
-        return None
-    if not all(isinstance(p, list) and len(p) == 2 and all(type(v) is int for v in p) and rows < p[0] < p[1]
-               for p in pads):
-        return None
-    return rows, {r: p for r, p in pads}
+    rows = data.get("stock_rows") if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+    return rows if isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0 else None
 
 
 def _env_rows() -> int | None:
@@ -206,11 +173,10 @@ def _env_rows() -> int | None:
 
 
 def plan_linears(model, *, cache_dir: str, model_name: str) -> dict[str, Any]:
-    """Set the model's MKL/oneDNN crossover and padding (``GOOSE_STOCK_ROWS``, else cached, else
-    measured and cached) and return ``{"stock_rows": k, "pad_rows": [[r, p], ...], "source":
-    "env"|"cached"|"measured"|"untuned", "cpu": name, "cpu_id": cpu_id()}``. A model without tuned
-    linears (CUDA, bf16, ``GOOSE_CPU_TUNE=0``) is left alone."""
-    info: dict[str, Any] = {"stock_rows": 0, "pad_rows": [], "source": "untuned", "cpu": cpu_name(), "cpu_id": cpu_id()}
+    """Set the model's MKL/oneDNN crossover (``GOOSE_STOCK_ROWS``, else cached, else measured and
+    cached) and return ``{"stock_rows": k, "source": "env"|"cached"|"measured"|"untuned", "cpu": name, "cpu_id": cpu_id()}``.
+    A model without tuned linears (CUDA, bf16, ``GOOSE_CPU_TUNE=0``) is left alone."""
+    info: dict[str, Any] = {"stock_rows": 0, "source": "untuned", "cpu": cpu_name(), "cpu_id": cpu_id()}
     if not _linears(model):
         return info
     rows = _env_rows()
@@ -218,22 +184,15 @@ def plan_linears(model, *, cache_dir: str, model_name: str) -> dict[str, Any]:
         set_stock_rows(model, rows)
         return {**info, "stock_rows": rows, "source": "env"}
     path = plan_path(cache_dir, model_name)
-    plan = _read_plan(path)
-    source = "cached"
-    if plan is None:
-        rows, table = measure_stock_rows(model)
-        pads = pad_rows_from_times(table["rows"], stock_ms=table["stock_ms"], onednn_ms=table["onednn_ms"],
-                                   stock_rows=rows) if table["stock_ms"] else {}
-        _write_plan(path, {"schema": SCHEMA, "stock_rows": rows, "pad_rows": sorted(map(list, pads.items())),
-                           "cpu": info["cpu"], "threads": torch.get_num_threads(), "torch": torch.__version__,
-                           "model": model_name, **table})
-        plan, source = (rows, pads), "measured"
-    rows, pads = plan
-    if os.environ.get("GOOSE_PAD_ROWS") == "0":  # A/B runs: the plan's crossover, no padding
-        pads = {}
+    rows = _read_plan(path)
+    if rows is not None:
+        set_stock_rows(model, rows)
+        return {**info, "stock_rows": rows, "source": "cached", "file": path}
+    rows, table = measure_stock_rows(model)
     set_stock_rows(model, rows)
-    set_pad_rows(model, pads)
-    return {**info, "stock_rows": rows, "pad_rows": sorted(map(list, pads.items())), "source": source, "file": path}
+    _write_plan(path, {"schema": SCHEMA, "stock_rows": rows, "cpu": info["cpu"], "threads": torch.get_num_threads(),
+                       "torch": torch.__version__, "model": model_name, **table})
+    return {**info, "stock_rows": rows, "source": "measured", "file": path}
 
 
 def _write_plan(path: str, data: dict) -> None:

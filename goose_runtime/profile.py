@@ -151,9 +151,8 @@ def _cpu_name() -> str:
 
 DEVICE_PROFILE_SIZES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 # bumped whenever the forward's cost changes (revision 2: packed tree attention; 3: MKL for the
-# fewest rows where it is faster, linear_plan; 4: few rows padded where that is faster), so no
-# cached profile of an older forward is used
-PROFILE_REVISION = 4
+# fewest rows where it is faster, linear_plan), so no cached profile of an older forward is used
+PROFILE_REVISION = 3
 
 
 def cached_profile_path(bundle, *, dtype: str) -> str:

@@ -1,5 +1,5 @@
-"""linear_plan: the MKL/oneDNN crossover and the row padding are measured on the model's own
-linears, cached per CPU, overridable from the environment, and applied to every tuned linear."""
+"""linear_plan: the MKL/oneDNN crossover is measured on the model's own linears, cached per CPU,
+overridable from the environment, and applied to every tuned linear."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,8 @@ import pytest
 import torch
 
 import goose_runtime.linear_plan as plan_mod
-from goose_runtime.cpu_speed import OneDnnLinear, onednn_available, set_pad_rows, set_stock_rows, tune_for_cpu
-from goose_runtime.linear_plan import (SCHEMA, measure_stock_rows, pad_rows_from_times, plan_linears, plan_path,
-                                      stock_rows_from_times)
+from goose_runtime.cpu_speed import OneDnnLinear, onednn_available, set_stock_rows, tune_for_cpu
+from goose_runtime.linear_plan import SCHEMA, measure_stock_rows, plan_linears, plan_path, stock_rows_from_times
 from goose_runtime.model import tiny_random_bundle
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch build without oneDNN")
@@ -28,10 +27,6 @@ def stock_rows_of(model) -> set[int]:
     return {m._stock_rows for m in model.modules() if isinstance(m, OneDnnLinear)}
 
 
-def pad_to_of(model) -> set[tuple[int, ...]]:
-    return {m._pad_to for m in model.modules() if isinstance(m, OneDnnLinear)}
-
-
 @pytest.mark.parametrize("stock, onednn, expected", [
     ((30, 31, 40, 45), (38, 39, 40.5, 41), 3),   # MKL faster up to 3 rows (an Intel host here)
     ((47, 53, 57, 66), (40, 40, 41, 45), 0),     # oneDNN faster from 1 row (the AMD host)
@@ -41,39 +36,6 @@ def pad_to_of(model) -> set[tuple[int, ...]]:
 ])
 def test_stock_rows_from_times(stock, onednn, expected):
     assert stock_rows_from_times((1, 2, 3, 4), stock_ms=stock, onednn_ms=onednn) == expected
-
-
-@pytest.mark.parametrize("stock, onednn, k, expected", [
-    ((52.4, 89.8, 129.2, 86.3), (35.0, 36.0, 29.0, 30.3), 0, {1: 3, 2: 3}),  # the Zen 4 EPYC's plan
-    ((47, 53, 57, 66), (40, 40, 41, 45), 0, {}),       # oneDNN cheapest at the fewest rows: no padding
-    ((30, 31, 40, 45), (38, 39, 27, 41), 2, {}),       # MKL's rows (up to k) are never padded
-    ((30, 31, 40, 45), (38, 39, 40, 33), 0, {1: 4, 2: 4, 3: 4}),
-    ((50, 50, 50, 50), (40, 40, 38.5, 41), 0, {}),     # 3.75% faster: inside the noise margin
-    ((50, 50, 50, 50), (40, 40, 37.9, 41), 0, {1: 3, 2: 3}),
-])
-def test_pad_rows_from_times(stock, onednn, k, expected):
-    assert pad_rows_from_times((1, 2, 3, 4), stock_ms=stock, onednn_ms=onednn, stock_rows=k) == expected
-
-
-def test_padded_rows_compute_the_same_rows(monkeypatch):
-    model = tuned_model(seed=4)
-    layer = next(m for m in model.modules() if isinstance(m, OneDnnLinear))
-    assert set_pad_rows(model, {1: 3, 2: 4}) == 15 and pad_to_of(model) == {(0, 3, 4)}
-    calls = []
-    real = torch.ops.mkldnn._linear_pointwise
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", lambda *a: calls.append(tuple(a[0].shape)) or real(*a))
-    with torch.inference_mode():
-        for rows in (1, 2, 3, 2):
-            x = torch.randn(1, rows, layer.in_features)
-            got = layer(x)
-            assert got.shape == (1, rows, layer.out_features)
-            assert torch.allclose(got, torch.nn.functional.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=0)
-    n = layer.in_features
-    assert calls == [(3, n), (4, n), (1, 3, n), (4, n)]  # 3 rows are not padded; the buffer is reused
-    for bad in ({1: 1}, {0: 2}, {2: 1}, {1: 2.0}):
-        with pytest.raises(ValueError, match="pad rows must map row counts to larger ones"):
-            set_pad_rows(model, bad)
-    assert set_pad_rows(model, {}) == 15 and pad_to_of(model) == {()}
 
 
 def test_stock_rows_send_few_row_inputs_to_f_linear_and_the_rest_to_onednn(monkeypatch):
@@ -130,30 +92,8 @@ def test_plan_measures_once_then_reads_the_cache(monkeypatch, tmp_path):
     assert stock_rows_of(model) == {1} and again["file"] == plan_path(str(tmp_path), "m")
 
 
-def test_plan_pads_where_more_rows_were_faster_and_caches_it(monkeypatch, tmp_path):
-    monkeypatch.delenv("GOOSE_STOCK_ROWS", raising=False)
-    monkeypatch.delenv("GOOSE_PAD_ROWS", raising=False)
-    calls = []
-    monkeypatch.setattr(plan_mod, "measure_stock_rows", lambda model, **kw: calls.append(1) or (
-        0, {"rows": [1, 2, 3], "stock_ms": [52.0, 90.0, 129.0], "onednn_ms": [35.0, 36.0, 29.0]}))
-    first = plan_linears(tuned_model(), cache_dir=str(tmp_path), model_name="m")
-    assert first["pad_rows"] == [[1, 3], [2, 3]] and first["source"] == "measured"
-    assert json.loads(pathlib.Path(first["file"]).read_text())["pad_rows"] == [[1, 3], [2, 3]]
-    model = tuned_model()
-    again = plan_linears(model, cache_dir=str(tmp_path), model_name="m")
-    assert again["source"] == "cached" and again["pad_rows"] == [[1, 3], [2, 3]] and pad_to_of(model) == {(0, 3, 3)}
-    monkeypatch.setenv("GOOSE_PAD_ROWS", "0")  # A/B: the cached plan without its padding
-    model = tuned_model()
-    off = plan_linears(model, cache_dir=str(tmp_path), model_name="m")
-    assert off["pad_rows"] == [] and pad_to_of(model) == {()} and len(calls) == 1
-
-
-@pytest.mark.parametrize("text", ["not json", '{"schema": "other", "stock_rows": 2}', '{"schema": "goose-linear-plan/2", "stock_rows": -1}',
-                                  '{"schema": "goose-linear-plan/2", "stock_rows": true, "pad_rows": []}', "[]",
-                                  '{"schema": "goose-linear-plan/1", "stock_rows": 0}',  # before padding: measured again
-                                  '{"schema": "goose-linear-plan/2", "stock_rows": 0}',
-                                  '{"schema": "goose-linear-plan/2", "stock_rows": 0, "pad_rows": [[2, 1]]}',
-                                  '{"schema": "goose-linear-plan/2", "stock_rows": 2, "pad_rows": [[1, 3]]}'])
+@pytest.mark.parametrize("text", ["not json", '{"schema": "other", "stock_rows": 2}', '{"schema": "goose-linear-plan/1", "stock_rows": -1}',
+                                  '{"schema": "goose-linear-plan/1", "stock_rows": true}', "[]"])
 def test_a_bad_cache_file_is_measured_again_and_replaced(monkeypatch, tmp_path, text):
     monkeypatch.delenv("GOOSE_STOCK_ROWS", raising=False)
     path = plan_path(str(tmp_path), "m")
