@@ -198,19 +198,20 @@ def _shared_parts(args: argparse.Namespace, bundle, specs, config):
     if any(s.kind == "auto" for s in specs):
         from .profile import device_profile
         latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
-                                    log=_say)
+                                    log=say)
         config = dataclasses.replace(config, latency=latency)
     if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU)
         from .prior import shared_prior
-        shared_prior(bundle, top_k=config.top_k, log=_say)
+        shared_prior(bundle, top_k=config.top_k, log=say)
     if any(s.store for s in specs):  # about 10 s the first time
         from .store import shared_store
-        shared_store(bundle, config.store_corpus, log=_say)
+        shared_store(bundle, config.store_corpus, log=say)
     return config
 
 
-def _say(message: str) -> None:
-    print(f"[goose] {message}", file=sys.stderr)
+def say(message: str) -> None:
+    """One progress line on stderr, as every runtime command writes them."""
+    print(f"[goose] {message}", file=sys.stderr, flush=True)
 
 
 def _print_summary(args: argparse.Namespace, results, summaries, primary: str, trace_rows) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
@@ -18,6 +17,7 @@ from goose_theory.topology import write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import add_model_options, add_refresh_option, load_quietly
+from .decode_cli import say as _progress
 from .prompts import load_prompts, set_name
 from .validate_inputs import check_loop_outputs, check_validate_outputs, held_out, validation_trace
 
@@ -109,10 +109,6 @@ def _check(args):
         load_latency(args.latency)
     check_model_args(args)  # before the loop's fit
     return benches, config
-
-
-def _progress(message: str) -> None:
-    print(f"[goose] {message}", file=sys.stderr, flush=True)
 
 
 def _run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prompts: dict[str, list]) -> list:
