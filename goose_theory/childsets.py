@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from .acceptance import EXCLUSIVE_TOLERANCE, AcceptanceError
-from .candidate import node_label
+from .candidate import node_label, ranks_used
 
 # (with the spine child?, transition ranks in rank order)
 ChildSet = tuple[bool, tuple[int, ...]]
@@ -227,8 +227,5 @@ def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ..
     where = where or node_label(kind, depth)
     beside = " beside the spine child" if with_spine else ""
     spine = f"p_s({depth + 1}) + " if with_spine else ""
-    of = f"of top_k={cand.top_k}"
-    used = (f"ranks {', '.join(map(str, ranks))} {of} are used" if len(ranks) > 1
-            else f"rank {ranks[0]} {of} is used" if ranks else f"no rank {of} is used")
-    return (f"exclusive model: at {where} {used}{beside} (the best set whose "
+    return (f"exclusive model: at {where} {ranks_used(ranks, cand.top_k)}{beside} (the best set whose "
             f"{spine}p_t fits in 1; first fit in rank order does worse)")
