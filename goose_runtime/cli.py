@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "goose_runtime.decode_cli",
     "goose_runtime.record_cli",
     "goose_runtime.validate_cli",
+    "goose_runtime.loop_cli",
     "goose_runtime.app_cli",
 )
 

@@ -1,0 +1,45 @@
+"""Helpers shared by ``tests/test_validate_cli.py`` and ``tests/test_loop_cli.py``: a refused command
+line, the validation trace checked against its table, and fit inputs that hold every prompt of a set."""
+from __future__ import annotations
+
+import pytest
+
+from goose_runtime.cli import main
+
+
+def fails(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+def check_validation_trace(path, rows) -> None:
+    """The run's trace is a valid trace file whose methods and per-method tau are the table's."""
+    from goose_theory.traceio import open_trace, trace_metadata
+    pf = open_trace(path)
+    table = pf.read().to_pandas()
+    roots = table[table["node"] == 0]
+    assert set(roots["method"]) == {r["method"] for r in rows}
+    for r in rows:
+        mine = roots[roots["method"] == r["method"]]
+        assert mine["tau"].sum() / len(mine) == pytest.approx(r["measured_tau"])
+    config = trace_metadata(pf)["config"]
+    assert config["holdout"] is True and set(config["prompt_ids"]) == set(roots["prompt_id"])
+
+
+def fitted_inputs(tmp_path, name: str = "held") -> tuple[str, str, str]:
+    """(topology, JSONL set, fit trace): a topology whose provenance trace holds every prompt of the
+    set ``name`` (ids g/p00000, g/p00001), so holding them out leaves none."""
+    import json
+
+    from goose_theory.synthetic import SyntheticSpec, write_synthetic
+    from goose_theory.topology import Topology, save_topology
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+    (tmp_path / "fit").mkdir(exist_ok=True)
+    trace, topo = tmp_path / "fit" / f"{name}.parquet", tmp_path / "fit" / "topology.json"
+    bench = tmp_path / f"{name}.jsonl"
+    write_synthetic(trace, SyntheticSpec(0.6, 0.1, (tree,), prompts=2, cycles=5, benchmark=name, prompt_group="g"),
+                    seed=1)
+    save_topology(tree.with_meta(provenance={"traces": [str(trace)]}), topo)
+    bench.write_text("".join(json.dumps({"id": f"g/p{i:05d}", "prompt": f"print({i})"}) + "\n" for i in range(2)))
+    return str(topo), str(bench), str(trace)
