@@ -14,7 +14,8 @@ import argparse
 import dataclasses
 import sys
 
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.prompts import load_prompts

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 import goose_runtime.decoder as decoder
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import encode_prompt, load_prompts

@@ -27,7 +27,8 @@ import time
 
 import torch
 
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import load_prompts

@@ -21,7 +21,7 @@ import statistics
 
 import torch
 
-from goose_runtime.decoder import DecodeConfig
+from goose_runtime.config import DecodeConfig
 from goose_runtime.model import load_model
 from goose_runtime.profile import verify_latency
 from goose_runtime.prompts import load_prompts

@@ -34,6 +34,7 @@ import time
 import torch
 
 import goose_runtime.adjacency as adjacency
+import goose_runtime.config as config
 import goose_runtime.decoder as decoder
 import goose_runtime.dyntree as dyntree
 import goose_runtime.readout as readout
@@ -70,7 +71,7 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
     if spec.kind == "auto":  # auto cuts its trees on this device's latency profile (cached)
         from goose_runtime.profile import device_profile
         latency, _ = device_profile(bundle, dtype="float32", refresh=refresh)
-    dec = decoder.Decoder(bundle, spec, decoder.DecodeConfig(max_new_tokens=128, latency=latency))
+    dec = decoder.Decoder(bundle, spec, config.DecodeConfig(max_new_tokens=128, latency=latency))
     dec.decode(prompts[0], benchmark=benchmark)  # the set's name: +store refuses stdlib-wide
     totals.clear()
     cycles, draft = 0, 0.0

@@ -20,7 +20,8 @@ import torch
 
 from goose_runtime import model as model_mod
 from goose_runtime.cpu_speed import OneDnnLinear
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.methods import parse_method
 from goose_runtime.prompts import encode_prompt, load_prompts
 

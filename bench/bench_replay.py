@@ -26,7 +26,7 @@ import re
 import sys
 import time
 
-from goose_runtime.decoder import DecodeConfig
+from goose_runtime.config import DecodeConfig
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model
 from goose_runtime.replay import SEEDS, replay

@@ -30,7 +30,7 @@ import time
 import torch
 from transformers.utils import logging as hf_logging
 
-from goose_runtime.decoder import DecodeConfig
+from goose_runtime.config import DecodeConfig
 from goose_runtime.linear_plan import cpu_id, cpu_name
 from goose_runtime.methods import parse_method
 from goose_runtime.model import load_model

@@ -68,7 +68,7 @@ def make_config(**fields):
     """``DecodeConfig(**fields)`` from command-line values: a value out of range is a UsageError that
     names its flag (``--min-score must be in [0, 1), got 1.5``), so each range-checked field given
     here must come from the flag ``--<field-with-dashes>``."""
-    from .decoder import ConfigError, DecodeConfig
+    from .config import ConfigError, DecodeConfig
 
     try:
         return DecodeConfig(**fields)

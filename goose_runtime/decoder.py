@@ -19,20 +19,14 @@ Example:
 from __future__ import annotations
 
 import functools
-import math
-import numbers
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from goose_theory.allocation import PAPER_BYPASS_LEN
-from goose_theory.errors import InputError
-from goose_theory.latency import LatencyProfile
-
 from . import readout
 from .adjacency import AdjacencyTable
+from .config import HISTORY_TOKENS, DecodeConfig, harvest_score
 from .dyntree import Calibration, DynamicPolicy
 from .goose import GoosePolicy, build_goose
 from .kvcache import cache_for, compact
@@ -46,111 +40,6 @@ from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
 SOURCE_NAMES = ("root", "spine", "transition")
-# keep_history: the matcher keeps at most this many earlier tokens (prompts and outputs); past it, the
-# next prompt starts from the newest half. Its dicts cost about 0.9 KB a token (three n-gram sizes;
-# docs/bench-runtime.md, "The matcher's history").
-HISTORY_TOKENS = 1 << 15
-SCORES = ("logit", "prob")
-
-
-class ConfigError(InputError):
-    """A :class:`DecodeConfig` field out of range (a ``ValueError``): ``field`` and ``problem``, so a
-    CLI can name its flag instead (``cli_checks.make_config``: ``--min-score must be in [0, 1), ...``)."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field} {problem}")
-        self.field, self.problem = field, problem
-
-
-def _real(v) -> bool:  # a finite number (not a bool)
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _count(v) -> bool:  # an integer >= 1 (not a bool)
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1
-
-
-# field -> (what a good value is, test); every DecodeConfig checks its fields against these
-_RULES = {
-    "max_new_tokens": ("must be at least 1", _count),
-    "top_k": ("must be at least 1", _count),
-    "ngram_sizes": ("must be a non-empty tuple of integers >= 1",
-                    lambda v: isinstance(v, tuple) and len(v) > 0 and all(_count(n) for n in v)),
-    "max_spine": ("must be at least 1", _count),
-    "max_depth": ("must be at least 1", _count),
-    "adjacency_slots": ("must be at least 1", _count),
-    "ema_alpha": ("must be in (0, 1]", lambda v: _real(v) and 0 < v <= 1),  # 0 would never update the EMA
-    "rho": ("must be in [0, 1]", lambda v: _real(v) and 0 <= v <= 1),  # a share of the branch budget
-    "bypass_len": ("must be at least 1", _count),
-    "score": ("must be 'logit' or 'prob'", lambda v: v in SCORES),
-    "min_score": ("must be in [0, 1)", lambda v: _real(v) and 0 <= v < 1),
-    "keep_history": ("must be True or False", lambda v: isinstance(v, bool)),
-    "store_corpus": ("must be paths of files or folders (an empty one names nothing)", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
-    "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
-}
-
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    """Decoding options (paper defaults). ``reset_adjacency``: empty the adjacency table before each
-    prompt (False carries it over, as Token Recycling's own code does). ``keep_history``: the context
-    matcher also indexes the earlier prompts and outputs of this decoder (the last
-    :data:`HISTORY_TOKENS`), so a phrase the model wrote for an earlier prompt is drafted as a spine
-    (off by default: the paper matches within one prompt; Lookahead, Zhao et al. 2023, retrieves
-    drafts from a trie of earlier prompts and outputs in the same way).
-
-    Every range is checked here, once, when a config is made (also by ``dataclasses.replace``): a
-    bad value raises :class:`ConfigError` naming the field.
-
-    Example:
-        >>> DecodeConfig(min_score=1.5)
-        Traceback (most recent call last):
-        ...
-        goose_runtime.decoder.ConfigError: min_score must be in [0, 1), got 1.5
-    """
-
-    max_new_tokens: int = 128
-    reset_adjacency: bool = True
-    keep_history: bool = False
-    top_k: int = 10
-    ngram_sizes: tuple[int, ...] = (5, 4, 3)
-    max_spine: int = 20
-    max_depth: int = 6
-    record: bool = True
-    adjacency_slots: int = 1 << 16
-    ema_alpha: float = 0.3
-    rho: float = 0.5
-    bypass_len: int = PAPER_BYPASS_LEN
-    score: str = "logit"   # adjacency score: "logit" (free with the top-k) or "prob" (softmax over
-                           # the top-k's blocks; verify.top_candidates). ``auto`` always uses "prob"
-    # goose: transition candidates harvested with a probability below this are not drafted. The
-    # paper lists 0.01; off by default here: on the shipped prompt sets it moves tau by -0.3% to
-    # +2.2% at B = 4-16 and trims 7-10% of the nodes at B = 60 for -1.3% / -6.3% / 0% tau (README).
-    # > 0 makes goose harvest "prob" scores, an upper bound on the probability (normalised over the
-    # top-k's blocks only), so it cuts fewer candidates than a threshold on exact probabilities.
-    min_score: float = 0.0
-    # goose: a branch budget is split over sibling candidates with weights 1/rank**branch_power
-    # (goose.grow_branches). 1 (harmonic) is the default and what every goose number in the README
-    # used; 2 is the shape of Token Recycling's static tree, and measured higher tau in 15 of 18
-    # cases (README, "Branch split").
-    branch_power: float = 1.0
-    latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
-    store_corpus: tuple[str, ...] = ()  # +store methods: files / folders of the store (): the default (store.py)
-
-    def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
-        # checks --max-new-tokens early, for record-traces, whose config runner.py builds)
-        for field, (rule, ok) in _RULES.items():
-            if not ok(value := getattr(self, field)):
-                shown = repr(value) if isinstance(value, str) else value
-                raise ConfigError(field, f"{rule}, got {shown}")
-
-
-def harvest_score(method: MethodSpec, config: DecodeConfig) -> str:
-    """The adjacency score a method's decoder harvests: ``auto`` needs probabilities to rank
-    candidates, ``goose`` to apply ``min_score``; the rest use only their order (``config.score``)."""
-    if method.kind == "auto" or (method.kind == "goose" and config.min_score > 0):
-        return "prob"
-    return config.score
 
 
 @functools.cache

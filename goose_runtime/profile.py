@@ -99,7 +99,8 @@ def draft_overhead(bundle, *, prompt_ids: list[int], max_new_tokens: int = 64,
     Fits ``draft_s = a + b * non_root_nodes`` over the cycles of one goose run; with a single tree
     size the slope is 0 and ``a`` is the mean.
     """
-    from .decoder import DecodeConfig, Decoder
+    from .config import DecodeConfig
+    from .decoder import Decoder
     from .methods import parse_method
 
     decoder = Decoder(bundle, parse_method("goose", budget=budget), DecodeConfig(max_new_tokens=max_new_tokens))

@@ -206,7 +206,7 @@ def run_config(specs, config, **extra) -> dict:
     """The full config of a run, as stored in the trace metadata; each method also records the
     adjacency score its decoder harvested (``score``) and, for goose, the ``min_score`` and
     ``branch_power`` it applied."""
-    from .decoder import harvest_score
+    from .config import harvest_score
 
     def goose_only(s) -> dict:
         return {"min_score": config.min_score, "branch_power": config.branch_power} if s.kind == "goose" else {}
@@ -257,7 +257,7 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
     from goose_theory.fileio import write_files_together
 
     from . import model as model_mod
-    from .decoder import DecodeConfig
+    from .config import DecodeConfig
     from .prompts import load_prompts
 
     import torch

@@ -180,7 +180,7 @@ def test_store_suffix_builds_the_store_once_and_traces_its_guesses(capsys, tiny,
     assert captured.err.count("building the retrieval store") == 1
     assert len(list((tmp_path / "cache" / "stores").glob("store-*.npz"))) == 1
     nodes = pd.read_parquet(trace)
-    from goose_runtime.decoder import DecodeConfig
+    from goose_runtime.config import DecodeConfig
     guesses = nodes[(nodes.method == "goose+store@4") & (nodes["rank"] == DecodeConfig().top_k)]
     assert len(guesses) > 0 and (guesses.source == "transition").all() and (guesses.parent == 0).all()
     assert fit_main([str(trace), "--json"]) == 0  # the fit reads the guesses as rank-10 transitions
@@ -208,7 +208,7 @@ def test_keep_history_is_applied_reported_and_recorded(capsys, tiny, jsonl, tmp_
 
 def test_keep_history_help_names_the_decoders_cap(capsys):
     # the CLI spells the cap out (it imports no torch to build its parser): keep it the decoder's
-    from goose_runtime.decoder import HISTORY_TOKENS
+    from goose_runtime.config import HISTORY_TOKENS
     with pytest.raises(SystemExit):
         main(["decode", "--help"])
     assert f"newest {HISTORY_TOKENS >> 10}k tokens" in " ".join(capsys.readouterr().out.split())

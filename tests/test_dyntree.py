@@ -6,7 +6,8 @@ import pytest
 from goose_theory.latency import LatencyProfile
 from goose_theory.topology import SPINE, TRANSITION
 from goose_runtime.adjacency import AdjacencyTable
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.dyntree import (N_BINS, N_SPINE, N_STORE, ROOT_ALONE, ROOT_WITH_SPINE, STORE_KEY, UNDER_TRANSITION,
                                    Calibration, DynamicPolicy, _best_size, _grow)
 from goose_runtime.matcher import NO_MATCH, Match

@@ -79,7 +79,8 @@ def topology_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(bundle, prompts):
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.methods import parse_method
     dec = Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=NEW_TOKENS))
     return {name: dec.decode(ids).token_ids for name, ids in prompts.items()}
@@ -87,7 +88,8 @@ def reference(bundle, prompts):
 
 @pytest.mark.parametrize("method", METHODS)
 def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, method):
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.methods import parse_method
     from goose_theory.latency import LatencyProfile
     spec = parse_method(method.removesuffix("-flat"), topology_path=topology_path)
@@ -120,7 +122,8 @@ def test_method_matches_ar_exactly(bundle, prompts, reference, topology_path, me
 def test_keep_history_is_lossless_and_drafts_from_earlier_prompts(bundle, prompts, reference, method):
     # every prompt twice in a row, the matcher keeping the history: the second time the first
     # pass's text is found again, on the chat question too (where matching within it has little)
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.methods import parse_method
     from goose_theory.latency import LatencyProfile
     dec = Decoder(bundle, parse_method(method), DecodeConfig(max_new_tokens=NEW_TOKENS, keep_history=True,
@@ -141,7 +144,8 @@ def other_plan(bundle, prompts):
     the host measured oneDNN everywhere, oneDNN everywhere where it measured a crossover
     (linear_plan), so both plans are proven lossless on every host."""
     from goose_runtime.cpu_speed import set_stock_rows
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.methods import parse_method
 
     if not bundle.linears or bundle.linears["source"] == "untuned":
@@ -158,7 +162,8 @@ def other_plan(bundle, prompts):
 @pytest.mark.parametrize("method", ["pld", "goose", "tr", "auto"])
 def test_the_other_linear_plan_is_lossless_too(bundle, prompts, other_plan, method):
     from goose_runtime.cpu_speed import set_stock_rows
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.methods import parse_method
     from goose_theory.latency import LatencyProfile
 

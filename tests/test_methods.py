@@ -107,7 +107,8 @@ def test_regime_file_with_a_confident_tree(tmp_path):
 
 
 def test_confident_tree_is_drafted_and_decoding_stays_lossless(tmp_path):
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.model import tiny_random_bundle
 
     bundle = tiny_random_bundle()
@@ -130,7 +131,8 @@ def _spare_file(tmp_path):
 
 
 def test_matched_tree_with_spare_slots_fills_what_a_short_match_leaves(tmp_path):
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.matcher import Match
     from goose_runtime.model import tiny_random_bundle
 
@@ -205,7 +207,8 @@ def test_by_length_trees_are_drafted_for_the_offered_length(tmp_path):
 
 @pytest.mark.parametrize("make_file", [_spare_file, _by_length_file], ids=["spare", "by-length"])
 def test_matched_trees_decode_losslessly(tmp_path, make_file):
-    from goose_runtime.decoder import DecodeConfig, Decoder
+    from goose_runtime.config import DecodeConfig
+    from goose_runtime.decoder import Decoder
     from goose_runtime.model import tiny_random_bundle
 
     bundle = tiny_random_bundle()

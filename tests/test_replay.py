@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from goose_runtime.decoder import DecodeConfig, Decoder
+from goose_runtime.config import DecodeConfig
+from goose_runtime.decoder import Decoder
 from goose_runtime.matcher import Match
 from goose_runtime.methods import MethodSpec, parse_method
 from goose_runtime.model import tiny_random_bundle

@@ -65,7 +65,7 @@ def test_multipliers_shrink_toward_the_pooled_rate():
 
 @pytest.mark.slow  # the real model's tokenizer encodes the shipped stdlib prompts
 def test_on_the_shipped_traces_a_seen_bigram_makes_the_top_transition_far_likelier():
-    from goose_runtime.decoder import DecodeConfig  # noqa: F401  (the runtime's import order)
+    from goose_runtime.config import DecodeConfig  # noqa: F401  (the runtime's import order)
     from goose_runtime.model import load_model
     from goose_runtime.replayfit import fitted_cue, replay_items
     files = ["traces/stdlib-b8.parquet"]

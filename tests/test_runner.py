@@ -77,7 +77,7 @@ def test_encode_all_rejects_empty_and_over_long():
 def test_run_methods_keeps_a_deep_topology_file_inside_the_context(tmp_path):
     # a drafted node sits at position past + depth: a file's 40-deep spine needs room that the
     # builders' max_spine (20) did not leave (review, 3 Dec: positions past the context)
-    from goose_runtime.decoder import DecodeConfig
+    from goose_runtime.config import DecodeConfig
     from goose_runtime.runner import deepest_tree, run_methods
     from goose_theory.topology import Topology, save_topology
 
