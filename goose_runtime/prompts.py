@@ -8,8 +8,9 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   see NOTICE there) in file order (question 81, 82, ...); the text is the first turn.
 - ``stdlib``: code continuation cut from this interpreter's standard library
   (``sysconfig.get_paths()["stdlib"]``, or the folder named by ``GOOSE_STDLIB_DIR``, so another
-  machine with another Python can cut the same prompts from a copy of these sources). One prompt
-  per module of :data:`STDLIB_MODULES`, in that order: the first function (or method) that starts
+  machine with another Python can cut the same prompts from a copy of these sources;
+  :mod:`goose_runtime.stdlib_prompts` cuts them). One prompt per module of its
+  :data:`~goose_runtime.stdlib_prompts.STDLIB_MODULES`, in that order: the first function (or method) that starts
   in the last two thirds of the module, has at least :data:`STDLIB_CONTEXT_LINES` lines before it
   and at least :data:`STDLIB_MIN_REST` body lines after its first statement. The prompt is the
   ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the signature and first statement (often
@@ -35,14 +36,12 @@ which is raw code continuation (a chat wrapper would make the model answer, not 
 """
 from __future__ import annotations
 
-import ast
 import functools
 import gzip
 import hashlib
 import importlib.util
 import json
 import os
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,15 +54,6 @@ BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffl
 SHUFFLED_OF = {"humaneval-shuffled": "humaneval", "mtbench-shuffled": "mtbench"}  # shuffled set -> its source
 RAW_BENCHMARKS = frozenset({"stdlib", "stdlib-wide"})
 MTBENCH_FILE = Path(__file__).parent / "data" / "mt_bench" / "question.jsonl"
-STDLIB_MODULES = (
-    "argparse", "ast", "calendar", "configparser", "csv", "dataclasses", "difflib", "enum",
-    "fractions", "ftplib", "functools", "gettext", "heapq", "inspect", "ipaddress", "json/decoder",
-    "logging/__init__", "mailbox", "pprint", "shutil", "statistics", "string", "tarfile", "textwrap",
-    "tokenize", "typing", "urllib/parse", "uuid",
-)
-STDLIB_WIDE_SKIP = frozenset({"site-packages", "test", "tests", "idle_test"})
-STDLIB_CONTEXT_LINES = 40
-STDLIB_MIN_REST = 8
 HUMANEVAL_INSTRUCTION = "Complete the following Python function. Reply with the whole function in one Python code block."
 
 
@@ -90,7 +80,8 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
     if limit is not None and limit < 1:
         raise PromptError(f"limit must be at least 1, got {limit}")
     if bench in BENCHMARKS:
-        prompts = list(_builtin(bench, str(_stdlib_root()) if bench.startswith("stdlib") else ""))
+        from .stdlib_prompts import stdlib_root  # here: that module builds on this one's Prompt
+        prompts = list(_builtin(bench, str(stdlib_root()) if bench.startswith("stdlib") else ""))
     elif _is_file_set(bench):
         prompts = _read_jsonl(Path(bench), benchmark=set_name(bench))
     else:
@@ -104,8 +95,9 @@ def _builtin(bench: str, root: str) -> tuple[Prompt, ...]:
     and the loop load a set several times); ``root``: the stdlib folder it was cut from."""
     if bench in SHUFFLED_OF:
         return _shuffled(_builtin(SHUFFLED_OF[bench], root), label=bench)
+    from .stdlib_prompts import stdlib_prompts, stdlib_wide_prompts  # here: that module builds on this one's Prompt
     loaders = {"humaneval": _humaneval, "mtbench": lambda: _read_jsonl(MTBENCH_FILE, benchmark="mtbench"),
-               "stdlib": _stdlib, "stdlib-wide": _stdlib_wide}
+               "stdlib": stdlib_prompts, "stdlib-wide": stdlib_wide_prompts}
     return tuple(loaders[bench]())
 
 
@@ -253,65 +245,3 @@ def _prompt_id(obj: dict, where: str, lineno: int) -> str:
             raise PromptError(f"{where}: {key} must be a string or an integer, got {value!r}"[:200])
         return str(value)
     return str(lineno)
-
-
-def _stdlib_root() -> Path:
-    return Path(os.environ.get("GOOSE_STDLIB_DIR") or sysconfig.get_paths()["stdlib"])
-
-
-def _stdlib() -> list[Prompt]:
-    return _stdlib_cuts(_stdlib_root(), STDLIB_MODULES, benchmark="stdlib")
-
-
-def stdlib_wide_modules(root: Path | None = None) -> list[str]:
-    """Every module of the stdlib folder (``root``, default :func:`_stdlib_root`) outside the
-    folders of :data:`STDLIB_WIDE_SKIP`, minus :data:`STDLIB_MODULES`, as paths relative to it without
-    ``.py``, sorted: the sources of ``stdlib-wide`` and of the retrieval store's default corpus
-    (:mod:`goose_runtime.store`). Skipped folders are pruned, not walked (``site-packages`` is large:
-    a walk through it took 0.3 s of the 0.33)."""
-    root = _stdlib_root() if root is None else root
-    named, modules = set(STDLIB_MODULES), []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in STDLIB_WIDE_SKIP]
-        here = Path(folder).relative_to(root)
-        modules += [rel for rel in ((here / f[:-3]).as_posix() for f in files if f.endswith(".py"))
-                    if rel not in named]
-    return sorted(modules)
-
-
-def _stdlib_wide() -> list[Prompt]:
-    root = _stdlib_root()
-    modules = sorted(stdlib_wide_modules(root), key=lambda rel: hashlib.sha256(rel.encode()).hexdigest())
-    return _stdlib_cuts(root, modules, benchmark="stdlib-wide")
-
-
-def _stdlib_cuts(root: Path, modules, *, benchmark: str) -> list[Prompt]:
-    """One prompt per module that has a qualifying function, in the order given."""
-    prompts = []
-    for module in modules:
-        path = root / f"{module}.py"
-        if not path.is_file():
-            continue  # module absent in this Python version: documented, deterministic per version
-        try:
-            cut = _stdlib_cut(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            continue  # e.g. a lib2to3 fixture in Python 2 syntax: not this Python's source
-        if cut is not None:
-            line, text = cut
-            prompts.append(Prompt(id=f"{module.replace('/', '.')}:{line}", text=text, benchmark=benchmark))
-    if not prompts:
-        raise PromptError(f"{root}: no standard-library sources found for the {benchmark} prompt set")
-    return prompts
-
-
-def _stdlib_cut(source: str) -> tuple[int, str] | None:
-    """(1-based line of the def, prompt text) of the first qualifying function, or None."""
-    lines = source.splitlines(keepends=True)
-    start_after = max(STDLIB_CONTEXT_LINES, len(lines) // 3)
-    defs = sorted((n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
-                  key=lambda n: n.lineno)
-    for node in defs:
-        first = node.body[0]
-        if node.lineno > start_after and node.end_lineno - first.end_lineno >= STDLIB_MIN_REST:
-            return node.lineno, "".join(lines[node.lineno - 1 - STDLIB_CONTEXT_LINES:first.end_lineno])
-    return None

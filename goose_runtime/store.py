@@ -159,9 +159,9 @@ def _most_frequent(ctx: np.ndarray, nxt: np.ndarray, min_count: int):
 def default_corpus() -> list[pathlib.Path]:
     """This interpreter's standard library sources outside ``site-packages`` and the test suites,
     minus the modules of the ``stdlib`` prompt set: the files ``stdlib-wide`` is cut from; sorted."""
-    from .prompts import _stdlib_root, stdlib_wide_modules
+    from .stdlib_prompts import stdlib_root, stdlib_wide_modules
 
-    root = _stdlib_root()
+    root = stdlib_root()
     return sorted(root / f"{m}.py" for m in stdlib_wide_modules(root))
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import goose_runtime.store as store_mod
 from goose_runtime.model import tiny_random_bundle
-from goose_runtime.prompts import STDLIB_MODULES, _stdlib_root
+from goose_runtime.stdlib_prompts import STDLIB_MODULES, stdlib_root
 from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_corpus,
                                  check_store_bench, corpus_files, default_corpus, read_corpus, read_store, shared_store,
                                  write_store)
@@ -170,7 +170,7 @@ def test_a_corpus_without_a_repeated_context_is_refused(tmp_path, monkeypatch):
 
 
 def test_default_corpus_leaves_out_the_stdlib_prompt_set_and_the_tests():
-    root = _stdlib_root()
+    root = stdlib_root()
     files = default_corpus()
     rel = {p.relative_to(root).with_suffix("").as_posix() for p in files}
     assert len(files) > 300 and "collections/__init__" in rel
