@@ -36,7 +36,7 @@ from goose_theory.regime import regime_topologies, save_regime_topologies
 from goose_theory.regimebudget import choose_regime_budget
 from goose_theory.topology import load_topology, write_json_atomic
 from goose_runtime.cli_checks import check_run_args, make_config
-from goose_runtime.fit_report import write_report
+from goose_runtime.fit_files import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import BENCHMARKS

@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from goose_runtime.fit_inputs import trace_files
-from goose_runtime.fit_report import write_report
+from goose_runtime.fit_files import write_report
 from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
 from goose_theory.latency import load_latency

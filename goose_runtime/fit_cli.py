@@ -25,7 +25,8 @@ from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
 from .fit_inputs import copy_problem, expand_paths, trace_copies
-from .fit_report import ReportFiles, check_outputs, export_line, stale_note, stale_outputs, summary_text, write_report
+from .fit_files import ReportFiles, check_outputs, stale_note, stale_outputs, write_report
+from .fit_report import export_line, summary_text
 
 
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace

@@ -1,25 +1,17 @@
 """Render a fit-acceptance :class:`~goose_theory.fitanalysis.Analysis`: a readable summary, a
-markdown report, altair charts as HTML and the recommended ``goose-topology/1`` files.
-
-The files are written as one set (temp files, renamed into place only once all are written);
-callers validate all input first, so bad input never leaves a half-written report.
+markdown report and altair charts. :mod:`goose_runtime.fit_files` writes them, with the
+recommended ``goose-topology/1`` files, as one set.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import pandas as pd
 
-from goose_theory.cli_util import format_table, to_jsonable
-from goose_theory.errors import OutputPathError
-from goose_theory.fileio import output_file_problem, write_files_together, write_text
+from goose_theory.cli_util import format_table
 from goose_theory.fitanalysis import Analysis, GroupAnalysis
-from goose_theory.regimefile import regime_pair_path, with_fit_provenance
-from goose_theory.topology import Topology, json_text
 
 
 FEW_PROMPTS = 10
@@ -62,7 +54,7 @@ def chart_frames(analysis: Analysis) -> dict[str, pd.DataFrame]:
 CHART_NAMES = ("p_s_by_depth", "p_t_by_rank", "p_t_by_parent", "p_t_by_depth", "predicted_vs_observed", "bound_check")
 
 
-def _chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
+def chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
     """Writes report chart ``name`` (one of :data:`CHART_NAMES`, drawn by ``charts.<name>_chart``)
     of ``frame`` as HTML to the path it is given. The charts module is imported here, not at the
     top: altair costs 0.3-0.5 s to import (bench/bench_fit_cli.py), and only a run with ``--out`` draws charts."""
@@ -183,143 +175,13 @@ def render_markdown(analysis: Analysis, files: dict[str, str], chart_files: list
     return "\n".join(lines)
 
 
-def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
-    f = g.fit
-    return to_jsonable({"tool": "fit-acceptance", "traces": [os.path.abspath(p) for p in analysis.fit.counts.files],
-            "group": g.label, "group_key": f.key, "cycles": f.cycles, "prompts": f.prompts,
-            "fitted": {"p_s": f.p_s.to_dict(), "p_t": f.p_t.to_dict(), "ratio": f.ratio.to_dict(),
-                       "selected": g.checks.selected.to_dict()},
-            "bootstrap": analysis.fit.n_boot, "seed": analysis.fit.seed,
-            "budget_source": g.recommendation.budget_source if g.recommendation else None})  # NaN -> null
-
-
-def check_outputs(analysis: Analysis, out_dir: str | os.PathLike, *, siblings: tuple[str, ...] = ()) -> None:
-    """Refuse, before anything is written, a file :func:`write_report` would write that cannot be
-    (a folder or a device where a file goes): else the report would stop half written. Also checks
-    each topology file's ``siblings`` (suffixes such as ``-regimes``, the regime files written beside
-    it). Raises :class:`OutputPathError` naming the file."""
-    out_dir = os.fspath(out_dir)
-    stems = list(topology_stems(analysis).values())
-    names = [f"{stem}{suffix}.json" for stem in stems for suffix in ("", *siblings)]
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if twice:  # a group labelled "X-regimes" beside a group X: one file would replace the other
-        raise OutputPathError(f"two groups would both write {os.path.join(out_dir, twice)}; rename a prompt set or method")
-    names += [f"{name}.html" for name, frame in chart_frames(analysis).items() if not frame.empty]
-    for path in [os.path.join(out_dir, n) for n in (*names, "report.md")]:
-        problem = output_file_problem(path)
-        if problem:
-            raise OutputPathError(f"output file {path} {problem}")
-
-
-def topology_stems(analysis: Analysis) -> dict[str, str]:
-    """Group label -> the file stem of its topology, for the groups with a recommendation (the
-    overall one only where no group has its label). Labels are cut to file-name characters, so
-    two ("a b", "a_b") may meet: the later one gets its label's short hash, not the other's file.
-
-    Example: sets "a b" and "a_b" -> ``topology-a_b.json`` and ``topology-a_b-<8 hex>.json``.
-    """
-    stems: dict[str, str] = {}
-    for g in (*analysis.groups, analysis.overall):
-        if g.recommendation is None or g.label in stems:
-            continue
-        stem = g.file_stem
-        if stem in stems.values():
-            stem += "-" + hashlib.sha1(g.label.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        stems[g.label] = stem
-    return stems
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    """What :func:`write_report` wrote: each group's topology file (label -> path) and, for the
-    groups given two-regime exports, what their two files hold (:func:`regime_export`)."""
-    topologies: dict[str, str]
-    exports: list[dict[str, Any]]
-    paths: tuple[str, ...] = ()  # every file written: topologies, regime files, charts, report.md
-
-    @property
-    def recommended(self) -> dict[str, str]:
-        """The topology files that hold the recommended tree (not a two-regime export)."""
-        exported = {e["group"] for e in self.exports}
-        return {k: v for k, v in self.topologies.items() if k not in exported}
-
-
-def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
-                 regimes: dict[str, tuple] | None = None) -> ReportFiles:
-    """Write topology-<group>.json, the HTML charts and report.md into ``out_dir`` as one set
-    (:func:`~goose_theory.fileio.write_files_together`: a failure part-way replaces none of them).
-    ``regimes``: group label -> the two-regime export (single, pair, ...) of ``fit-acceptance
-    --regimes`` and ``goose loop``; such a group's file holds ``single`` instead of the recommended
-    tree, its regime file (``pair``) goes beside it, and the report names both in a section of its
-    own. Callers check the paths first (:func:`check_outputs`)."""
-    out_dir, regimes = os.fspath(out_dir), regimes or {}
-    writers, topologies, exports = {}, {}, []
-    stems = topology_stems(analysis)
-    for g in (*analysis.groups, analysis.overall):  # the overall file only where no group wrote its label
-        if g.label not in stems or g.label in topologies:
-            continue
-        path = topologies[g.label] = os.path.join(out_dir, stems[g.label] + ".json")
-        if g.label not in regimes:
-            writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(provenance=_provenance(analysis, g)))
-            continue
-        single, pair = with_fit_provenance(*regimes[g.label][:2], _provenance(analysis, g))
-        pair_path = regime_pair_path(path)
-        writers[path], writers[pair_path] = _topology_writer(single), _topology_writer(pair)
-        exports.append(regime_export(g.label, single, pair, path, pair_path))
-    chart_files = []
-    for name, frame in chart_frames(analysis).items():
-        if not frame.empty:
-            chart_files.append(os.path.join(out_dir, f"{name}.html"))
-            writers[chart_files[-1]] = _chart_writer(name, frame)
-    recommended = ReportFiles(topologies, exports).recommended
-    report = render_markdown(analysis, recommended, chart_files) + _regime_section(analysis, exports)
-    writers[os.path.join(out_dir, "report.md")] = functools.partial(write_text, text=report)
-    write_files_together(writers)
-    return ReportFiles(topologies, exports, tuple(writers))
-
-
-def stale_outputs(out_dir: str, written: ReportFiles) -> list[str]:
-    """Topology files and charts in ``out_dir`` that this run did not write: an earlier run's (a
-    ``--regimes`` file beside a plain run's tree, a group this fit no longer has), which a reader
-    of the folder would take for this run's.
-
-    Example:
-        >>> import tempfile; d = tempfile.mkdtemp(); open(os.path.join(d, "topology-old.json"), "w").close()
-        >>> stale_outputs(d, ReportFiles({}, [], (os.path.join(d, "report.md"),)))
-        ['topology-old.json']
-    """
-    ours = {os.path.basename(p) for p in written.paths}
-    names = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
-    return [n for n in names if n not in ours and (n.startswith("topology-") and n.endswith(".json")
-                                                   or n in {f"{name}.html" for name in CHART_NAMES})]
-
-
-def stale_note(out_dir: str, stale: list[str]) -> str:
-    """The one line that names :func:`stale_outputs` (four names at most)."""
-    more = f" and {len(stale) - 4} more" if len(stale) > 4 else ""
-    return f"note: {out_dir} also holds files this run did not write (an earlier run's): {', '.join(stale[:4])}{more}"
-
-
-def _topology_writer(topology: Topology) -> Callable[[str], None]:
-    """A writer of ``topology``'s JSON to a given (temp) path, for :func:`write_files_together`."""
-    return functools.partial(write_text, text=json_text(topology.to_dict()))
-
-
-def regime_export(group: str, single, pair, single_path: str, pair_path: str) -> dict[str, Any]:
-    """What a group's two regime exports hold (``fit-acceptance --regimes``, ``goose loop``): the
-    trees as exported, and the files they were saved to."""
-    return {"group": group, "budget": single.budget,
-            **{key: {"file": path, "rule": t.meta.get("rule"), "predicted_tau": t.meta.get("predicted_tau")}
-               for key, path, t in (("single", single_path, single), ("regime_file", pair_path, pair))}}
-
-
 def export_line(e: dict[str, Any]) -> str:
     return (f"{e['group']} at budget {e['budget']}: one tree, predicted tau {e['single']['predicted_tau']:.3f} -> "
             f"{e['single']['file']}; regime file, predicted tau {e['regime_file']['predicted_tau']:.3f} -> "
             f"{e['regime_file']['file']}")
 
 
-def _regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
+def regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
     """The report's section on the groups whose files hold two-regime exports ('' without any)."""
     if not exports:
         return ""

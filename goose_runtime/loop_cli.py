@@ -50,7 +50,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     from goose_theory.fitanalysis import analyze
     from .fit_cli import group_regime_exports
     from .fit_inputs import fit_metadata, note_model_mismatch, note_token_cap
-    from .fit_report import check_outputs, write_report
+    from .fit_files import check_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     metas = fit_metadata(files)
@@ -142,7 +142,7 @@ def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str
 def _loop_plan(args: argparse.Namespace, written, fits: dict, by_label: dict, *, bundle, config) -> list:
     """(prompt set, topology files) to validate per exported group: the single tree, the regime
     file and the replay's pick; notes the out folder's files this run did not write."""
-    from .fit_report import stale_note, stale_outputs
+    from .fit_files import stale_note, stale_outputs
 
     plan = []
     for e in written.exports:

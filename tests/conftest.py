@@ -1,7 +1,10 @@
 """Shared test helpers: random valid topologies for property tests, a trace copy with edited
 metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
-the tree builders; gpu tests need a CUDA device; `no_model` fails a test that loads a model."""
+the tree builders, a two-group fit analysis and its report's sections; gpu tests need a CUDA device;
+`no_model` fails a test that loads a model."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -93,3 +96,27 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("bad input must be refused before the model loads")
     monkeypatch.setattr(model_mod, "load_model", refuse)
+
+
+@pytest.fixture(scope="module")
+def report_analysis(tmp_path_factory):
+    """The fit-acceptance report's tests (test_fit_report, test_fit_files): two trace files, one group each: ``goose`` drawn from the model, ``broken`` with nothing
+    accepted past depth 1, so its observed tau falls below the paper's bound."""
+    from goose_theory.fit import fit_counts
+    from goose_theory.fitanalysis import analyze
+    from goose_theory.fitcounts import count_files
+    from goose_theory.synthetic import SyntheticSpec, write_synthetic
+
+    d = tmp_path_factory.mktemp("report")
+    good, broken = d / "good.parquet", d / "broken.parquet"
+    write_synthetic(good, SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="goose"), seed=11)
+    write_synthetic(broken, SyntheticSpec(0.6, [0.1, 0.05], (TREE,), prompts=12, cycles=40, method="broken",
+                                          run_id="r2", max_accepted_depth=1), seed=12)
+    counts = count_files([good, broken], group_by=["method"])
+    return analyze(fit_counts(counts, n_boot=100, seed=0)), (str(good), str(broken))
+
+
+def md_sections(text: str) -> dict[str, str]:
+    """``## `` sections of the report by title (the part before the first one under "")."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {"": parts[0], **dict(zip(parts[1::2], parts[2::2]))}

@@ -177,7 +177,7 @@ def _exported(budget: int) -> tuple:
 
 
 def _saved(exported: tuple, path) -> list[str]:
-    """``exported``'s two files as the loop writes them (fit_report.write_report): [single, regime file]."""
+    """``exported``'s two files as the loop writes them (fit_files.write_report): [single, regime file]."""
     from goose_theory.regimefile import save_regime_topologies
     return [str(path), save_regime_topologies(exported[0], exported[1], str(path))]
 
