@@ -17,7 +17,8 @@ before cutting it (``dyntree.EARLY_STOP = False``, as before 1 Dec): the same tr
 growing them all.
 ``--torch-readout`` adds, for each method, a run that reads the top-k with torch ops alone
 (``verify.blocked_topk``) instead of the numba kernel (``goose_runtime/readout.py``), the two runs
-back to back.
+back to back. ``--dtype bfloat16`` (or ``float16``) loads the model in that dtype (the numba kernel
+reads its logits widened to fp32).
 
 Usage:
     .venv/bin/python bench/bench_overhead.py --methods ar,goose@8,goose@16,goose@60,goose@80,tr \
@@ -40,7 +41,7 @@ import goose_runtime.dyntree as dyntree
 import goose_runtime.readout as readout
 from goose_runtime.cli_checks import check_run_args
 from goose_runtime.runner import parse_labeled
-from goose_runtime.model import load_model
+from goose_runtime.model import load_model, resolve_dtype
 from goose_runtime.prompts import encode_prompt, load_prompts
 from goose_runtime.store import check_store_bench
 
@@ -64,13 +65,13 @@ def install_timers(totals: dict[str, float]) -> None:
 
 
 def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, float], *,
-            refresh: bool = False, benchmark: str = "prompt") -> dict[str, float]:
+            refresh: bool = False, benchmark: str = "prompt", dtype: str = "float32") -> dict[str, float]:
     """ms per cycle of ``draft_s`` and of each phase, over ``prompts`` (after one warm-up prompt)."""
     spec = parse_labeled(method)
     latency = None
     if spec.kind == "auto":  # auto cuts its trees on this device's latency profile (cached)
         from goose_runtime.profile import device_profile
-        latency, _ = device_profile(bundle, dtype="float32", refresh=refresh)
+        latency, _ = device_profile(bundle, dtype=dtype, refresh=refresh)
     dec = decoder.Decoder(bundle, spec, config.DecodeConfig(max_new_tokens=128, latency=latency))
     dec.decode(prompts[0], benchmark=benchmark)  # the set's name: +store refuses stdlib-wide
     totals.clear()
@@ -89,7 +90,7 @@ def measure(bundle, method: str, prompts: list[list[int]], totals: dict[str, flo
 def parse(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for flag, default in (("--methods", "ar,goose@4,goose@8,goose@16,goose@60,goose@80,tr,auto"),
-                          ("--bench", "humaneval")):
+                          ("--bench", "humaneval"), ("--dtype", "float32")):
         ap.add_argument(flag, default=default)
     for flag, default in (("--prompts", 3), ("--threads", 2)):
         ap.add_argument(flag, type=int, default=default)
@@ -112,6 +113,7 @@ def main(argv=None) -> int:
         if any(s.store for s in specs):
             check_store_bench(first[0].benchmark, ())  # a StoreError (a ValueError) on stdlib-wide
         check_run_args(args, extra=("prompts", "parallel_rows"))  # a UsageError, a ValueError too
+        resolve_dtype(args.dtype)  # a ModelLoadError (a ValueError) names an unknown dtype
         if args.refresh_latency and "auto" not in kinds:
             raise ValueError("--refresh-latency re-measures auto's profile, and no auto method is in this run")
     except ValueError as err:  # MethodError is one too
@@ -119,13 +121,13 @@ def main(argv=None) -> int:
         return 2
     torch.set_num_threads(args.threads)
     readout.PARALLEL_ROWS = args.parallel_rows
-    bundle = load_model(device="cpu")
+    bundle = load_model(device="cpu", dtype=args.dtype)
     loaded = load_prompts(args.bench, limit=args.prompts)
     prompts = [encode_prompt(bundle, p) for p in loaded]
     totals: dict[str, float] = collections.defaultdict(float)
     install_timers(totals)
     labels = ["draft_s"] + [label for label, _, _ in PHASES] + ["faults"]
-    print(f"{args.bench}, {args.prompts} prompts, 128 new tokens, {args.threads} threads: ms per cycle")
+    print(f"{args.bench}, {args.prompts} prompts, 128 new tokens, {args.dtype}, {args.threads} threads: ms per cycle")
     print(f"{'method':18s} {'cycles':>6s} " + " ".join(f"{x:>8s}" for x in labels))
     refresh_left = args.refresh_latency  # re-measured once: every auto row is cut on one profile
     with torch.inference_mode():
@@ -136,7 +138,8 @@ def main(argv=None) -> int:
             for name, torch_only, early_stop in variants:
                 readout.USE_NUMBA, dyntree.EARLY_STOP = not torch_only, early_stop
                 refresh, refresh_left = refresh_left and kind == "auto", refresh_left and kind != "auto"
-                row = measure(bundle, method, prompts, totals, refresh=refresh, benchmark=loaded[0].benchmark)
+                row = measure(bundle, method, prompts, totals, refresh=refresh, benchmark=loaded[0].benchmark,
+                              dtype=args.dtype)
                 cells = [f"{row[x]:8.1f}" if x == "faults" else f"{row[x]:8.3f}" for x in labels]
                 print(f"{name:18s} {row['cycles']:6d} " + " ".join(cells), flush=True)
         readout.USE_NUMBA, dyntree.EARLY_STOP = True, True

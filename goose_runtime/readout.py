@@ -1,4 +1,4 @@
-"""Top-k of every verified row, on the CPU in fp32: one pass of block maxima, then a numba kernel.
+"""Top-k of every verified row, on the CPU (read in fp32): one pass of block maxima, then a numba kernel.
 
 Every cycle reads the top-10 of each tree node's logits (the argmax verifies; the rest is
 harvested into the adjacency table). At 81 rows that is 16 MB of logits, so the readout is
@@ -16,10 +16,11 @@ the rule of ``torch.argmax``. A row with a NaN logit raises :class:`NaNLogitsErr
 emits NaN has no meaningful argmax; ``torch.argmax`` would return the NaN's column). Exact: values
 and indices equal ``torch.topk``'s wherever the top k is free of ties (``tests/test_readout.py``).
 
-Used by :func:`goose_runtime.verify.top_candidates` for contiguous fp32 CPU logits whose
-vocabulary splits into at least ``4 k`` blocks, one row included (``ar``'s step: 0.11 ms against
+Used by :func:`goose_runtime.verify.top_candidates` for contiguous CPU logits whose vocabulary
+splits into at least ``4 k`` blocks, one row included (``ar``'s step: 0.11 ms against
 ``torch.topk``'s 0.10 ms, and ``torch.topk`` may break an exact tie at the top another way than
-argmax); everything else (CUDA, bf16) keeps the torch path.
+argmax); bf16 and fp16 logits are widened to fp32 first (exact: the same values, so the same top k);
+everything else (CUDA) keeps the torch path.
 
 Example:
     >>> import torch
@@ -44,6 +45,10 @@ BLOCK = 64  # columns per block: bench/bench_readout.py found 64 best at 9-81 ro
 # 81 (bench_overhead A/B, 30 Nov; goose@8's 9 rows: equal either way)
 PARALLEL_ROWS = 32
 USE_NUMBA = True  # False: verify.top_candidates reads with torch ops alone (bench/bench_overhead.py compares)
+# bf16 and fp16 logits are widened to fp32 first (exactly: both are subsets of fp32), one pass, then read
+# as fp32: goose@60 drafted in 1.29 ms a cycle against 5.32 with torch's bf16 topk
+# (bench_overhead --dtype bfloat16, 5 Dec)
+READ_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @jit
@@ -120,10 +125,10 @@ class NaNLogitsError(InputError):
 
 
 def fits(logits: torch.Tensor, k: int) -> bool:
-    """Whether :func:`topk_rows` applies: contiguous fp32 CPU logits (one row too, so that every
-    method breaks an exact tie at the top the same way, as ``torch.argmax`` and greedy generation
-    do), a vocabulary of at least ``4 k`` whole blocks."""
-    if not USE_NUMBA or logits.device.type != "cpu" or logits.dtype != torch.float32 or logits.dim() != 2:
+    """Whether :func:`topk_rows` applies: contiguous CPU logits in fp32, bf16 or fp16 (one row too,
+    so that every method breaks an exact tie at the top the same way, as ``torch.argmax`` and greedy
+    generation do), a vocabulary of at least ``4 k`` whole blocks."""
+    if not USE_NUMBA or logits.device.type != "cpu" or logits.dtype not in READ_DTYPES or logits.dim() != 2:
         return False
     q, v = logits.shape
     return q >= 1 and k >= 1 and v % BLOCK == 0 and v // BLOCK >= 4 * k and logits.is_contiguous()
@@ -148,7 +153,7 @@ def topk_probs(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _readout(logits: torch.Tensor, k: int, *, with_probs: bool):
-    logits = logits.detach()
+    logits = logits.detach().float()  # a no-op in fp32; bf16 / fp16 widen exactly, so the top k is theirs
     q, v = logits.shape
     block_max = logits.view(q, v // BLOCK, BLOCK).amax(-1).numpy()  # torch's SIMD reduction: one pass
     vals = np.empty((q, k), np.float32)

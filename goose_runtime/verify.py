@@ -113,11 +113,11 @@ def top_candidates(logits: torch.Tensor, k: int, score: str | None) -> tuple[np.
     CPU. ``"prob"`` is the softmax normalised over the k blocks of the vocabulary that hold the top
     k (640 columns with blocks of 64, instead of a pass of ``exp`` over all 49152; on the torch path
     every column for a single row): exact when the rest of the vocabulary is negligible, an upper
-    bound otherwise -- ``auto`` only bins it and calibrates the bins. On the CPU in fp32 the numba
+    bound otherwise -- ``auto`` only bins it and calibrates the bins. On the CPU the numba
     kernel sums it with the top-k (:func:`readout.topk_probs`): after a forward has streamed the
     weights through the caches every small torch op is slow, and the torch ops of the softmax
     made a 4-row readout 0.66 ms against 0.39 now (1 Dec, ``docs/bench-runtime.md``, last section)."""
-    if readout.fits(logits, k):  # fp32 on the CPU: block maxima, then one numba kernel
+    if readout.fits(logits, k):  # on the CPU (bf16 / fp16 widened to fp32): block maxima, then one numba kernel
         if score == "prob":
             return readout.topk_probs(logits, k)
         vals_np, idx_np, _ = readout.topk_rows(logits, k)

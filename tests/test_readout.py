@@ -48,11 +48,12 @@ def test_equal_values_in_blocks_of_different_rank_keep_column_order():
     assert readout.topk_rows(logits, 3)[1].tolist() == [[200, 10, 201]] * 2
 
 
-def test_fits_only_contiguous_fp32_cpu_with_enough_blocks():
+def test_fits_only_contiguous_cpu_floats_with_enough_blocks():
     x = torch.randn(3, 4096)
     assert readout.fits(x, 10)
     assert readout.fits(x[:1], 10)                            # one row too (ar's step)
-    assert not readout.fits(x.bfloat16(), 10)                  # another dtype
+    assert readout.fits(x.bfloat16(), 10) and readout.fits(x.half(), 10)  # widened to fp32 exactly
+    assert not readout.fits(x.double(), 10)                    # another dtype (narrowing is not exact)
     assert not readout.fits(x[:, :4000], 10)                   # not whole blocks (and a view)
     assert not readout.fits(torch.randn(3, 512), 10)           # fewer than 4 k blocks
     assert not readout.fits(x.t().contiguous().t(), 10)        # not contiguous
@@ -81,6 +82,21 @@ def test_top_candidates_equal_the_torch_path(score, rows):
         want = torch.exp(vals.double() - torch.logsumexp(cand.double(), dim=-1, keepdim=True)).float().numpy()
         np.testing.assert_allclose(scores, want, rtol=1e-6, atol=0)
         assert scores.dtype == np.float32 and np.all(np.diff(scores, axis=1) <= 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows", [1, 9, max(40, readout.PARALLEL_ROWS)])   # serial and pooled kernels
+def test_half_precision_logits_read_as_their_exact_fp32_widening(dtype, rows, monkeypatch):
+    # bf16 logits tie at the top at 2-4% of positions (docs/bench-runtime.md); widening is exact, so the
+    # top k is that of the same values in fp32, and column 0 is torch.argmax's token, ties included
+    x = (torch.randn(rows, 49152, generator=torch.Generator().manual_seed(5)) * 3).to(dtype)
+    x[0, 100] = x[0, 7000] = x[0].max() + 1
+    for score in (None, "logit", "prob"):
+        got, want = top_candidates(x, 10, score), top_candidates(x.float(), 10, score)
+        assert np.array_equal(got[0], want[0]) and (score is None or np.array_equal(got[1], want[1]))
+    assert np.array_equal(got[0][:, 0], x.argmax(-1).numpy()) and got[0][0, :2].tolist() == [100, 7000]
+    monkeypatch.setattr(readout, "USE_NUMBA", False)  # the torch path on the half-precision tensor agrees
+    assert np.array_equal(top_candidates(x, 10, None)[0][:, 0], got[0][:, 0])
 
 
 def test_the_result_does_not_depend_on_the_thread_count(monkeypatch):
