@@ -11,8 +11,8 @@ Every set has a fixed, documented order, so ``limit=N`` and :func:`split_prompts
   machine with another Python can cut the same prompts from a copy of these sources;
   :mod:`goose_runtime.stdlib_prompts` cuts them). One prompt per module of its
   :data:`~goose_runtime.stdlib_prompts.STDLIB_MODULES`, in that order: the first function (or method) that starts
-  in the last two thirds of the module, has at least :data:`STDLIB_CONTEXT_LINES` lines before it
-  and at least :data:`STDLIB_MIN_REST` body lines after its first statement. The prompt is the
+  in the last two thirds of the module, has at least ``STDLIB_CONTEXT_LINES`` (40) lines before it
+  and at least ``STDLIB_MIN_REST`` (8) body lines after its first statement (both in that module). The prompt is the
   ``STDLIB_CONTEXT_LINES`` lines before the ``def`` plus the signature and first statement (often
   the docstring); the id is ``module:line`` of the ``def``.
   Modules missing from the interpreter are skipped, so the set depends on the Python version.
