@@ -4,11 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from scipy import stats
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.fit import fit_counts
-from goose_theory.fitcheck import check_group, curve_test, overdispersion, parent_test, spine_availability
+from goose_theory.fitcheck import check_group, curve_test, parent_test, spine_availability
 from goose_theory.fitcounts import count_tables
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.optimize import build_topology
@@ -45,17 +44,6 @@ def test_curve_test_pools_sparse_tail():
     t = curve_test(np.array([0, 60, 30, 2, 1]), np.array([0, 100, 100, 5, 3]), start=1, min_n=30)
     assert t.bin_n == (100, 108) and t.df == 1
     assert t.curve[1] == pytest.approx(33 / 108)
-
-
-def test_overdispersion_recovers_beta_binomial_rho():
-    rng = np.random.default_rng(0)
-    a, b = 3.0, 5.0  # rho = 1/(a+b+1) = 1/9
-    n = rng.integers(20, 60, 400)
-    k = stats.betabinom.rvs(n, a, b, random_state=rng)
-    od = overdispersion(k, n)
-    assert od.overdispersed and abs(od.rho - 1 / 9) < 0.04
-    flat = overdispersion(rng.binomial(n, 0.4), n)
-    assert not flat.overdispersed and flat.rho < 0.02
 
 
 def test_overdispersion_flags_prompt_random_effects():
@@ -182,22 +170,3 @@ def test_overdispersion_counts_each_prompt_once_across_runs():
     fit = fit_counts(count_tables([synthetic_table(spec, seed=3), synthetic_table(again, seed=3)]), n_boot=50)
     checks = check_group(fit.overall, fit.counts)
     assert fit.overall.prompts == checks.spine_dispersion.prompts == checks.transition_dispersion.prompts == 12
-
-
-def test_distribution_helpers_equal_scipy_stats():
-    """fitcheck's chi2 tail and binomial / beta-binomial log-pmfs (kept off scipy.stats, whose
-    import costs ~0.8 s) give scipy.stats' values (the same bits under scipy 1.17, whose formulas
-    they copy; a tolerance here, as a later scipy may compute them in another order)."""
-    from scipy import stats
-
-    from goose_theory.fitcheck import betabinom_logpmf, binom_logpmf, chi2_sf
-
-    rng = np.random.default_rng(2)
-    n = rng.integers(1, 400, 200).astype(float)
-    k = np.floor(rng.random(200) * (n + 1))
-    for p in (0.003, 0.15, 0.91):
-        np.testing.assert_allclose(binom_logpmf(k, n, p), stats.binom.logpmf(k, n, p), rtol=1e-12)
-    for a, b in ((0.4, 2.0), (6.4, 1.3), (50.0, 900.0)):
-        np.testing.assert_allclose(betabinom_logpmf(k, n, a, b), stats.betabinom.logpmf(k, n, a, b), rtol=1e-12)
-    for x, df in ((0.0, 1), (0.7, 1), (3.84, 1), (187.8, 19), (11673.2, 9), (20.0, 20)):
-        assert chi2_sf(x, df) == pytest.approx(stats.chi2.sf(x, df), rel=1e-12, abs=0)
