@@ -31,7 +31,7 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.bound import paper_lower_bound
 from goose_theory.choices import (ChoicesError, choices_from_topology, choices_text, portability_notes,
                                   topology_from_choices)
-from goose_theory.fileio import loads_json
+from goose_theory.jsonio import loads_json
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
 from goose_theory.topology import SOURCE_NAMES, Topology, TopologyError, topology_from_dict

@@ -22,10 +22,10 @@ import pandas as pd
 
 from app.compute import acceptance
 from goose_theory.errors import InputError
-from goose_theory.fileio import loads_json
 from goose_theory.fit import PARENT_SOURCES, ROOTS_ONLY, GroupFit, fit_traces
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
+from goose_theory.jsonio import loads_json
 from goose_theory.latency import CostAwareResult, LatencyError, LatencyProfile, cost_aware, latency_from_dict
 from goose_runtime.fit_inputs import copy_problem, trace_copies
 from goose_theory.traceio import TraceFileError, check_trace

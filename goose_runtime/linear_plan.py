@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from goose_theory.errors import OutputPathError
-from goose_theory.fileio import loads_json
+from goose_theory.jsonio import loads_json
 from goose_theory.topology import write_json_atomic
 
 from .cpu_speed import OneDnnLinear, set_stock_rows

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from goose_theory.errors import InputError
-from goose_theory.fileio import loads_json
+from goose_theory.jsonio import loads_json
 
 BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffled", "mtbench-shuffled")
 SHUFFLED_OF = {"humaneval-shuffled": "humaneval", "mtbench-shuffled": "mtbench"}  # shuffled set -> its source

@@ -33,7 +33,8 @@ import os
 from typing import Any, Sequence
 
 from .errors import InputError
-from .fileio import loads_json, read_text_file, write_text_atomic
+from .fileio import write_text_atomic
+from .jsonio import loads_json, read_text_file
 from .topology import MAX_RANK, ROOT, TRANSITION, Topology
 
 MAX_NODES = 10_000  # goose optimize's largest budget; Medusa's and EAGLE's default trees have 63 and 59

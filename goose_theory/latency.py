@@ -35,7 +35,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .errors import InputError
-from .fileio import load_json_file
+from .jsonio import load_json_file
 from .optimize import OptimizeResult, _check_int, build_topology, optimal_tau_curve, parse_rule
 from .topology import write_json_atomic
 

@@ -27,7 +27,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import InputError
-from .fileio import atomic_output, load_json_file, write_text
+from .fileio import atomic_output, write_text
+from .jsonio import load_json_file
 from .topometa import meta_problem
 
 SCHEMA = "goose-topology/1"

@@ -25,7 +25,7 @@ import sys
 from typing import Any, Mapping
 
 from .acceptance import Acceptance, AcceptanceError
-from .fileio import json_at, json_misfit
+from .jsonio import json_at, json_misfit
 
 _NULL = type(None)  # every key may be absent or null
 _NUMBER, _OBJECT, _LIST = ((int, float, _NULL), "a number"), ((dict, _NULL), "an object"), ((list, _NULL), "a list")

@@ -54,7 +54,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
-from .fileio import atomic_output, json_misfit, loads_json
+from .fileio import atomic_output
+from .jsonio import json_misfit, loads_json
 
 TRACE_VERSION = "1"
 VERSION_KEY = b"goose_trace_version"

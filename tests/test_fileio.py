@@ -1,4 +1,4 @@
-"""Atomic output and validated JSON input shared by every writer and loader."""
+"""Atomic output shared by every writer: temp file, then rename; paths checked before the work."""
 from __future__ import annotations
 
 import os
@@ -6,9 +6,9 @@ import stat
 
 import pytest
 
-from goose_theory.errors import InputError, OutputPathError
-from goose_theory.fileio import (atomic_output, output_dir_problem, output_file_problem, read_json, write_files_together,
-                                 write_text, write_text_atomic)
+from goose_theory.errors import OutputPathError
+from goose_theory.fileio import (atomic_output, output_dir_problem, output_file_problem, write_files_together, write_text,
+                                 write_text_atomic)
 
 
 def test_success_renames_with_shared_mode(tmp_path):
@@ -53,45 +53,6 @@ def test_a_failed_set_removes_the_folders_it_made_and_nothing_else(tmp_path):
                               str(tmp_path / "kept" / "b.txt"): lambda tmp: write_text(tmp, "b")})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["old.txt"]
-
-
-def test_read_json_errors_name_the_file(tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text("{nope")
-    with pytest.raises(InputError, match=r"bad\.json: malformed JSON"):
-        read_json(bad, InputError)
-    with pytest.raises(InputError, match=r"missing\.json: no such file"):
-        read_json(tmp_path / "missing.json", InputError)
-    with pytest.raises(InputError, match=r"^'': the file name is empty$"):  # was ": no such file"
-        read_json("", InputError)
-    good = tmp_path / "good.json"
-    good.write_text('{"a": [1, 2]}')
-    assert read_json(good, InputError) == {"a": [1, 2]}
-
-
-@pytest.mark.parametrize("text, problem", [("[" * 50_000, "nested too deeply"),
-                                           ('{"budget": ' + "9" * 5000 + "}", "an integer longer than")])
-def test_json_the_parser_refuses_is_malformed_json_not_a_traceback(tmp_path, text, problem):
-    # json.loads raises RecursionError / a bare ValueError for these, which no loader caught
-    path = tmp_path / "odd.json"
-    path.write_text(text)
-    with pytest.raises(InputError, match=rf"odd\.json: malformed JSON \({problem}"):
-        read_json(path, InputError)
-
-
-def test_json_input_that_is_not_a_regular_file(tmp_path):
-    class Bad(ValueError):
-        pass
-
-    with pytest.raises(Bad, match="is a directory, not a JSON file"):
-        read_json(tmp_path, Bad)
-    with pytest.raises(Bad, match="/dev/zero: is a device, not a JSON file"):  # would be read forever
-        read_json("/dev/zero", Bad)
-    read_end, write_end = os.pipe()  # a pipe is a fine source (cat tree.json | goose yield --topology /dev/stdin)
-    os.write(write_end, b'{"a": 1}')
-    os.close(write_end)
-    assert read_json(f"/dev/fd/{read_end}", Bad) == {"a": 1}
-    os.close(read_end)
 
 
 def test_output_paths_checked_before_writing(tmp_path):
