@@ -5,7 +5,7 @@ profile (the cost-aware choice: the budget whose regime file predicts the most t
 cycle time, ``goose_theory.regimebudget``; the single-regime fit's choice, the rule before 1 Dec
 noon, is exported and measured beside it),
 exports the optimised topologies at that budget and validates them on held-out prompts. This
-benchmark exports the same optimised topologies (``goose_theory.regime.regime_topologies``, the
+benchmark exports the same optimised topologies (``goose_theory.regimeexport.regime_topologies``, the
 loop's own export) at every budget in ``--budgets`` *and* at the cost-aware one, and decodes them
 all in one run on the same held-out prompts (``goose_runtime.validate.validate_benchmark``: prompts
 outer, methods inner, with ``ar`` and the paper's ``goose`` at each budget), so their tokens/s are
@@ -32,7 +32,8 @@ import torch
 from goose_theory.cli_util import UsageError, to_jsonable
 from goose_theory.fit import fit_traces
 from goose_theory.fitanalysis import analyze
-from goose_theory.regime import regime_topologies, save_regime_topologies
+from goose_theory.regimeexport import regime_topologies
+from goose_theory.regimefile import save_regime_topologies
 from goose_theory.regimebudget import choose_regime_budget
 from goose_theory.topology import load_topology, write_json_atomic
 from goose_runtime.cli_checks import check_run_args, make_config

@@ -36,7 +36,8 @@ import sys
 
 import numpy as np
 
-from goose_theory.regime import export_topologies, regime_tau
+from goose_theory.regime import regime_tau
+from goose_theory.regimeexport import export_topologies
 from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from goose_theory.regimefit import fit_regimes, nearest_methods, read_frames
 from goose_theory.topology import Topology, write_json_atomic
@@ -53,7 +54,7 @@ def halves(frames, ids):
 
 
 def export(frames, budget: int):
-    """(regime file, split fit) as ``goose_theory.regime.regime_topologies`` makes them."""
+    """(regime file, split fit) as ``goose_theory.regimeexport.regime_topologies`` makes them."""
     methods = tuple(nearest_methods(frames, budget))
     fit = fit_regimes(frames, methods=methods)
     split = fit_regimes(frames, methods=methods, split=True)

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show_export(trace: str, budget: int) -> None:
-    from goose_theory.regime import regime_topologies
+    from goose_theory.regimeexport import regime_topologies
     from goose_theory.regimefile import unmatched_topology
 
     _, pair, fit, _ = regime_topologies([trace], benchmark=None, budget=budget, provenance={})

@@ -148,14 +148,14 @@ def _handler(args) -> int:
 
 def regime_exports(files: list[str], *, bench: str | None, budget: int, context: str,
                    provenance: dict | None = None) -> tuple:
-    """``goose_theory.regime.regime_topologies`` for the CLIs: (single, pair, fit, methods) of
+    """``goose_theory.regimeexport.regime_topologies`` for the CLIs: (single, pair, fit, methods) of
     ``bench``'s rows (None: all) at ``budget``. A trace set it cannot fit (no usable rows or
     methods, traces without spine_avail or recorded with --min-score) is a one-line UsageError,
     ``context`` (naming the set) first.
 
     Example: ``regime_exports(["traces/stdlib.parquet"], bench="stdlib", budget=16, context="--regimes: stdlib")``.
     """
-    from goose_theory.regime import regime_topologies
+    from goose_theory.regimeexport import regime_topologies
 
     try:
         return regime_topologies(files, benchmark=bench, budget=budget, provenance=provenance or {})

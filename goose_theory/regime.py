@@ -24,7 +24,8 @@ acceptance (spine q times w, root p_t mixed w : 1 - w; the objective w tau_M + (
 then additive over nodes), scoring each candidate exactly by the harmonic mean.
 :func:`best_pair` gives one tree per regime (a runtime that switches on "no match"); with the
 fit's spine models it prices the matched and confident trees as the runtime fills them for a match
-of random length and gives them spare slots (:mod:`goose_theory.regimespare`).
+of random length and gives them spare slots (:mod:`goose_theory.regimespare`). The files that
+carry these trees are written by :mod:`goose_theory.regimeexport`.
 
 Example:
     >>> from goose_theory.acceptance import Acceptance
@@ -43,8 +44,6 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .regimefile import (MIN_MATCH, confident_topology, matched_topology, save_regime_topologies,  # noqa: F401
-                         unmatched_topology)
 from .regimefill import filled_tau
 from .regimelength import length_tau, length_trees
 from .regimespare import grow_spare, spare_tau
@@ -251,55 +250,3 @@ def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
         lo = int(math.floor(nodes))
         return cycle_seconds(lo) + (nodes - lo) * (cycle_seconds(lo + 1) - cycle_seconds(lo)) if nodes > lo else cycle_seconds(lo)
     return pred.psi * t(pred.nodes_matched) / pred.tau_matched + (1 - pred.psi) * t(pred.nodes_unmatched) / pred.tau_unmatched
-
-
-def export_topologies(fit: Any, budget: int, *, provenance: dict, split: Any = None, spare: bool = SPARE,
-                      **limits: Any) -> tuple[Topology, Topology]:
-    """(single, pair) topologies for a :class:`~goose_theory.regimefit.RegimeFit` at ``budget``,
-    each with its ``predicted_tau`` and its fit in its metadata. The pair's file holds the matched
-    tree and ``regimes.unmatched`` (:func:`unmatched_topology`); given a ``split`` fit with a
-    confident regime, the pair comes from it and adds ``regimes.confident``
-    (:func:`confident_topology`; drafted when the match is confident and >= ``min_match`` long).
-    ``spare``: matched and confident trees with spare slots (:func:`best_pair`), the matched ones
-    as ``regimes.matched_by_length`` (one per offered match length, ``BY_LENGTH``) or else as
-    ``regimes.matched`` (:func:`matched_topology`), beside the exact-budget tree."""
-    single = best_single(fit.matched, fit.unmatched, fit.psi, budget=budget, **limits)
-    one = single.matched.with_meta(rule="regime-optimal", predicted_tau=single.prediction.tau,
-                                   regime_prediction=single.prediction.to_dict(), weight=single.weight,
-                                   acceptance=fit.matched.to_dict(), regime_fit=fit.to_dict(), provenance=provenance)
-    if getattr(split, "confident", None) is None:
-        split = fit
-    pair = best_pair(split.matched, split.unmatched, split.psi, budget=budget, confident=getattr(split, "confident", None),
-                     psi_confident=getattr(split, "psi_confident", 0.0), fill=getattr(split, "fill", (1.0, 1.0, 1.0)),
-                     spines=getattr(split, "spines", (None, None)) if spare else (None, None), **limits)
-    assert pair.unmatched is not None
-    regimes: dict[str, Any] = {"unmatched": pair.unmatched.to_dict()}
-    if pair.by_length:
-        regimes["matched_by_length"] = [t.to_dict() for t in pair.by_length]
-    elif pair.matched_spare is not None and pair.matched_spare.budget > budget:
-        regimes["matched"] = pair.matched_spare.to_dict()
-    if pair.confident is not None:
-        regimes["confident"] = {**pair.confident.to_dict(), "min_match": MIN_MATCH}
-    two = pair.matched.with_meta(rule="regime-pair" if pair.confident is None else "regime-triple",
-                                 predicted_tau=pair.prediction.tau, regime_prediction=pair.prediction.to_dict(),
-                                 regimes=regimes, acceptance=split.matched.to_dict(), regime_fit=split.to_dict(),
-                                 provenance=provenance)
-    return one, two
-
-
-def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: int, provenance: dict,
-                      spare: bool = SPARE) -> tuple[Topology, Topology, Any, tuple[str, ...]]:
-    """Fit the two-regime model from trace ``files`` (one ``benchmark``'s rows, or all) using the
-    trace methods whose budgets are nearest ``budget``, and export the (single, pair) topologies
-    at ``budget``; also returns the fit and the methods used. Reads those rows into memory."""
-    from .regimefit import fit_regimes, method_budgets, nearest_methods, read_frames
-
-    frames = read_frames(files, benchmark=benchmark)
-    methods = tuple(nearest_methods(frames, budget))
-    fit = fit_regimes(frames, methods=methods)
-    split = fit_regimes(frames, methods=methods, split=True)
-    budgets = method_budgets(frames)
-    single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods),
-                                                              "regime_budgets": [budgets[m] for m in methods]},
-                                     split=split, spare=spare)
-    return single, pair, fit, methods

@@ -1,7 +1,7 @@
 """The cost-aware budget of a regime export, chosen by the regime file's own prediction.
 
 ``goose loop`` (and ``fit-acceptance --regimes --latency``) export the two-regime file
-(:func:`goose_theory.regime.regime_topologies`) and the runtime drafts from it. The budget used to be
+(:func:`goose_theory.regimeexport.regime_topologies`) and the runtime drafts from it. The budget used to be
 the single-regime fit's cost-aware choice (:func:`goose_theory.latency.cost_aware` on the fitted
 acceptance, which assumes a spine in every cycle), and the regime file was then exported there.
 Measured on four runs of ``bench/bench_budget_choice.py`` (two hosts, 12 set-runs,
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .regime import regime_topologies
+from .regimeexport import regime_topologies
 
 SMALL = 16   # every budget up to here is a candidate (each exports in well under a second)
 STEP = 4     # above it, every 4th up to the single-regime choice (an export at 28: 0.35 s, 2 Dec)

@@ -290,7 +290,7 @@ def test_bad_rows_found_while_counting_exit_2_or_skip(good, tmp_path, capsys):
 def test_regime_exports_turns_a_fit_error_into_one_usage_line(good, tmp_path, monkeypatch):
     """The one wrapper fit-acceptance --regimes and goose loop share: ValueError -> UsageError of
     one line, the caller's context (naming the set) first."""
-    import goose_theory.regime
+    import goose_theory.regimeexport
     from goose_runtime.fit_cli import regime_exports
     from goose_theory.cli_util import UsageError
 
@@ -302,7 +302,7 @@ def test_regime_exports_turns_a_fit_error_into_one_usage_line(good, tmp_path, mo
 
     def boom(*args, **kwargs):
         raise ValueError("first line\nsecond line")
-    monkeypatch.setattr(goose_theory.regime, "regime_topologies", boom)
+    monkeypatch.setattr(goose_theory.regimeexport, "regime_topologies", boom)
     with pytest.raises(UsageError, match=r"^--regimes: all: first line$"):
         regime_exports([str(good)], bench=None, budget=4, context="--regimes: all")
 

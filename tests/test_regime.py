@@ -1,5 +1,6 @@
 """Two-regime prediction: the harmonic mix against a Monte Carlo renewal process, the unmatched
-regime against brute-force pruning, the blend's additivity, and the optimisers' dominance."""
+regime against brute-force pruning, the blend's additivity, and the optimisers' dominance; and
+the files that carry their trees (goose_theory/regimeexport.py), exported and read back."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from goose_theory.acceptance import Acceptance
-from goose_theory.regime import (best_pair, best_single, blend, export_topologies, harmonic_tau, regime_tau,
-                                 seconds_per_token, unmatched_topology)
+from goose_theory.regime import best_pair, best_single, blend, harmonic_tau, regime_tau, seconds_per_token
+from goose_theory.regimeexport import export_topologies
+from goose_theory.regimefile import unmatched_topology
 from goose_theory.topology import Topology
 from goose_theory.yields import exact_yield
 
@@ -196,7 +198,7 @@ def test_unmatched_tree_with_spare_slots_when_slots_go_unfilled():
 
 
 def test_export_with_a_split_fit_writes_the_confident_tree(tmp_path):
-    from goose_theory.regime import MIN_MATCH, confident_topology
+    from goose_theory.regimefile import MIN_MATCH, confident_topology
     from goose_theory.topology import load_topology, save_topology
 
     class Fit:
@@ -221,7 +223,7 @@ def test_export_with_a_split_fit_writes_the_confident_tree(tmp_path):
 
 @pytest.mark.parametrize("bad", [0, -1, "8", True, 2.5])
 def test_confident_topology_rejects_a_bad_min_match(bad):
-    from goose_theory.regime import confident_topology
+    from goose_theory.regimefile import confident_topology
     from goose_theory.topology import TopologyError
     t = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     with pytest.raises(TopologyError, match="min_match"):
@@ -246,7 +248,7 @@ def test_spare_matched_slots_for_short_matches(monkeypatch):
     regimes.matched beside the exact-budget tree (whose budget the runtime verifies) when the
     file does not draft by match length."""
     from goose_theory import regime
-    from goose_theory.regime import matched_topology
+    from goose_theory.regimefile import matched_topology
     from goose_theory.regimespare import SpineModel, spare_tau
 
     monkeypatch.setattr(regime, "BY_LENGTH", False)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from goose_theory.regime import regime_topologies
+from goose_theory.regimeexport import regime_topologies
 from goose_theory.regimebudget import candidate_budgets, choose_regime_budget
 
 TRACES = ["traces/prior/mtbench-b8.parquet"]

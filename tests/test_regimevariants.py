@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from goose_theory.acceptance import Acceptance
-from goose_theory.regime import regime_tau, regime_topologies
+from goose_theory.regime import regime_tau
+from goose_theory.regimeexport import regime_topologies
 from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from goose_theory.regimevariants import length_variants, matched_trees, matched_variants
 from goose_theory.replayinput import regime_fit_from_dict

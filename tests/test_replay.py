@@ -139,7 +139,7 @@ def test_pick_by_replay_takes_the_variant_with_the_highest_replayed_tau():
     from goose_runtime.methods import topology_method
     from goose_runtime.model import load_model
     from goose_runtime.replayfit import MIN_GAIN, pick_by_replay, replay_prediction
-    from goose_theory.regime import regime_topologies
+    from goose_theory.regimeexport import regime_topologies
     from goose_theory.regimefile import matched_by_length
     traces = ["traces/stdlib-b8.parquet"]
     _, pair, _, _ = regime_topologies(traces, benchmark="stdlib", budget=12, provenance={"traces": traces})

@@ -77,7 +77,8 @@ def test_spine_misses_use_depths_two_to_six():
 
 
 def test_a_stored_regime_fit_round_trips_and_reprices_its_file():
-    from goose_theory.regime import regime_tau, regime_topologies
+    from goose_theory.regime import regime_tau
+    from goose_theory.regimeexport import regime_topologies
     from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
     from goose_theory.replayinput import regime_fit_from_dict
     _, pair, _, _ = regime_topologies(["traces/stdlib-b8.parquet"], benchmark="stdlib", budget=12, provenance={})
