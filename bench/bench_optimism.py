@@ -39,7 +39,9 @@ import numpy as np
 from goose_theory.regime import regime_tau
 from goose_theory.regimeexport import export_topologies
 from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
-from goose_theory.regimefit import fit_regimes, nearest_methods, read_frames
+from goose_theory.regimefill import nearest_methods
+from goose_theory.regimefit import fit_regimes
+from goose_theory.regimeinput import read_frames
 from goose_theory.topology import Topology, write_json_atomic
 
 

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from goose_theory.rankcurve import rates_by, tail_exponent
-from goose_theory.regimefit import _annotate, _slot_rows, read_frames
+from goose_theory.regimefit import _annotate, _slot_rows
+from goose_theory.regimeinput import read_frames
 from goose_theory.regimespare import MAX_RANK
 
 

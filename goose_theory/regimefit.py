@@ -45,9 +45,7 @@ import pandas as pd
 
 from .acceptance import Acceptance
 from .fitcheck import spine_availability
-from .regimefill import (confident_methods, fill_rates, method_budgets, nearest_methods,  # noqa: F401
-                         psi_estimate)
-from .regimeinput import read_frames  # noqa: F401 (the fit's callers import it from here)
+from .regimefill import confident_methods, fill_rates, psi_estimate
 from .rankcurve import bin_curve as _curve, rank_curve, rates_by as _rates, tail_exponent
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses

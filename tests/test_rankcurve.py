@@ -67,7 +67,8 @@ def test_the_fitted_tail_predicts_held_out_ranks_better_than_a_flat_one(fit, hel
     """goose@8's traces place root ranks 0-3 only; the held-out runs (goose at B = 60 among them)
     place 4-9 too. Their rates there, relative to rank 3, are far likelier under the fitted power
     law than under the old flat tail."""
-    from goose_theory.regimefit import _annotate, _slot_rows, read_frames
+    from goose_theory.regimefit import _annotate, _slot_rows
+    from goose_theory.regimeinput import read_frames
 
     def root_transitions(path):
         frames = read_frames([str(ROOT / "traces" / "large" / f"{path}.parquet")])

@@ -123,7 +123,8 @@ def test_regime_files_in_a_trace_do_not_enter_the_static_fill():
     """A regime file drafts its unmatched, matched and confident trees in turn, so no one slot map
     fits its cycles: its rows are left out of the fill (they made the fit fail with a KeyError,
     fitting a held-out validation trace)."""
-    from goose_theory.regimefit import fit_regimes, read_frames
+    from goose_theory.regimefit import fit_regimes
+    from goose_theory.regimeinput import read_frames
 
     path = "traces/large/validation-stdlib-wide-bylength197.parquet"
     fit = fit_regimes(read_frames([path]), split=True)  # goose and two by-length regime files

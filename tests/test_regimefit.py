@@ -8,7 +8,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from goose_theory.regimefit import fit_regimes, method_budgets, nearest_methods, psi_estimate, read_frames, _annotate
+from goose_theory.regimefill import method_budgets, nearest_methods, psi_estimate
+from goose_theory.regimefit import _annotate, fit_regimes
+from goose_theory.regimeinput import read_frames
 from tests.test_regimeinput import synthetic_trace
 
 P_S, PT_ROOT_M, PT_ROOT_U, PT_CHAIN, FILL, SHARE = 0.8, 0.1, 0.3, 0.4, 0.7, 0.25

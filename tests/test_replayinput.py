@@ -7,7 +7,8 @@ import pytest
 from goose_runtime.records import CycleRecord, PromptResult
 from goose_runtime.tracing import write_run_trace
 from goose_theory.acceptance import Acceptance
-from goose_theory.regimefit import fit_regimes, read_frames
+from goose_theory.regimefit import fit_regimes
+from goose_theory.regimeinput import read_frames
 from goose_theory.regimespare import SpineModel
 from goose_theory.replayinput import conditional_rates, spine_misses, trace_texts
 
