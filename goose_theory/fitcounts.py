@@ -37,7 +37,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid, splitmix as _splitmix
+from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid
+from .fitshapes import Shape, ShapeTally
 from .topology import SPINE, TRANSITION
 from .tracecheck import (PER_CYCLE, REPEAT_KEY, SAME_IN_CYCLE, Cycles, SeenCycles, batch_arrays, check_cycle_columns,
                          check_node_values, cycle_rows, file_batches, source_codes, whole_cycles)
@@ -50,15 +51,6 @@ LEGACY_PROMPT_ID = "prompt"  # benchmark and id of `decode --prompt` traces befo
 _NUMERIC = ("cycle", "node", "parent", "depth", "rank", "match", "accepted")
 BATCH_ROWS = 1 << 20
 _FLAT_KEYS = 2**62  # cluster keys numbered 0.._FLAT_KEYS - 1 fit an int64 (see _root_ids)
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One recorded tree shape: per-node parent, source code and rank (node 0 = root)."""
-
-    parent: np.ndarray
-    source: np.ndarray
-    rank: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -108,9 +100,7 @@ class _Accumulator:
         self.clusters: dict[tuple[int, ...], int] = {}
         self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm", "av")}
         self.grids.update({k: _Grid(3 * CAP) for k in ("pr", "pm")})  # columns: parent source * CAP + rank
-        self.shape_ids: dict[int, int] = {}  # shape hash -> index into shapes
-        self.shapes: list[Shape] = []
-        self.shape_parts: list[pd.DataFrame] = []
+        self.shapes = ShapeTally()
         self.keys: dict[tuple[int, ...], int] = {}  # (run_id, benchmark, prompt_id, method) codes -> id
         self.seen = SeenCycles()
 
@@ -149,7 +139,7 @@ class _Accumulator:
             av = a["spine_avail"][roots]
             ok = av >= 0
             self.grids["av"].add(n_c, cyc_cluster[ok] * CAP + np.clip(av[ok], 0, CAP - 1))
-        self._add_shapes(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
+        self.shapes.add(node, parent, source, raw_rank, roots, lens, cyc_cluster, tau)
 
     def _check_cycles(self, a: dict[str, np.ndarray], cyc: Cycles, accepted_rows: np.ndarray, key: np.ndarray,
                       file: str) -> None:
@@ -187,32 +177,6 @@ class _Accumulator:
         inverse = inverse.reshape(-1)
         return clusters[inverse], keys[inverse]
 
-    def _add_shapes(self, node, parent, source, rank, roots, lens, cyc_cluster, tau) -> None:
-        if not roots.size:
-            return
-        h = (node.astype(np.uint64) << np.uint64(40)) ^ ((parent + 1).astype(np.uint64) << np.uint64(20)) \
-            ^ (source.astype(np.uint64) << np.uint64(16)) ^ rank.astype(np.uint64)
-        cyc_hash = np.add.reduceat(_splitmix(h), roots) ^ _splitmix(lens.astype(np.uint64))
-        uniq, first, inverse = np.unique(cyc_hash, return_index=True, return_inverse=True)
-        ids = np.empty(uniq.shape[0], dtype=np.int64)
-        for j in range(uniq.shape[0]):  # any order: finish() numbers shapes by their hashes
-            hv, f = int(uniq[j]), int(first[j])
-            if hv not in self.shape_ids:
-                s, e = roots[f], roots[f] + lens[f]
-                self.shape_ids[hv] = len(self.shapes)
-                self.shapes.append(Shape(parent[s:e].copy(), source[s:e].copy(), rank[s:e].copy()))
-            ids[j] = self.shape_ids[hv]
-        df = pd.DataFrame({"cluster": cyc_cluster, "shape": ids[inverse.reshape(-1)],
-                           "n": 1, "tau_sum": tau, "tau_sq": tau * tau})
-        self.shape_parts.append(df.groupby(["cluster", "shape"], as_index=False).sum())
-        if len(self.shape_parts) >= 32:  # many files: one small table each; memory follows clusters x shapes
-            self.shape_parts = [self._shape_sums()]
-
-    def _shape_sums(self) -> pd.DataFrame:
-        parts = self.shape_parts or [pd.DataFrame({"cluster": [], "shape": [], "n": [], "tau_sum": [], "tau_sq": []},
-                                                  dtype=np.int64)]
-        return pd.concat(parts, ignore_index=True).groupby(["cluster", "shape"], as_index=False).sum()
-
     def finish(self, files: Sequence[str]) -> FitCounts:
         n_c, cols, ng = len(self.clusters), self._cluster_columns(), len(self.group_by)
         codes = list(self.clusters)  # in id order
@@ -230,24 +194,13 @@ class _Accumulator:
         cluster_prompt = np.array([pindex.setdefault(p, len(pindex)) for p in prompt_keys], dtype=np.int64)
         new_cluster = np.empty(n_c, np.int64)
         new_cluster[order] = np.arange(n_c)
-        shapes, table = self._shape_table(new_cluster)
+        shapes, table = self.shapes.table(new_cluster)
         g = {k: v.data[:n_c][order] for k, v in self.grids.items()}
         return FitCounts(self.group_by, tuple(groups), np.array([gindex[v[:ng]] for v in values], dtype=np.int64),
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
                          shapes, table, g["av"], tuple(files),
                          g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
 
-    def _shape_table(self, new_cluster: np.ndarray) -> tuple[tuple[Shape, ...], pd.DataFrame]:
-        """The shapes, numbered in the order of their hashes (as clusters by value: independent of
-        the row order), and the shape table with clusters numbered by ``new_cluster``."""
-        order = np.argsort(np.array(list(self.shape_ids), dtype=np.uint64))  # shape_ids: in shape order
-        new_shape = np.empty(len(self.shapes), np.int64)
-        new_shape[order] = np.arange(len(self.shapes))
-        table = self._shape_sums()
-        table["cluster"] = new_cluster[table["cluster"].to_numpy()]
-        table["shape"] = new_shape[table["shape"].to_numpy()]
-        # both renumberings are bijections, so the (cluster, shape) pairs stay unique: a sort suffices
-        return tuple(self.shapes[i] for i in order), table.sort_values(["cluster", "shape"], ignore_index=True)
 
 
 def check_group_by(group_by: Sequence[str]) -> tuple[str, ...]:

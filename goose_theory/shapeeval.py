@@ -11,7 +11,7 @@ the last bit (tested), including the per-tree exclusive -> independent fallback 
 
 Example:
     >>> from goose_theory.acceptance import Acceptance
-    >>> from goose_theory.fitcounts import Shape
+    >>> from goose_theory.fitshapes import Shape
     >>> chain = Shape(np.array([-1, 0, 1]), np.array([0, 1, 1]), np.array([0, 0, 0]))
     >>> shapes = RecordedShapes.pack([chain])
     >>> result = shapes.evaluate(Acceptance.parse(0.5, 0.1))
@@ -27,7 +27,7 @@ import numpy as np
 
 from ._shape_kernels import _evaluate, _prepare
 from .acceptance import EXCLUSIVE_TOLERANCE, Acceptance
-from .fitcounts import Shape
+from .fitshapes import Shape
 from .topology import Topology, TopologyError
 
 

@@ -13,7 +13,7 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.bound import bound_with_fallback
 from goose_theory.fit import fit_traces
 from goose_theory.fitcheck import check_group
-from goose_theory.fitcounts import Shape
+from goose_theory.fitshapes import Shape
 from goose_theory.shapeeval import RecordedShapes
 from goose_theory.topology import Topology, TopologyError
 from goose_theory.yields import yield_with_fallback
