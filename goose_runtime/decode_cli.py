@@ -132,7 +132,7 @@ def _check_decode_flags(args, specs) -> None:
     if args.store_corpus:
         if not any(s.store for s in specs):
             raise UsageError("--store-corpus applies to +store methods only, and none is in this run")
-        from .store import check_corpus, corpus_files
+        from .store_corpus import check_corpus, corpus_files
         check_corpus(corpus_files(args.store_corpus))  # a missing, huge or binary corpus is named now, not after the model load
     if args.latency is not None:
         if not any(s.kind == "auto" for s in specs):

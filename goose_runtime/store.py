@@ -52,19 +52,15 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from goose_theory.errors import InputError
 from goose_theory.fileio import atomic_output
+
+from .store_corpus import StoreError, corpus_files, default_corpus, read_corpus, tokenize
 
 STORE_VERSION = 2  # 2: the followers' total per context (the guess's share)
 ORDERS = 4          # context lengths 1..4 (longer ones add little on a corpus this size)
 MIN_COUNT = 2       # a continuation seen once is as likely a one-off as a habit
 MASK = (1 << 64) - 1
 MULT = 0x9E3779B97F4A7C15
-MAX_CORPUS_BYTES = 128 << 20  # files' sizes on disk, checked before reading: a 291 MB corpus took 6 min and GBs
-
-
-class StoreError(InputError):
-    """A corpus that cannot make a store, or a bench the default store would leak into."""
 
 
 class Guess(NamedTuple):
@@ -155,79 +151,7 @@ def _most_frequent(ctx: np.ndarray, nxt: np.ndarray, min_count: int):
     return c[first], t[first].astype(np.int32), r[first].astype(np.int32), total[first]
 
 
-# ---- the corpus, the cache -------------------------------------------------------------------------
-def default_corpus() -> list[pathlib.Path]:
-    """This interpreter's standard library sources outside ``site-packages`` and the test suites,
-    minus the modules of the ``stdlib`` prompt set: the files ``stdlib-wide`` is cut from; sorted."""
-    from .stdlib_prompts import stdlib_root, stdlib_wide_modules
-
-    root = stdlib_root()
-    return sorted(root / f"{m}.py" for m in stdlib_wide_modules(root))
-
-
-def corpus_files(paths: Sequence[str]) -> list[pathlib.Path]:
-    """The files of a user's corpus: each path a file, or a folder whose files below it count
-    (hidden ones skipped); sorted within each folder. Raises :class:`StoreError` for an empty, missing
-    or special path (a pipe, a device), a corpus without files, or one whose files exceed
-    ``MAX_CORPUS_BYTES`` on disk (checked here, before anything is read)."""
-    files: list[pathlib.Path] = []
-    for raw in paths:
-        path = pathlib.Path(raw)
-        if not raw:
-            raise StoreError("--store-corpus: empty path")
-        if path.is_file():
-            files.append(path)
-        elif path.is_dir():
-            files += sorted(p for p in path.rglob("*") if p.is_file()
-                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
-        elif path.exists():
-            raise StoreError(f"--store-corpus {raw}: not a regular file or folder")
-        else:
-            raise StoreError(f"--store-corpus {raw}: no such file or folder")
-    if not files:
-        raise StoreError(f"--store-corpus {' '.join(paths)}: holds no files")
-    if sum(p.stat().st_size for p in files) > MAX_CORPUS_BYTES:
-        raise StoreError(f"--store-corpus {' '.join(paths)}: more than {MAX_CORPUS_BYTES >> 20} MB of files; "
-                         f"pass a smaller corpus")
-    return files
-
-
-def _text(path: pathlib.Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return None
-
-
-def read_corpus(files: Sequence[pathlib.Path]) -> list[str]:
-    """The texts of ``files`` that are UTF-8 (others, e.g. binaries in a user's folder, or files
-    that cannot be read, are skipped). Raises :class:`StoreError` when none is."""
-    texts = [t for t in map(_text, files) if t is not None]
-    _require_text(texts)
-    return texts
-
-
-def check_corpus(files: Sequence[pathlib.Path]) -> None:
-    """What :func:`read_corpus` would refuse, found by reading only up to the first file with UTF-8
-    text (a CLI checks a corpus before loading the model, and reads it all only if it builds)."""
-    _require_text(map(_text, files))
-
-
-def _require_text(texts: Iterable[str | None]) -> None:
-    """The one refusal both readers share: no file holds UTF-8 text that is not blank (stops at the
-    first that does)."""
-    if not any(t is not None and t.strip() for t in texts):
-        raise StoreError("store corpus: no UTF-8 text in it")
-
-
-def tokenize(tokenizer, texts: Sequence[str], *, batch: int = 256) -> list[list[int]]:
-    """Token ids of each text, without special tokens (the fast tokenizer runs a batch at once)."""
-    out: list[list[int]] = []
-    for i in range(0, len(texts), batch):
-        out += [list(ids) for ids in tokenizer(list(texts[i:i + batch]), add_special_tokens=False)["input_ids"]]
-    return out
-
-
+# ---- the cache -------------------------------------------------------------------------------------
 def _key(bundle, files: Sequence[pathlib.Path]) -> str:
     """Names the tokenizer (model name, vocabulary size, the ids of a probe text) and every corpus
     file (path, size, modification time), so an edited corpus or another tokenizer builds anew."""

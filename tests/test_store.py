@@ -9,10 +9,9 @@ import pytest
 
 import goose_runtime.store as store_mod
 from goose_runtime.model import tiny_random_bundle
-from goose_runtime.stdlib_prompts import STDLIB_MODULES, stdlib_root
-from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_corpus,
-                                 check_store_bench, corpus_files, default_corpus, read_corpus, read_store, shared_store,
-                                 write_store)
+from goose_runtime.store import (NO_GUESS, ORDERS, STORE_VERSION, Guess, StoreError, build_store, check_store_bench,
+                                 read_store, shared_store, write_store)
+from goose_runtime.store_corpus import corpus_files
 
 
 def reference_guess(sequences, context, *, orders=ORDERS, min_count=2) -> Guess:
@@ -119,63 +118,12 @@ def test_shared_store_builds_once_then_reads_the_cache(tmp_path, monkeypatch):
     assert len(logs) == 2
 
 
-def test_bad_corpora_are_named(tmp_path, monkeypatch):
-    with pytest.raises(StoreError, match="no such file or folder"):
-        corpus_files([str(tmp_path / "nope")])
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(StoreError, match="holds no files"):
-        corpus_files([str(tmp_path / "empty")])
-    blob = tmp_path / "blob.bin"
-    blob.write_bytes(b"\xff\xfe\x00" * 10)
-    with pytest.raises(StoreError, match="no UTF-8 text"):
-        read_corpus(corpus_files([str(blob)]))
-    big = tmp_path / "big.txt"
-    big.write_text("a" * 2000, encoding="utf-8")
-    monkeypatch.setattr(store_mod, "MAX_CORPUS_BYTES", 1000)
-    with pytest.raises(StoreError, match="more than 0 MB of files"):
-        corpus_files([str(big)])  # by the sizes on disk, before reading
-    with pytest.raises(StoreError, match="empty path"):
-        corpus_files([""])
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    with pytest.raises(StoreError, match="not a regular file or folder"):
-        corpus_files([str(fifo)])
-    (tmp_path / "blank.txt").write_text("\n\n", encoding="utf-8")
-    with pytest.raises(StoreError, match="no UTF-8 text"):
-        read_corpus([tmp_path / "blank.txt"])
-
-
-def test_the_up_front_check_refuses_what_read_corpus_does_and_stops_at_the_first_text(tmp_path, monkeypatch):
-    blob, blank, text = tmp_path / "a.bin", tmp_path / "b.txt", tmp_path / "c.py"
-    blob.write_bytes(b"\xff\xfe\x00" * 10)
-    blank.write_text("\n \n", encoding="utf-8")
-    text.write_text("x = 1\n", encoding="utf-8")
-    for files in ([blob], [blank], [blob, blank], []):
-        with pytest.raises(StoreError, match="no UTF-8 text"):
-            check_corpus(files)
-        with pytest.raises(StoreError, match="no UTF-8 text"):
-            read_corpus(files)
-    opened = []
-    monkeypatch.setattr(store_mod, "_text", lambda p: opened.append(p.name) or store_mod.pathlib.Path.read_text(p))
-    check_corpus([text, blob, blank])
-    assert opened == ["c.py"]  # the rest is read only when the store is built
-
-
 def test_a_corpus_without_a_repeated_context_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "one.txt").write_text("abc", encoding="utf-8")  # no byte pair follows anything twice
     with pytest.raises(StoreError, match="nothing to guess from"):
         shared_store(tiny_random_bundle(seed=0), (str(tmp_path / "one.txt"),))
     assert not (tmp_path / "cache" / "stores").exists() or not list((tmp_path / "cache" / "stores").iterdir())
-
-
-def test_default_corpus_leaves_out_the_stdlib_prompt_set_and_the_tests():
-    root = stdlib_root()
-    files = default_corpus()
-    rel = {p.relative_to(root).with_suffix("").as_posix() for p in files}
-    assert len(files) > 300 and "collections/__init__" in rel
-    assert not rel & set(STDLIB_MODULES)
-    assert not any(part in ("test", "tests", "idle_test", "site-packages") for r in rel for part in r.split("/")[:-1])
 
 
 def test_stdlib_wide_is_refused_with_the_default_corpus_only():
