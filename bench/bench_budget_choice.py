@@ -41,7 +41,8 @@ from goose_runtime.fit_files import write_report
 from goose_runtime.model import load_model
 from goose_runtime.profile import device_profile
 from goose_runtime.prompts import BENCHMARKS
-from goose_runtime.validate import holdout_prompts, provenance_traces, validate_benchmark
+from goose_runtime.validate import validate_benchmark
+from goose_runtime.validate_inputs import holdout_prompts, provenance_traces
 from goose_runtime.fit_inputs import trace_files
 
 

@@ -34,17 +34,14 @@ the paper's goose@60 runs as published too (neither predicted nor replayed). Eac
 """
 from __future__ import annotations
 
-import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology
-from goose_theory.traceio import open_trace
 from goose_theory.validation import paired_ratio_ci, prompt_spread, ratio_ci, realised_prediction, split_noise
 
-from .prompts import Prompt, load_prompts, set_name
+from .prompts import Prompt, set_name
 from .records import PromptResult
 
 PAPER_BUDGET = 60
@@ -84,35 +81,6 @@ class ValidationRow:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def provenance_traces(topology: Topology) -> list[str]:
-    """The trace files a topology's provenance names: those it was fitted on."""
-    return list((topology.meta.get("provenance") or {}).get("traces") or [])
-
-
-def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
-    """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once); a shuffled set
-    and its source are one set here (the same prompts, ids and texts in another order)."""
-    from .prompts import SHUFFLED_OF
-
-    base = SHUFFLED_OF.get(benchmark, benchmark)
-    ids: set[str] = set()
-    for path in dict.fromkeys(traces):
-        if not os.path.exists(path):
-            print(f"[goose] warning: fitted trace {path} is missing; its prompts cannot be held out",
-                  file=sys.stderr)
-            continue
-        rows = open_trace(path).read(columns=["benchmark", "prompt_id"]).to_pydict()  # validated: one-line errors
-        ids.update(p for b, p in zip(rows["benchmark"], rows["prompt_id"]) if SHUFFLED_OF.get(b, b) == base)
-    return ids
-
-
-def holdout_prompts(benchmark: str, fitted_traces: Sequence[str], *, limit: int, holdout: bool = True) -> list[Prompt]:
-    """The first ``limit`` prompts of the set (fixed order); with ``holdout``, none that the fit
-    traces hold (under the traces' label, a JSONL file's stem)."""
-    exclude = fitted_prompt_ids(fitted_traces, set_name(benchmark)) if holdout else set()
-    return [p for p in load_prompts(benchmark) if p.id not in exclude][:limit]
 
 
 def _acceptance_from(acc: Any) -> Acceptance | None:
@@ -215,7 +183,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], pr
                        holdout: bool = True, on_result=None, trace_out: str | None = None,
                        prior: bool = False) -> tuple[list[ValidationRow], dict[str, list[PromptResult]]]:
     """Run ar, goose (topology budget and 60) and each topology on the held-out ``prompts`` of one
-    set (:func:`holdout_prompts`; ``holdout`` says they are held out, so the noise band applies);
+    set (:func:`~goose_runtime.validate_inputs.holdout_prompts`; ``holdout`` says they are held out, so the noise band applies);
     with ``trace_out``, record every method's per-node trace there (one parquet file, atomically);
     with ``prior``, goose and every topology draft with the model's successor prior (``+prior``),
     and the paper's goose@60 without it runs too (unpredicted: the fit is of +prior traces)."""

@@ -16,7 +16,7 @@ from .cli_checks import check_model_args, check_refresh, check_run_args, make_co
 from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
 from .prompts import load_prompts, set_name
-from .validate_inputs import check_validate_outputs, held_out, validation_trace
+from .validate_inputs import check_validate_outputs, held_out, provenance_traces, validation_trace
 
 
 def _num(value: float, spec: str) -> str:
@@ -142,7 +142,6 @@ def validate_handler(args: argparse.Namespace) -> int:
     from goose_theory.topology import load_topology
 
     from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_token_cap
-    from .validate import provenance_traces
     fitted: dict[str, list[str]] = {}
     for path in args.topology:
         traces = provenance_traces(load_topology(path))

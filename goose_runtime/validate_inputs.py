@@ -1,15 +1,20 @@
 """What ``goose validate`` and ``goose loop`` check before the model loads: each set's held-out
-prompts (a set whose every prompt was fitted is refused, not run as nothing), and outputs that
-would replace an input (a topology, its fit traces, a prompt file, the latency profile) or each
-other (the table and a validation trace), or land where ``--traces`` would fit them next time.
+prompts (those whose ids the topology's fit traces do not hold, in the set's fixed order; a set
+whose every prompt was fitted is refused, not run as nothing), and outputs that would replace an
+input (a topology, its fit traces, a prompt file, the latency profile) or each other (the table
+and a validation trace), or land where ``--traces`` would fit them next time.
 """
 from __future__ import annotations
 
 import os
+import sys
+from typing import Sequence
 
 from goose_theory.cli_util import UsageError, check_not_an_input, check_output_file
+from goose_theory.topology import Topology
+from goose_theory.traceio import open_trace
 
-from .prompts import BENCHMARKS, load_prompts, set_name
+from .prompts import BENCHMARKS, Prompt, load_prompts, set_name
 
 
 def bench_files(benches: list[str]) -> list[str]:
@@ -22,14 +27,41 @@ def validation_trace(folder: str, bench: str) -> str:
     return os.path.join(folder, f"validation-{set_name(bench)}.parquet")
 
 
+def provenance_traces(topology: Topology) -> list[str]:
+    """The trace files a topology's provenance names: those it was fitted on."""
+    return list((topology.meta.get("provenance") or {}).get("traces") or [])
+
+
+def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
+    """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once); a shuffled set
+    and its source are one set here (the same prompts, ids and texts in another order)."""
+    from .prompts import SHUFFLED_OF
+
+    base = SHUFFLED_OF.get(benchmark, benchmark)
+    ids: set[str] = set()
+    for path in dict.fromkeys(traces):
+        if not os.path.exists(path):
+            print(f"[goose] warning: fitted trace {path} is missing; its prompts cannot be held out",
+                  file=sys.stderr)
+            continue
+        rows = open_trace(path).read(columns=["benchmark", "prompt_id"]).to_pydict()  # validated: one-line errors
+        ids.update(p for b, p in zip(rows["benchmark"], rows["prompt_id"]) if SHUFFLED_OF.get(b, b) == base)
+    return ids
+
+
+def holdout_prompts(benchmark: str, fitted_traces: Sequence[str], *, limit: int, holdout: bool = True) -> list[Prompt]:
+    """The first ``limit`` prompts of the set (fixed order); with ``holdout``, none that the fit
+    traces hold (under the traces' label, a JSONL file's stem)."""
+    exclude = fitted_prompt_ids(fitted_traces, set_name(benchmark)) if holdout else set()
+    return [p for p in load_prompts(benchmark) if p.id not in exclude][:limit]
+
+
 def held_out(benches: list[str], fit_traces: dict[str, list[str]], args) -> dict[str, list]:
     """Every set's held-out prompts (none that the fit traces hold; ``fit_traces``: where they come
     from -> those files: validate's topology path -> its provenance traces, the loop's
     ``"--traces SPEC"`` -> its trace files; the error names them), before the model loads and any
     file is written: a set whose every prompt was fitted is a UsageError, not a run of nothing
     (an all-NaN table, a trace writer failing on no cycles after earlier files were written)."""
-    from .validate import fitted_prompt_ids, holdout_prompts
-
     holdout = getattr(args, "holdout", True)
     traces = [t for files in fit_traces.values() for t in files]
     missing = [(name, t) for name, files in fit_traces.items() for t in files if not os.path.exists(t)]

@@ -278,7 +278,7 @@ def test_a_shuffled_set_holds_out_the_prompts_fitted_on_its_source():
     # humaneval-shuffled is humaneval's prompts in another order (same ids, same texts): the fitted
     # HumanEval/0..15 of the shipped traces were run as held out (review, 3 Dec)
     from goose_runtime.prompts import load_prompts
-    from goose_runtime.validate import fitted_prompt_ids, holdout_prompts
+    from goose_runtime.validate_inputs import fitted_prompt_ids, holdout_prompts
 
     fitted = fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval")
     assert len(fitted) == 16 and fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval-shuffled") == fitted
