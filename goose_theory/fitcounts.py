@@ -40,7 +40,8 @@ import pyarrow as pa
 from ._fitarrays import CAP, Codes as _Codes, Grid as _Grid
 from .fitshapes import Shape, ShapeTally
 from .topology import SPINE, TRANSITION
-from .tracecheck import (PER_CYCLE, REPEAT_KEY, SAME_IN_CYCLE, Cycles, SeenCycles, batch_arrays, check_cycle_columns,
+from .seencycles import SeenCycles
+from .tracecheck import (PER_CYCLE, REPEAT_KEY, SAME_IN_CYCLE, Cycles, batch_arrays, check_cycle_columns,
                          check_node_values, cycle_rows, file_batches, source_codes, whole_cycles)
 from .traceio import TraceFileError, TraceInfo, check_trace
 

@@ -2,7 +2,6 @@
 counting in tests/test_fitcounts.py; bad files through the CLI in test_fit_cli.py)."""
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import pyarrow as pa
@@ -11,8 +10,8 @@ import pytest
 
 from goose_theory import tracecheck
 from goose_theory._fitarrays import Codes
-from goose_theory.tracecheck import (SeenCycles, _coalesced, batch_arrays, check_budget, check_node_values,
-                                     check_same_in_cycle, file_batches, per_cycle_values, whole_cycles)
+from goose_theory.tracecheck import (_coalesced, batch_arrays, check_budget, check_node_values, check_same_in_cycle,
+                                     file_batches, per_cycle_values, whole_cycles)
 from goose_theory.traceio import TraceFileError
 
 
@@ -121,35 +120,3 @@ def test_check_same_in_cycle_names_the_column():
     check_same_in_cycle("f.parquet", "method", np.array([4, 4, 4, 1, 1]), start)
     with pytest.raises(TraceFileError, match="^f.parquet: column method differs between the rows of one cycle$"):
         check_same_in_cycle("f.parquet", "method", np.array([4, 4, 1, 1, 1]), start)
-
-
-def test_seen_cycles_names_the_file_a_repeat_was_first_in():
-    seen = SeenCycles()
-    seen.begin("a.parquet")
-    seen.check(np.array([0, 0, 1]), np.array([0, 1, 0]), lambda i: f"#{i}")
-    with pytest.raises(TraceFileError, match="^a.parquet: #2 appears twice in this file: its rows would count twice$"):
-        seen.check(np.array([1, 1, 0]), np.array([1, 2, 1]), lambda i: f"#{i}")  # #2 in an earlier batch
-    with pytest.raises(TraceFileError, match="^a.parquet: #1 appears twice in this file"):
-        seen.check(np.array([5, 5]), np.array([3, 3]), lambda i: f"#{i}")  # twice in one batch
-    saved = copy.deepcopy(seen)  # what count_files(on_bad=...) rolls back to
-    seen.begin("b.parquet")
-    seen.check(np.array([2]), np.array([0]), str)
-    with pytest.raises(TraceFileError, match="^b.parquet: 0 is also in a.parquet: its rows would count twice$"):
-        seen.check(np.array([0]), np.array([1]), str)
-    saved.begin("c.parquet")
-    saved.check(np.array([2]), np.array([0]), str)  # b's cycle was rolled back
-    # only the low 32 bits of the cycle number count (the schema's int32): 2**32 is 0 again
-    with pytest.raises(TraceFileError, match="^c.parquet: 0 appears twice in this file"):
-        saved.check(np.array([2, 7]), np.array([2**32, 0]), str)
-
-
-def test_seen_cycles_merges_its_runs():
-    seen = SeenCycles()
-    seen.begin("f")
-    rng = np.random.default_rng(0)
-    keys = rng.permutation(10_000)
-    for part in np.array_split(keys, 100):
-        seen.check(part // 100, part % 100, str)
-    assert len(seen.runs) <= 8 and sum(run.size for run, _ in seen.runs) == 10_000
-    with pytest.raises(TraceFileError, match="appears twice"):
-        seen.check(np.array([42]), np.array([17]), str)
