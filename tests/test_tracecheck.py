@@ -2,7 +2,6 @@
 counting in tests/test_fitcounts.py; bad files through the CLI in test_fit_cli.py)."""
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
