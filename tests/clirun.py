@@ -1,4 +1,4 @@
-"""Helpers shared by ``tests/test_validate_cli.py`` and ``tests/test_loop_cli.py``: a refused command
+"""Helpers shared by the CLI tests (validate, loop, decode, record-traces): a refused command
 line, the validation trace checked against its table, and fit inputs that hold every prompt of a set."""
 from __future__ import annotations
 

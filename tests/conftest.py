@@ -1,7 +1,8 @@
 """Shared test helpers: random valid topologies for property tests, a trace copy with edited
 metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
 the tree builders, a two-group fit analysis and its report's sections; gpu tests need a CUDA device;
-`no_model` fails a test that loads a model."""
+`no_model` fails a test that loads a model, `tiny` puts the tiny random model in its place, and
+`keep_torch_threads` restores torch's thread count after a CLI test."""
 from __future__ import annotations
 
 import re
@@ -86,6 +87,26 @@ def pytest_collection_modifyitems(config, items):
         return
     config.hook.pytest_deselected(items=gpu)
     items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+
+
+@pytest.fixture()
+def tiny(monkeypatch):
+    """The tiny random model in place of every load_model (fast CLI tests); returns its bundle."""
+    import goose_runtime.model as model_mod
+
+    bundle = model_mod.tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: bundle)
+    return bundle
+
+
+@pytest.fixture()
+def keep_torch_threads():
+    """Restores torch's thread count: --threads is process-wide, so a CLI test must not leak it."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
 
 
 @pytest.fixture()

@@ -6,10 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
-from goose_theory.topology import Topology
-
-TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0),
-                            (0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (4, "transition", 0)])
+from tests.conftest import TREE
 
 
 def good_trace(path):

@@ -1,40 +1,24 @@
-"""goose decode / record-traces: JSON contracts, traces, summaries and one-line errors (exit 2).
+"""goose decode: JSON contracts, traces, summaries, method suffixes (bad input: test_decode_cli_errors.py).
 
-Fast tests swap the real model for the tiny random one (monkeypatching load_model); the ones
-marked slow use the embedded default model on a few prompts with few new tokens.
+Fast tests swap the real model for the tiny random one (conftest's `tiny`); the ones marked slow
+use the embedded default model on a few prompts with few new tokens.
 """
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pyarrow.parquet as pq
 import pytest
 
-import goose_runtime.model as model_mod
 from goose_runtime.cli import main
 from goose_theory.topology import Topology, save_topology
 from goose_theory.traceio import open_trace, trace_metadata
 
 NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0), (1, "transition", 0)]
 
-
-@pytest.fixture(autouse=True)
-def keep_torch_threads():
-    import torch
-
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)  # --threads is process-wide; do not leak it into other tests
-
-
-@pytest.fixture()
-def tiny(monkeypatch):
-    bundle = model_mod.tiny_random_bundle(seed=1)
-    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: bundle)
-    return bundle
+pytestmark = pytest.mark.usefixtures("keep_torch_threads")
 
 
 @pytest.fixture()
@@ -222,87 +206,6 @@ def test_topology_method_from_file(capsys, tiny, tmp_path):
     assert "topology:shape" in out["methods"] and out["methods"]["topology:shape"]["matches_ar"]
 
 
-def _fails(capsys, argv, message):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--method", "nope", "--prompt", "x"], "unknown method 'nope'"),
-    (["--method", "goose", "--compare", "iso:0", "--prompt", "x"], "K in iso:K"),
-    (["--prompt", "   "], "--prompt is empty"),
-    (["--bench", "nope"], "unknown prompt set 'nope'"),
-    (["--bench", "humaneval", "--limit", "0"], "--limit must be at least 1"),
-    (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
-    (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
-    (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
-    (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
-    (["--prompt", "x", "--branch-power", "0"], "--branch-power must be in (0, 16]"),
-    (["--prompt", "x", "--branch-power", "1e308"], "--branch-power must be in (0, 16], got 1e+308"),
-    (["--prompt", "x", "--method", "goose@5000"], "budget must be at most 1024, got 5000"),
-    (["--prompt", "x", "--method", "goose@-1"], "the budget after '@' must be a positive integer"),
-    (["--prompt", "x", "--method", "ar@5"], "ar drafts nothing, so it takes no budget"),
-    (["--prompt", "x", "--compare", "ar,,pld"], "--compare: empty entry in 'ar,,pld'"),
-    (["--prompt", "x", "--compare", ""], "--compare is empty"),
-    (["--prompt", "x", "--threads", "100000"], "--threads must be at most 1024"),
-    (["--prompt", "x", "--latency", "l.json"], "--latency applies to the auto method only"),
-    (["--prompt", "x", "--method", "goose", "--topology", "t.json"], "--topology is the file of --method topology"),
-    (["--prompt", "x", "--method", " Topology+PRIOR", "--topology", "t.json"], "t.json: no such file"),  # read, not refused
-    (["--prompt", "x", "--method", "topology+prior@8", "--topology", "t.json"], "t.json: no such file"),
-    (["--prompt", "x", "--method", "ar+prior"], "method 'ar' drafts no adjacency candidates"),
-    (["--prompt", "x", "--min-score", "-0.5"], "--min-score must be in [0, 1), got -0.5"),
-    (["--prompt", "x", "--branch-power", "inf"], "--branch-power must be in (0, 16], got inf"),
-    (["--prompt", "x", "--refresh-latency"], "--refresh-latency applies to the auto method only"),
-    (["--prompt", "x", "--method", "auto", "--refresh-latency", "--latency", "l.json"],
-     "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE"),
-    (["--prompt", "x", "--method", "tr", "--compare", "ar", "--branch-power", "2"], "applies to goose only"),
-    (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
-    (["--prompt", "x", "--method", "tr+store"], "'+store' applies to goose and auto only"),
-    (["--prompt", "x", "--store-corpus", "."], "--store-corpus applies to +store methods only"),
-    (["--prompt", "x", "--method", "goose+store", "--store-corpus", "absent/dir"], "absent/dir: no such file or folder"),
-    (["--prompt", "x", "--method", "goose+store", "--store-corpus", ""], "--store-corpus must be paths of files or "
-     "folders (an empty one names nothing)"),  # said "a tuple of paths" (fuzzing)
-    (["--bench", "stdlib-wide", "--limit", "1", "--method", "goose+store"], "+store on stdlib-wide: its prompts are cut"),
-])
-def test_bad_input_one_line_exit_2(capsys, tiny, tmp_path, argv, message):
-    trace = tmp_path / "t.parquet"
-    _fails(capsys, ["decode", *argv, "--trace-out", str(trace)], message)
-    assert not trace.exists()
-
-
-def test_output_paths_refused_before_any_work(capsys, tmp_path, no_model):
-    """A trace path that could not be written is one line before the model loads, not a traceback
-    after the whole run; /dev/null would have been replaced by a plain file by the atomic rename."""
-    (tmp_path / "file").write_text("x")
-    for path, message in ((tmp_path, "is a directory"), (tmp_path / "file" / "t.parquet", "is not a directory"),
-                          ("", "'' is empty"), ("/dev/null", "not a regular file")):
-        _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--trace-out", str(path)], message)
-    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
-
-
-def test_bad_topology_and_missing_model(capsys, tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"schema": "goose-topology/1", "nodes": [[0, "spine", 0]]}')
-    _fails(capsys, ["decode", "--method", f"topology:{bad}", "--prompt", "x"], "bad topology")
-    _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--model", str(tmp_path / "absent")], "does not exist")
-
-
-def test_bad_jsonl_line_named(capsys, tmp_path):
-    path = tmp_path / "broken.jsonl"
-    path.write_text('{"prompt": "ok"}\n{oops\n')
-    _fails(capsys, ["decode", "--method", "ar", "--bench", str(path)], "broken.jsonl:2")
-
-
-def test_cli_subprocess_unknown_method_fast():
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    proc = subprocess.run([sys.executable, "-m", "goose_runtime.cli", "decode", "--method", "bogus", "--prompt", "x"],
-                          capture_output=True, text=True, env=env, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == ["error: unknown method 'bogus' (expected one of ar, pld, tr, iso:K, "
-                                                "mixed-iso:K, goose, auto, topology:FILE)"]
-
-
 @pytest.mark.slow
 def test_real_model_bench_lossless(capsys):
     out = run_json(capsys, ["decode", "--method", "goose", "--compare", "ar,pld,tr,iso:3,mixed-iso:3",
@@ -313,11 +216,6 @@ def test_real_model_bench_lossless(capsys):
     assert out["methods"]["goose"]["tau"] > 1.0
 
 
-@pytest.mark.slow
-def test_real_model_prompt_over_context(capsys):
-    _fails(capsys, ["decode", "--method", "ar", "--prompt", "word " * 9000], "does not fit the model's context")
-
-
 def test_registering_the_commands_imports_no_torch():
     # nor numba (0.2 s) nor the regime modules: `goose --help` and every command pay for what registers
     code = ("import sys\nfrom goose_runtime.cli import build_parser\nbuild_parser()\n"
@@ -325,64 +223,3 @@ def test_registering_the_commands_imports_no_torch():
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
-
-
-@pytest.mark.parametrize("method", ["ar", "goose@8"])
-def test_nan_logits_stop_decoding_with_one_line(capsys, tiny, tmp_path, method):
-    # a model that emits NaN (fp16 overflow) has no argmax to verify against: one line, exit 2,
-    # and no trace written (ar's one-row readout is the numba kernel, goose's the torch path here)
-    import torch
-    with torch.no_grad():
-        tiny.model.lm_head.weight[7].fill_(float("nan"))
-    trace = tmp_path / "t.parquet"
-    try:
-        _fails(capsys, ["decode", "--method", method, "--prompt", "abc abc", "--max-new-tokens", "4",
-                        "--trace-out", str(trace)], "NaN logits")
-    finally:
-        with torch.no_grad():
-            tiny.model.lm_head.weight[7].normal_()
-    assert not trace.exists()
-
-
-def test_two_topology_files_of_one_name_are_refused_before_the_model_loads(capsys, tmp_path, monkeypatch):
-    # both would be labelled topology:tree, and one would silently replace the other in the tables
-    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: pytest.fail("refused before the model loads"))
-    for folder, nodes in (("a", [(-1, "root", 0), (0, "spine", 0)]), ("b", [(-1, "root", 0), (0, "transition", 0)])):
-        (tmp_path / folder).mkdir()
-        save_topology(Topology.from_nodes(nodes), tmp_path / folder / "tree.json")
-    _fails(capsys, ["decode", "--method", f"topology:{tmp_path / 'a/tree.json'}", "--compare",
-                    f"topology:{tmp_path / 'b/tree.json'}", "--prompt", "x"], "both labelled 'topology:tree'")
-
-
-@pytest.mark.parametrize("argv, message", [
-    (["--method", "goose", "--latency", ""], "--latency is empty"),  # passed "--latency applies to auto only"
-    (["--method", "auto", "--latency", ""], "--latency is empty"),  # used the cached profile
-    (["--method", "auto", "--latency", "", "--refresh-latency"], "--latency is empty"),  # re-measured the cache
-    (["--method", "goose", "--topology", ""], "--topology is empty"),  # ignored
-    (["--method", "ar", "--model", ""], "--model is empty"),
-])
-def test_empty_path_flags_are_refused_before_the_model_loads(capsys, tmp_path, no_model, argv, message):
-    _fails(capsys, ["decode", *argv, "--prompt", "x", "--trace-out", str(tmp_path / "t.parquet")], message)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_trace_out_that_is_an_input_is_refused_before_the_model_loads(capsys, tmp_path, no_model):
-    # the atomic rename would replace the topology (or profile) the run reads with a parquet trace
-    topo = tmp_path / "t.json"
-    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), topo)
-    before = topo.read_bytes()
-    for argv in (["--method", f" topology:{topo} +PRIOR@1"], ["--method", "topology", "--topology", str(topo)]):
-        _fails(capsys, ["decode", *argv, "--prompt", "x", "--trace-out", str(topo)], "is also --topology")
-    assert topo.read_bytes() == before
-
-
-def test_a_model_folder_without_config_json_is_refused_before_any_work(capsys, tmp_path, no_model):
-    """decode and profile-latency never checked --model up front: a folder without config.json (or a
-    missing one) failed at the load, profile-latency after its size-1 note (two lines)."""
-    empty = tmp_path / "emptydir"
-    empty.mkdir()
-    for model, message in ((str(empty), "holds no config.json, so it is not a model folder"),
-                           (str(tmp_path / "absent"), "does not exist")):
-        _fails(capsys, ["decode", "--method", "ar", "--prompt", "x", "--model", model], message)
-        _fails(capsys, ["profile-latency", "--sizes", "8", "--model", model, "--out", str(tmp_path / "l.json")], message)
-    assert [p.name for p in tmp_path.iterdir()] == ["emptydir"]

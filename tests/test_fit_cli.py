@@ -13,7 +13,8 @@ from goose_runtime.fit_cli import expand_paths, main
 from goose_theory.cli_util import UsageError
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.topology import Topology, load_topology
-from tests.fittraces import TREE, good_trace, rewrite
+from tests.conftest import TREE
+from tests.fittraces import good_trace, rewrite
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory):

@@ -5,24 +5,11 @@ from __future__ import annotations
 import os
 
 import pyarrow.parquet as pq
-import pytest
 
 import goose_runtime.model as model_mod
 from goose_runtime import record_cli
 from goose_runtime.cli import main
-
-
-@pytest.fixture()
-def tiny(monkeypatch):
-    bundle = model_mod.tiny_random_bundle(seed=1)
-    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: bundle)
-    return bundle
-
-
-def _fails(capsys, argv, message):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+from tests.clirun import fails
 
 
 def test_record_traces_writes_one_file_per_bench(capsys, tiny, tmp_path, monkeypatch):
@@ -44,13 +31,13 @@ def test_record_traces_records_your_model(capsys, tmp_path, monkeypatch):
                  "--limit", "1", "--max-new-tokens", "4"]) == 0
     assert asked == [("org/mine", {"device": "cpu", "dtype": "bfloat16"})]
     assert pq.read_metadata(tmp_path / "mtbench.parquet").metadata[b"model"] == bundle.name.encode()
-    _fails(capsys, ["record-traces", "--model", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "o")],
+    fails(capsys, ["record-traces", "--model", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "o")],
            "does not exist")
     assert not (tmp_path / "o").exists()
 
 
 def test_record_traces_rejects_bad_limit(capsys, tmp_path):
-    _fails(capsys, ["record-traces", "--out-dir", str(tmp_path), "--limit", "0"], "--limit must be at least 1")
+    fails(capsys, ["record-traces", "--out-dir", str(tmp_path), "--limit", "0"], "--limit must be at least 1")
     assert os.listdir(tmp_path) == []
 
 
@@ -58,15 +45,15 @@ def test_record_traces_checks_every_output_file_before_recording(capsys, tmp_pat
     """A folder where the last set's file goes failed after minutes of recording, with the other
     sets' files written (fuzzing); now one line before the model loads."""
     (tmp_path / "stdlib.parquet").mkdir()
-    _fails(capsys, ["record-traces", "--out-dir", str(tmp_path)], f"--out-dir: {tmp_path / 'stdlib.parquet'} is a directory")
+    fails(capsys, ["record-traces", "--out-dir", str(tmp_path)], f"--out-dir: {tmp_path / 'stdlib.parquet'} is a directory")
     assert [p.name for p in tmp_path.iterdir()] == ["stdlib.parquet"]
 
 
 def test_profile_latency_bad_input_before_the_model_loads(capsys, tmp_path, no_model):
-    _fails(capsys, ["profile-latency", "--out", str(tmp_path)], "--out: ")
-    _fails(capsys, ["profile-latency", "--repeats", "100000", "--out", str(tmp_path / "l.json")],
+    fails(capsys, ["profile-latency", "--out", str(tmp_path)], "--out: ")
+    fails(capsys, ["profile-latency", "--repeats", "100000", "--out", str(tmp_path / "l.json")],
            "--repeats must be at most 1000, got 100000")
     for sizes, message in (("1,x", "--sizes must be comma-separated integers, got '1,x'"),
                            ("0,4", "--sizes must be integers in 1.."), ("", "--sizes")):
-        _fails(capsys, ["profile-latency", "--sizes", sizes, "--out", str(tmp_path / "l.json")], message)
+        fails(capsys, ["profile-latency", "--sizes", sizes, "--out", str(tmp_path / "l.json")], message)
     assert list(tmp_path.iterdir()) == []
