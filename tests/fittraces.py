@@ -1,8 +1,10 @@
-"""Synthetic traces shared by ``tests/test_fit_cli.py`` and ``tests/test_fit_cli_regimes.py``: a good
-file of two methods (one whose acceptance stops at depth 1), and rewrites of it with a column
-dropped, another version or fewer rows."""
+"""Trace helpers shared by the fit tests: a good synthetic file of two methods (one whose acceptance
+stops at depth 1), rewrites of it with a column dropped, another version or fewer rows, a column
+replaced in a table, and a table's rows split by cycle."""
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
@@ -30,3 +32,16 @@ def rewrite(src, dst, *, drop=None, version=None, rows=None):
         table = table.slice(0, rows)
     pq.write_table(table.replace_schema_metadata(meta), dst)
     return dst
+
+
+def with_column(table: pa.Table, name: str, values) -> pa.Table:
+    """``table`` with column ``name`` replaced by ``values`` (of the column's type)."""
+    i = table.schema.get_field_index(name)
+    return table.set_column(i, table.schema.field(i), pa.array(values, type=table.schema.field(i).type))
+
+
+def cycle_rows(table: pa.Table) -> list[np.ndarray]:
+    """The row indices of each cycle of ``table``, in order."""
+    node = table["node"].to_numpy()
+    roots = np.flatnonzero(node == 0)
+    return np.split(np.arange(table.num_rows), roots[1:])

@@ -1,6 +1,6 @@
 """Counting trace rows for the fit (count_files / count_tables): streaming in batches of any
-size, checked files and their footers, bad rows rolled back, rows out of order, ``reached``
-derived where absent."""
+size, checked files and their footers, bad rows rolled back, ``reached`` derived where absent,
+prompts and groups told apart (rows the fit refuses: test_fitcounts_refusals.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from goose_theory.fit import fit_counts, fit_traces
 from goose_theory import fitcounts
-from goose_theory.fitcounts import BATCH_ROWS, _Accumulator, count_files, count_tables
+from goose_theory.fitcounts import _Accumulator, count_files, count_tables
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.traceio import TraceFileError, check_trace
 from tests.conftest import DEEP, TREE
+from tests.fittraces import cycle_rows, with_column
 
 
 def test_reached_is_derived_when_absent_or_null():
@@ -42,45 +43,6 @@ def test_streaming_batch_boundaries_do_not_change_counts(tmp_path):
     assert fit_traces([path], n_boot=50).overall.cycles == 180
 
 
-def test_rows_out_of_order_are_rejected():
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=1, cycles=3), seed=8)
-    shuffled = table.take(np.r_[1, 0, 2:table.num_rows])
-    with pytest.raises(TraceFileError, match="root first|grouped by cycle"):
-        count_tables([shuffled])
-
-
-def _with_column(table: pa.Table, name: str, values) -> pa.Table:
-    i = table.schema.get_field_index(name)
-    return table.set_column(i, table.schema.field(i), pa.array(values, type=table.schema.field(i).type))
-
-
-def test_per_cycle_columns_the_regime_fit_reads_are_checked():
-    """tau and spine_avail feed the regime fit (psi, the match length), so a value no recorder
-    writes is refused, naming the column; nulls (not recorded) pass."""
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    ref = count_tables([table])
-    tau = table["tau"].to_numpy()
-    with pytest.raises(TraceFileError, match="column tau has values below 1"):
-        count_tables([_with_column(table, "tau", -tau)])
-    with pytest.raises(TraceFileError, match="column tau exceeds the accepted rows"):
-        count_tables([_with_column(table, "tau", tau + 1)])
-    uneven = tau.copy()
-    uneven[1] += 1  # rows 0 and 1 are the first cycle's root and its first child
-    with pytest.raises(TraceFileError, match="tau differs between the rows of one cycle"):
-        count_tables([_with_column(table, "tau", uneven)])
-    avail = table["spine_avail"].to_numpy()
-    with pytest.raises(TraceFileError, match="column spine_avail has values below 0"):
-        count_tables([_with_column(table, "spine_avail", avail - 100)])
-    unrecorded = count_tables([_with_column(table, "tau", [None] * table.num_rows)])
-    assert unrecorded.shape_table.equals(ref.shape_table)
-    for name in ("tau", "spine_avail"):  # a column of Arrow's null type (a recorder that left it empty)
-        i = table.schema.get_field_index(name)
-        empty = table.set_column(i, pa.field(name, pa.null()), pa.nulls(table.num_rows))
-        assert count_tables([empty]).shape_table.equals(ref.shape_table)
-    fewer = count_tables([_with_column(table, "tau", np.maximum(tau - 1, 1))])  # EOS / token cap cut the path
-    assert fewer.shape_table.equals(ref.shape_table)
-
-
 def test_reached_null_in_some_batches_only_is_derived_row_by_row(tmp_path):
     """A null ``reached`` (not recorded on that row) is derived per row: nulls in one batch and none
     in the next used to give the batches different keys (KeyError 'reached'); a recorded value
@@ -89,13 +51,13 @@ def test_reached_null_in_some_batches_only_is_derived_row_by_row(tmp_path):
     ref = count_tables([table])
     reached = table["reached"].to_pylist()
     path = tmp_path / "t.parquet"
-    pq.write_table(_with_column(table, "reached", [None, None, *reached[2:]]), path)
+    pq.write_table(with_column(table, "reached", [None, None, *reached[2:]]), path)
     got = count_files([path], batch_rows=7)  # the nulls are in the first batch only
     assert np.array_equal(ref.spine_reached, got.spine_reached) and ref.shape_table.equals(got.shape_table)
     wrong = [None, *reached[1:]]
     wrong[1] = not wrong[1]  # row 1: the root's child, reached
     with pytest.raises(TraceFileError, match="column reached disagrees"):
-        count_tables([_with_column(table, "reached", wrong)])
+        count_tables([with_column(table, "reached", wrong)])
 
 
 def test_unsigned_integer_columns_are_read_as_their_values():
@@ -111,17 +73,6 @@ def test_unsigned_integer_columns_are_read_as_their_values():
     huge = pa.array([2**63 + 5] * table.num_rows, pa.uint64())
     with pytest.raises(TraceFileError, match=r"column tau has values too large \(found 9223372036854775813\)"):
         count_tables([table.set_column(i, pa.field("tau", pa.uint64()), huge)])
-
-
-def test_a_root_whose_parent_is_not_minus_one_is_refused():
-    """An unsigned parent column stores the root's -1 as 2**32 - 1; it was taken silently (and the
-    regime fit indexed row 4294967295)."""
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    parent = [p if p >= 0 else 2**32 - 1 for p in table["parent"].to_pylist()]
-    i = table.schema.get_field_index("parent")
-    unsigned = table.set_column(i, pa.field("parent", pa.uint32()), pa.array(parent, pa.uint32()))
-    with pytest.raises(TraceFileError, match=r"column parent is 4294967295 on a root row \(the root's parent is -1\)"):
-        count_tables([unsigned])
 
 
 def _footer_reads(monkeypatch) -> list[str]:
@@ -220,97 +171,13 @@ def test_synthetic_prompts_of_other_runs_are_other_prompts():
     assert fit_counts(count_tables([synthetic_table(shared, seed=1)]), n_boot=20).overall.prompts == 20
 
 
-@pytest.mark.parametrize("name", ["run_id", "model", "benchmark", "prompt_id", "method"])
-def test_a_cycle_whose_rows_disagree_on_a_cluster_column_is_refused(name):
-    """The fit reads these on the root row only, while the regime fit filters rows by method row by
-    row: a non-root row of another method (or none) left its cycle there, and the later rows'
-    parent links pointed at other rows, silently."""
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    values = table[name].to_pylist()
-    values[1] = "other"  # row 1: the first cycle's first non-root row
-    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: column {name} differs between the rows of one cycle$"):
-        count_tables([_with_column(table, name, values)])
-    values[1] = None
-    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: column {name} has null values$"):
-        count_tables([_with_column(table, name, values)])
-
-
-def test_the_cycle_number_is_one_value_per_cycle():
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    cycle = table["cycle"].to_pylist()
-    cycle[1] += 1
-    with pytest.raises(TraceFileError, match=r"^<table>\[0\]: column cycle differs between the rows of one cycle$"):
-        count_tables([_with_column(table, "cycle", cycle)])
-    cycle[1] = None  # the repeat check reads it
-    with pytest.raises(TraceFileError, match=r"^<table>\[0\]: column cycle has null values$"):
-        count_tables([_with_column(table, "cycle", cycle)])
-
-
-def _cycle_rows(table: pa.Table) -> list[np.ndarray]:
-    """The row indices of each cycle of ``table``, in order."""
-    node = table["node"].to_numpy()
-    roots = np.flatnonzero(node == 0)
-    return np.split(np.arange(table.num_rows), roots[1:])
-
-
-def test_a_cycle_that_lost_rows_is_refused_where_budget_is_recorded():
-    """A head(n) that cut a cycle after its accepted rows, or a filter that dropped unaccepted leaf
-    rows, left valid smaller trees that were fitted in silence; budget (non-root nodes of the
-    cycle's tree) says so. Where it is not recorded there is nothing to compare."""
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    accepted = table["accepted"].to_numpy(zero_copy_only=False)
-    cycles = _cycle_rows(table)
-    c = next(i for i, rows in enumerate(cycles) if not accepted[rows[-1]])  # its last row: not accepted
-    cut = table.slice(0, cycles[c][-1])
-    number, prompt = c % 5, c // 5  # 5 cycles a prompt
-    with pytest.raises(TraceFileError, match=rf"^<table>\[0\]: cycle {number} of \(run_id 'run-0', benchmark "
-                                             rf"'synthetic', prompt_id 'run-0/goose/p0000{prompt}', method 'goose'\) "
-                                             r"has 6 non-root rows, but column budget says 7$"):
-        count_tables([cut])
-    dropped = np.concatenate([rows[:-1] if not accepted[rows[-1]] else rows for rows in cycles])
-    with pytest.raises(TraceFileError, match=rf"cycle {number} of .*p0000{prompt}.* has 6 non-root rows, but column "
-                                             r"budget says 7$"):
-        count_tables([table.take(dropped)])
-    with pytest.raises(TraceFileError, match="cycle 0 of .* has 7 non-root rows, but column budget says 10$"):
-        count_tables([_with_column(table, "budget", table["budget"].to_numpy() + 3)])
-    whole = count_tables([table.slice(0, cycles[c][0])])
-    for unrecorded in (_with_column(cut, "budget", [None] * cut.num_rows), cut.drop_columns(["budget"])):
-        assert count_tables([unrecorded]).shape_table["n"].sum() == whole.shape_table["n"].sum() + 1
-
-
-def test_cycles_counted_twice_are_refused(tmp_path):
-    """The same cycles twice (a trace concatenated with itself, or beside a re-compressed copy,
-    whose footer differs from the original's) narrowed every interval in silence."""
-    table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE,), prompts=2, cycles=5), seed=8)
-    first = r"cycle 0 of \(run_id 'run-0', benchmark 'synthetic', prompt_id 'run-0/goose/p00000', method 'goose'\)"
-    doubled = tmp_path / "doubled.parquet"
-    pq.write_table(pa.concat_tables([table, table]), doubled)
-    for batch_rows in (BATCH_ROWS, 7):  # in one batch, or in other batches of the file
-        with pytest.raises(TraceFileError, match=rf"^{doubled}: {first} appears twice in this file: its rows would "
-                                                 "count twice$"):
-            count_files([doubled], batch_rows=batch_rows)
-    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    pq.write_table(table, a)
-    pq.write_table(table, b, compression="gzip")
-    with pytest.raises(TraceFileError, match=rf"^{b}: {first} is also in {a}: its rows would count twice$"):
-        count_files([a, b])
-    errors: list[str] = []
-    got = count_files([a, b], on_bad=lambda e: errors.append(str(e)))  # the copy skipped, its rows rolled back
-    assert len(errors) == 1 and got.files == (str(a),) and got.shape_table.equals(count_files([a]).shape_table)
-    # a trace split into files at a cycle boundary (inside a prompt) holds no cycle twice
-    cut = int(_cycle_rows(table)[2][0])
-    pq.write_table(table.slice(0, cut), a)
-    pq.write_table(table.slice(cut), b)
-    assert count_files([a, b]).shape_table.equals(count_tables([table]).shape_table)
-
-
 def test_a_row_group_per_cycle_is_counted_in_one_batch(tmp_path, monkeypatch):
     """A writer that calls write_table once per cycle makes a row group per cycle; each was a batch
     of its own, and the per-batch costs made 64k rows take 41 s instead of 2 s."""
     table = synthetic_table(SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=3, cycles=20), seed=5)
     path = tmp_path / "groups.parquet"
     with pq.ParquetWriter(path, table.schema) as writer:
-        for rows in _cycle_rows(table):
+        for rows in cycle_rows(table):
             writer.write_table(table.slice(int(rows[0]), len(rows)))
     assert pq.ParquetFile(path).num_row_groups == 60
     ref = count_tables([table])
@@ -330,7 +197,7 @@ def test_the_same_cycles_in_another_order_give_the_same_intervals(tmp_path):
     specs = [SyntheticSpec(0.5, 0.1, (TREE, DEEP), prompts=6, cycles=10, prompt_sd=0.5, method=m, run_id=f"r-{m}")
              for m in ("goose", "iso")]
     table = synthetic_table(specs, seed=3)
-    cycles = _cycle_rows(table)
+    cycles = cycle_rows(table)
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(table, a)
     order = np.random.default_rng(0).permutation(len(cycles))
