@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._fill_kernels import _blocks, _fill_order, _leaf_position
 from ._numba import jit
 from .topology import SPINE, TRANSITION
 
@@ -126,44 +127,6 @@ def _leaf_tau(pos, v, rates, parent_kind, record, weights, u, c, budget):
 
 
 @jit
-def _fill_order(parent, kind, rank):
-    """:func:`goose_theory.regimefill.bfs_order` on arrays (every simulated price starts from it):
-    breadth-first, each node's children spine first, then by rank, ties in index order."""
-    n = parent.shape[0]
-    start = np.zeros(n + 1, dtype=np.int64)
-    for v in range(1, n):
-        start[parent[v] + 1] += 1
-    for v in range(n):
-        start[v + 1] += start[v]
-    kids = np.empty(max(n - 1, 0), dtype=np.int64)
-    filled = start[:n].copy()
-    for v in range(1, n):  # in index order, so an insertion sort below keeps ties in index order
-        kids[filled[parent[v]]] = v
-        filled[parent[v]] += 1
-    for v in range(n):
-        for i in range(start[v] + 1, start[v + 1]):
-            c = kids[i]
-            key = (0 if kind[c] == SPINE else 1, rank[c])
-            j = i - 1
-            while j >= start[v] and (0 if kind[kids[j]] == SPINE else 1, rank[kids[j]]) > key:
-                kids[j + 1] = kids[j]
-                j -= 1
-            kids[j + 1] = c
-    out = np.empty(max(n - 1, 0), dtype=np.int64)
-    queue = np.empty(n, dtype=np.int64)
-    queue[0], head, tail, m = 0, 0, 1, 0
-    while head < tail:
-        v = queue[head]
-        head += 1
-        for i in range(start[v], start[v + 1]):
-            out[m] = kids[i]
-            queue[tail] = kids[i]
-            m += 1
-            tail += 1
-    return out
-
-
-@jit
 def _leaf_rates(p, r, tree, model):
     """(q_mid, q_end, exist) of a transition of rank ``r`` under node ``p`` (module docstring)."""
     kind = tree[1]
@@ -213,50 +176,30 @@ def _trial_tau(n, tree, v, k, r, model, draws, budget):
 
 
 @jit
-def _leaf_position(v, r, n, tree, block):
-    """Where a new transition of rank ``r`` under ``v`` (node ``n``) falls in the fill order of
-    ``tree``'s first ``n`` nodes plus it: after ``v``'s children that precede it (spine first,
-    then ranks up to ``r``; it has the highest index), inside ``v``'s block of children, which
-    starts at ``block[v]`` (:func:`_blocks`)."""
-    parent, kind, rank = tree[0], tree[1], tree[2]
-    before = 0
-    for c in range(1, n):
-        if parent[c] == v and (kind[c] == SPINE or rank[c] <= r):
-            before += 1
-    return block[v] + before
-
-
-@jit
-def _blocks(n, tree, order):
-    """Per node, the fill-order position where its block of children starts (breadth-first:
-    the root's children first, then each node's in the order the nodes were filled)."""
-    parent = tree[0]
-    kids = np.zeros(n, dtype=np.int64)
-    for c in range(1, n):
-        kids[parent[c]] += 1
-    block = np.zeros(n, dtype=np.int64)
-    start = kids[0]
-    for j in range(order.shape[0]):
-        block[order[j]] = start
-        start += kids[order[j]]
-    return block
+def _lowest_free(taken, v, top_k):
+    """The lowest rank below ``top_k`` that no transition child of ``v`` holds; ``top_k`` if none."""
+    r = 0
+    while r < top_k and taken[v, r]:
+        r += 1
+    return r
 
 
 @jit
 def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     """:func:`grow_spare` on ``tree``'s first ``n`` nodes (its arrays have room for the most
-    slots); returns the grown tree's node count. Trials in node order, each node's next rank
-    before its spine child; the first of equal prices wins. A
+    slots); returns the grown tree's node count. Trials in node order, each node's lowest free
+    rank below ``top_k`` (the optimum may leave a rank out between two it keeps) before its spine
+    child; the first of equal prices wins. A
     transition trial is priced from the current tree's recorded fills (:func:`_leaf_tau`), a
     spine trial, which changes the rates of its later siblings' subtrees, by a new simulation."""
     parent, kind, rank = tree[0], tree[1], tree[2]
     depth, size = tree[3], tree[0].shape[0]
     lengths, weights, u = draws
-    n_trans = np.zeros(size, dtype=np.int64)
+    taken = np.zeros((size, top_k + 1), dtype=np.bool_)  # taken[v, r]: v has a transition child of rank r
     spined = np.zeros(size, dtype=np.bool_)
     for v in range(1, n):
         if kind[v] == TRANSITION:
-            n_trans[parent[v]] += 1
+            taken[parent[v], min(rank[v], top_k)] = True
         else:
             spined[parent[v]] = True
     slot_v = np.zeros(2 * size, dtype=np.int64)  # one step's trials: parent, kind, rank, fill position
@@ -270,8 +213,9 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
         t = 0
         block = _blocks(n, tree, order)
         for v in range(n):
-            if depth[v] < max_depth and n_trans[v] < top_k:
-                slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, n_trans[v]
+            free = _lowest_free(taken, v, top_k)
+            if depth[v] < max_depth and free < top_k:
+                slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, free
                 t += 1
             if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
                 slot_v[t], slot_k[t], slot_r[t] = v, SPINE, 0
@@ -292,7 +236,7 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
         best = taus[i]
         _set_slot(n, slot_v[i], slot_k[i], slot_r[i], tree, model)
         if slot_k[i] == TRANSITION:
-            n_trans[slot_v[i]] += 1
+            taken[slot_v[i], slot_r[i]] = True
         else:
             spined[slot_v[i]] = True
         n += 1

@@ -22,7 +22,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ._spare_kernels import _fill_order
+from ._fill_kernels import _fill_order
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
 from .topology import SOURCE_NAMES, TRANSITION, Topology, topology_from_dict

@@ -130,9 +130,10 @@ def spare_tau(topology: Topology, acceptance: Acceptance, spine: SpineModel, fil
 
 def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, *,
                max_slots: int, top_k: int = 10, draws: int = DRAWS, seed: int = 0, tol: float = 1e-4) -> Topology:
-    """``topology`` plus the slots (each the next-ranked transition child or the spine child of a
-    node, within its depth limits) that, added one at a time where :func:`spare_tau` rises most,
-    raise it by more than ``tol``; at most ``max_slots`` non-root nodes. Same meta."""
+    """``topology`` plus the slots (each the lowest free transition rank below ``top_k`` or the
+    spine child of a node, within its depth limits) that, added one at a time where
+    :func:`spare_tau` rises most, raise it by more than ``tol``; at most ``max_slots`` non-root
+    nodes. Same meta."""
     if len(topology.parent) - 1 > max_slots:  # the draws are sized for max_slots nodes
         raise ValueError(f"the tree already has {len(topology.parent) - 1} nodes, more than max_slots={max_slots}")
     tree, model, fill_draws = _arrays(topology, acceptance, spine, fill, max_slots + 1, top_k, draws, seed)

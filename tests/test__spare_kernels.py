@@ -1,46 +1,23 @@
-"""The regime-pricing kernels: the fill order against the reference, a leaf priced from the
-recorded fills against a new simulation (bit for bit), and the numba growth against the Python
-growth it replaced."""
+"""The regime-pricing kernels: a leaf priced from the recorded fills against a new simulation (bit
+for bit, at the end of its parent's children and between two of them), and the numba growth
+against the Python growth it replaced (rank gaps included)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
-from goose_theory._spare_kernels import (_blocks, _fill_order, _kernel, _leaf_position, _leaf_rates, _leaf_tau,
-                                         _price, _record, _trial_tau)
+from goose_theory._fill_kernels import _blocks, _fill_order, _leaf_position
+from goose_theory._spare_kernels import _kernel, _leaf_rates, _leaf_tau, _price, _record, _trial_tau
 from goose_theory.acceptance import Acceptance
 from goose_theory.regimespare import SpineModel, _arrays, grow_spare
 from goose_theory.topology import SPINE, TRANSITION, Topology
 
 from conftest import random_topology
+from tests.test__fill_kernels import bfs_order
 
 ACC = Acceptance.parse([0.7, 0.85], [0.15, 0.03, 0.01, 0.0], p_t_spine=[0.1, 0.03, 0.0],
                        p_t_chain=[0.4, 0.1, 0.02, 0.0])
-
-
-def bfs_order(parent, kind, rank):
-    """The reference fill order: breadth-first, each node's children spine first, then by rank,
-    ties in index order (Python's sort is stable)."""
-    kids = [[] for _ in parent]
-    for v in range(1, len(parent)):
-        kids[parent[v]].append(v)
-    out, queue, head = [], [0], 0
-    while head < len(queue):
-        v = queue[head]; head += 1
-        for c in sorted(kids[v], key=lambda c: (kind[c] != SPINE, rank[c])):
-            out.append(c); queue.append(c)
-    return np.asarray(out, dtype=np.int64)
-
-
-def test_the_pricers_fill_order_is_bfs_order():
-    # the pricer's array version against the reference, on random trees with repeated ranks
-    rng = np.random.default_rng(3)
-    for n in [1, 2, 3, 10, 40, 160] * 5:
-        parent = [-1] + [int(rng.integers(0, v)) for v in range(1, n)]
-        kind = [0] + [int(k) for k in rng.integers(1, 3, n - 1)]
-        rank = [0] + [int(r) for r in rng.integers(0, 4, n - 1)]
-        got = _fill_order(np.asarray(parent, np.int64), np.asarray(kind, np.int64), np.asarray(rank, np.int64))
-        assert got.tolist() == bfs_order(parent, kind, rank).tolist()
 
 
 def _reference_grow(topology, acc, spine, fill, budget, max_slots, top_k, draws=64, seed=0, tol=1e-4):
@@ -76,9 +53,10 @@ def _reference_grow(topology, acc, spine, fill, budget, max_slots, top_k, draws=
             depth[v] = depth[parent[v]] + 1
         trials = []
         for v in range(len(parent)):
-            ranks = [rank[c] for c in range(1, len(parent)) if parent[c] == v and kind[c] == TRANSITION]
-            if depth[v] < topology.max_depth and len(ranks) < top_k:
-                trials.append((v, TRANSITION, len(ranks)))
+            ranks = {rank[c] for c in range(1, len(parent)) if parent[c] == v and kind[c] == TRANSITION}
+            free = min(set(range(top_k + 1)) - ranks)  # the lowest rank no child holds (gaps first)
+            if depth[v] < topology.max_depth and free < top_k:
+                trials.append((v, TRANSITION, free))
             if kind[v] != TRANSITION and depth[v] < topology.max_spine and not any(
                     parent[c] == v and kind[c] == SPINE for c in range(1, len(parent))):
                 trials.append((v, SPINE, 0))
@@ -134,11 +112,36 @@ def test_a_leaf_priced_from_the_record_is_the_simulated_price_bit_for_bit(seed, 
         pos = int(np.flatnonzero(_fill_order(tree[0], tree[1], tree[2]) == n)[0])
         block = _blocks(n, tree, _fill_order(tree[0][:n], tree[1][:n], tree[2][:n]))
         assert _leaf_position(v, r, n, tree, block) == pos
-        for other in range(r):  # a rank below a sibling's (a hand-made file's gaps): among them
+        for other in range(r):  # a rank below a sibling's (an optimum's or a hand-made file's gaps): among them
             tree[2][n] = other
             at = int(np.flatnonzero(_fill_order(tree[0], tree[1], tree[2]) == n)[0])
             assert _leaf_position(v, other, n, tree, block) == at
+            # priced there from the record as a new simulation prices it: the later siblings move one on
+            inner = _leaf_rates(v, other, tree, model)
+            assert _leaf_tau(at, v, inner, tree[1][v], record, draws[1], draws[2], n, budget) \
+                == _trial_tau(n, tree, v, TRANSITION, other, model, draws, budget)
         tree[2][n] = r
         rates = _leaf_rates(v, r, tree, model)
         fast = _leaf_tau(pos, v, rates, tree[1][v], record, draws[1], draws[2], n, budget)
         assert fast == _trial_tau(n, tree, v, TRANSITION, r, model, draws, budget)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_grow_spare_fills_the_rank_gaps_an_optimum_leaves(seed):
+    """The optimum keeps every rank that fits (4 Dec), so a node may hold ranks 0 and 2 without 1;
+    the growth proposed "the number of transition children" as the next rank, rank 2 again, and
+    the export of the regime file failed at budgets from ~40 (fit-acceptance --regimes on the
+    shipped traces, goose loop with a GPU profile). It fills the lowest free rank first, as the
+    Python reference does."""
+    acc = Acceptance.parse(0.5, [0.3, 0.2, 0.15, 0.1])
+    spine = SpineModel((0.9, 0.8), (1.0, 0.8, 0.6), (0.5, 0.2, 0.1))
+    base = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0),
+                                (0, "transition", 2), (1, "transition", 1), (3, "transition", 3)],
+                               max_depth=4, max_spine=3)
+    fill = (0.9, 0.8, 0.7)
+    grown = grow_spare(base, acc, spine, fill, 8, max_slots=16, top_k=4, draws=16, seed=seed)
+    want = _reference_grow(base, acc, spine, fill, 8, 16, top_k=4, draws=16, seed=seed)
+    assert (list(grown.parent), list(grown.source), list(grown.rank)) == want
+    assert grown.budget > base.budget
+    under_root = sorted(r for p, s, r in zip(grown.parent, grown.source, grown.rank) if p == 0 and s == TRANSITION)
+    assert len(under_root) == 2 or 1 in under_root  # a slot added under the root fills the gap first

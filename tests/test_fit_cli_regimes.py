@@ -109,3 +109,19 @@ def test_budget_zero_with_latency_still_exports_the_regime_files(tmp_path, capsy
     assert main([trace, "--budget", "0", "--latency", str(prof), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
     files = sorted(out.glob("topology*-regimes.json"))
     assert files and all(load_topology(f).budget == 0 for f in files)
+
+
+@pytest.mark.parametrize("trace, budget", [("humaneval-b8.parquet", 40), ("prior/mtbench-b8.parquet", 20)])
+def test_regimes_export_where_the_optimum_leaves_rank_gaps(tmp_path, trace, budget):
+    """These two failed with "node 21: node 0 already has a transition child of rank 2" until
+    5 Dec: the optimum may keep ranks 0 and 2 without 1, and the spare-slot growth proposed rank 2
+    again (tests/test__spare_kernels.py has the kernel's case). The README's own --regimes example
+    at the traces' budget 80, and goose loop under a GPU profile, hit it."""
+    from goose_runtime.methods import parse_method
+    from goose_theory.topology import load_topology
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "traces", trace)
+    out = tmp_path / "fit"
+    assert main([path, "--budget", str(budget), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
+    pair = out / "topology-all-regimes.json"
+    assert load_topology(pair).budget == budget and parse_method(f"topology:{pair}").unmatched is not None
