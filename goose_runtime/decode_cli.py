@@ -56,9 +56,12 @@ def register(subparsers) -> None:
 
 
 def add_model_options(parser) -> None:
-    parser.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    parser.add_argument("--model", default="default",
+                        help="'default' (embedded SmolLM2-135M, the default), a folder or an HF id")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="auto (the default): cuda where a GPU is visible, else cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                        help="weights and activations (default float32: the only lossless-checked dtype)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 is steadier "
                         "on a machine shared with other jobs")
 

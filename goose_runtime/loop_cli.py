@@ -36,7 +36,7 @@ def register(sub) -> None:
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
     add_refresh_option(p)
     p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_prior_option(p)
     add_model_options(p)
     p.set_defaults(handler=loop_handler)

@@ -37,7 +37,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from goose_theory.errors import InputError
+from goose_theory.errors import InputError, did_you_mean
 from goose_theory.regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from goose_theory.regimefill import PRIOR_SUFFIX  # one spelling: the regime fit reads it in trace labels
 from goose_theory.topology import Topology, TopologyError, load_topology
@@ -179,7 +179,7 @@ def parse_method(spec: str, *, budget: int | str | None = None, topology_path: s
             raise MethodError(f"bad topology: {exc}") from None
         return topology_method(topo, name, budget=budget)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
-                      f"topology:FILE)")
+                      f"topology:FILE){did_you_mean(kind, KINDS)}")
 
 
 def label_kind(label: str) -> tuple[str, str | None]:

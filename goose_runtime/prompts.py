@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from goose_theory.errors import InputError
+from goose_theory.errors import InputError, did_you_mean
 from goose_theory.jsonio import loads_json
 
 BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffled", "mtbench-shuffled")
@@ -85,7 +85,8 @@ def load_prompts(bench: str, *, limit: int | None = None) -> list[Prompt]:
     elif _is_file_set(bench):
         prompts = _read_jsonl(Path(bench), benchmark=set_name(bench))
     else:
-        raise PromptError(f"unknown prompt set {bench!r}: use one of {', '.join(BENCHMARKS)} or a path to a .jsonl file")
+        raise PromptError(f"unknown prompt set {bench!r}: use one of {', '.join(BENCHMARKS)} or a path to a .jsonl "
+                          f"file{did_you_mean(bench, BENCHMARKS)}")
     return prompts[:limit] if limit is not None else prompts
 
 

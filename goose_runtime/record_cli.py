@@ -26,20 +26,23 @@ RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16"
 
 def register(subparsers) -> None:
     prof = subparsers.add_parser("profile-latency", help="verification latency against tree size on this device")
-    prof.add_argument("--sizes", default="1,2,4,8,16,32,64,128", help="comma-separated forward sizes (tokens)")
+    prof.add_argument("--sizes", default="1,2,4,8,16,32,64,128", help="comma-separated forward sizes (tokens; default 1,2,4,8,16,32,64,128)")
     prof.add_argument("--repeats", type=int, default=5, help="timed forwards per size; the median is kept (default 5)")
     prof.add_argument("--out", required=True, help="latency JSON to write (goose-latency/1)")
     add_model_options(prof)
-    prof.add_argument("--json", action="store_true")
+    prof.add_argument("--json", action="store_true", help="print the profile as one JSON object")
     prof.set_defaults(handler=profile_handler)
 
     rec = subparsers.add_parser("record-traces", help="record the traces of traces/ (the default model, fp32, CPU), "
                                 "or the same runs of your --model")
-    rec.add_argument("--out-dir", default="traces", help="default traces/")
-    rec.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a folder or an HF id")
+    rec.add_argument("--out-dir", default="traces", help="default traces/ (replaces the shipped traces: use another "
+                     "folder for your own runs)")
+    rec.add_argument("--model", default="default",
+                     help="'default' (embedded SmolLM2-135M, the default), a folder or an HF id")
     rec.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
                      help="default cpu (the shipped traces' device)")
-    rec.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    rec.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                     help="default float32 (the shipped traces' dtype)")
     rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
     rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "

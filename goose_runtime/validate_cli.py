@@ -53,12 +53,13 @@ def register(sub) -> None:
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set (default 3)")
     p.add_argument("--holdout", action="store_true", default=True,
                    help="skip the prompts of the traces the topology was fitted on (default)")
-    p.add_argument("--no-holdout", dest="holdout", action="store_false")
+    p.add_argument("--no-holdout", dest="holdout", action="store_false",
+                   help="run the first --limit prompts of each set even if the fit traces hold them (not held out)")
     p.add_argument("--max-new-tokens", type=int, default=128,
                    help="tokens per prompt (default 128, as the shipped traces; use the fit traces' own)")
     p.add_argument("--out", help="write the table as JSON here")
     p.add_argument("--trace-dir", help="record the validation run's traces here, validation-<set>.parquet per set")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the table as one JSON object")
     add_prior_option(p)
     add_model_options(p)
     p.set_defaults(handler=validate_handler)

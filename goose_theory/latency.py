@@ -142,6 +142,8 @@ def latency_from_dict(data: Any) -> LatencyProfile:
     """Parse a ``goose-latency/1`` object; raises :class:`LatencyError`."""
     if not isinstance(data, dict):
         raise LatencyError("a latency profile must be a JSON object")
+    if "schema" not in data:
+        raise LatencyError(f"no 'schema' key (expected {SCHEMA!r}): not a latency profile")
     if data.get("schema") != SCHEMA:
         raise LatencyError(f"unknown schema {data.get('schema')!r} (expected {SCHEMA!r})")
     for key in ("sizes", "seconds", "draft_s"):

@@ -50,7 +50,7 @@ from typing import Any, Mapping, Sequence
 from .acceptance import Acceptance
 from .allocation import paper_tree, weighted_tree
 from .candidate import Candidate
-from .errors import InputError
+from .errors import InputError, did_you_mean
 from .shapes import (isotropic_tree, optimal_taus, optimal_tree, source_blind_tree, spine_chain_tree,
                      transition_only_tree, uniform_levels_tree)
 from .topology import Topology
@@ -113,7 +113,8 @@ def parse_rule(rule: str, top_k: int) -> tuple[str, int | None]:
         return name, k
     if sep or name not in RULES + REFERENCE_RULES:
         known = ", ".join(RULES + REFERENCE_RULES)
-        raise OptimizeError(f"unknown rule {rule!r} (expected one of {known})")
+        hint = did_you_mean(name, RULES + REFERENCE_RULES)
+        raise OptimizeError(f"unknown rule {rule!r} (expected one of {known}){hint}")
     return name, None
 
 

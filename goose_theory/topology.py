@@ -214,6 +214,8 @@ def topology_from_dict(data: Any) -> Topology:
     if not isinstance(data, dict):
         raise TopologyError("a topology file must hold a JSON object")
     schema = data.get("schema")
+    if "schema" not in data:
+        raise TopologyError(f"no 'schema' key (expected {SCHEMA!r}): not a topology file")
     if schema != SCHEMA:
         raise TopologyError(f"unknown schema {schema!r} (expected {SCHEMA!r})")
     nodes = data.get("nodes")

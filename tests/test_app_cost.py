@@ -31,7 +31,7 @@ def test_cost_tab_best_budget_is_the_librarys(at):
 @pytest.mark.parametrize("data, message", [
     (b"", "p.json: the file is empty"),
     (json.dumps({**PROFILE, "seconds": [0.1, 0.2]}).encode(), "sizes and seconds must be non-empty lists of the same length"),
-    (b"{\"sizes\": 3}", "unknown schema"),
+    (b"{\"sizes\": 3}", "no 'schema' key"),
 ])
 def test_cost_tab_bad_profile_is_a_message(at, data, message):
     upload_profile(at, data)

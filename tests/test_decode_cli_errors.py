@@ -18,6 +18,9 @@ pytestmark = pytest.mark.usefixtures("keep_torch_threads")
 
 @pytest.mark.parametrize("argv, message", [
     (["--method", "nope", "--prompt", "x"], "unknown method 'nope'"),
+    (["--method", "gose+prior", "--prompt", "x"], "unknown method 'gose' (expected one of ar, pld, tr, iso:K, "
+     "mixed-iso:K, goose, auto, topology:FILE); did you mean 'goose'?"),
+    (["--method", "goose", "--bench", "humanevl"], ".jsonl file; did you mean 'humaneval'?"),
     (["--method", "goose", "--compare", "iso:0", "--prompt", "x"], "K in iso:K"),
     (["--prompt", "   "], "--prompt is empty"),
     (["--bench", "nope"], "unknown prompt set 'nope'"),

@@ -63,6 +63,7 @@ def test_round_trip(tmp_path):
     ({"sizes": [], "seconds": []}, "non-empty"),
     ({"sizes": 3, "seconds": [0.1]}, "lists"),
     ({"schema": "goose-latency/9"}, "unknown schema"),
+    ({"schema": None}, "no 'schema' key (expected 'goose-latency/1'): not a latency profile"),
     ({"draft_s": None}, "missing key 'draft_s'"),
     ({"device": 3}, "device must be a string"),
 ])

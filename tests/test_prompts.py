@@ -67,8 +67,10 @@ def test_limit_below_one_rejected():
 
 
 def test_unknown_bench_name():
-    with pytest.raises(PromptError, match="unknown prompt set 'nope'"):
+    with pytest.raises(PromptError, match="unknown prompt set 'nope'.*jsonl file$"):  # nothing near: no guess
         load_prompts("nope")
+    with pytest.raises(PromptError, match="; did you mean 'mtbench-shuffled'\\?$"):
+        load_prompts("mtbench-shufled")
 
 
 def test_jsonl_fields_ids_and_blank_lines(tmp_path):

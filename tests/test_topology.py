@@ -58,7 +58,7 @@ def _doc(nodes, **extra):
     (_doc(SAMPLE[:1] + [(0, "transition", 0), (1, "transition", 0)], max_depth=1), "exceeds max_depth 1"),
     (_doc(SAMPLE[:2] + [(1, "spine", 0)], max_spine=1), "exceeds max_spine 1"),
     ({"schema": "goose-topology/2", "nodes": []}, "unknown schema 'goose-topology/2'"),
-    ({"nodes": [{"source": "root"}]}, "unknown schema None"),
+    ({"nodes": [{"source": "root"}]}, "no 'schema' key \\(expected 'goose-topology/1'\\): not a topology file"),
     ({"schema": SCHEMA, "nodes": []}, "non-empty list"),
     ([1, 2], "JSON object"),
 ])
