@@ -146,8 +146,8 @@ def test_exclusive_infeasible_ranks_are_dropped_and_reported():
 
 @pytest.mark.parametrize("rule,kwargs,needle", [
     ("best", {}, "'best'"), ("harmonc", {}, "; did you mean 'harmonic'?"), ("isotropic:0", {}, "K=0"),
-    ("isotropic:x", {}, "'isotropic:x'"), ("isotropic:11", {}, "top_k=10"), ("optimal:3", {}, "'optimal:3'"), ("optimal", {"budget": -1}, "-1"),
-    ("optimal", {"top_k": 0}, "top_k"), ("optimal", {"max_depth": 2.5}, "2.5")])
+    ("isotropic:x", {}, "'isotropic:x'"), ("isotropic:11", {}, "top_k=10"), ("optimal:3", {}, "'optimal:3'"),
+    ("optimal", {"budget": -1}, "-1"), ("optimal", {"top_k": 0}, "top_k"), ("optimal", {"max_depth": 2.5}, "2.5")])
 def test_bad_input_is_one_clear_line(rule, kwargs, needle):
     kwargs = {"budget": 10, **kwargs}
     with pytest.raises(OptimizeError) as err:
