@@ -240,7 +240,7 @@ def _progress(total: int):
 
 def _table(summaries) -> list[dict]:
     return [{"method": s.method, "prompts": s.prompts, "tokens": s.new_tokens, "tau": s.tau,
-             "tokens/s": s.tokens_per_s, "speedup": s.speedup_vs_ar, "nodes": s.mean_nodes,
+             "tokens/s": s.tokens_per_s, "speedup": f"{s.speedup_vs_ar:.2f}x", "nodes": s.mean_nodes,
              "draft ms": s.draft_ms, "verify ms": s.verify_ms, "= ar": "yes" if s.matches_ar else "NO"}
             for s in summaries.values()]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 from .acceptance import Acceptance
@@ -145,6 +146,9 @@ def cmd_yield(args: argparse.Namespace) -> int:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
         if not (math.isfinite(lbar) and lbar >= 0):
             raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
+    if topology.meta.get("regimes"):  # the regime trees need the regime model: say what is scored here
+        print(f"note: {args.topology} is a regime file; this scores its top-level (matched) tree alone under the "
+              f"given rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
     result = exact_yield(topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,

@@ -45,6 +45,21 @@ def test_yield_per_parent_transition_acceptance(capsys, topo_file):
     assert out["exact"] != pytest.approx(exact_yield(Topology.from_nodes(NODES), Acceptance.parse(0.6, 0.1)).expected_tau)
 
 
+def test_yield_of_a_regime_file_says_it_scores_the_top_level_tree(capsys, tmp_path):
+    tree = Topology.from_nodes(NODES)
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1)])
+    pair, plain = tmp_path / "pair.json", tmp_path / "plain.json"
+    save_topology(tree.with_meta(regimes={"unmatched": unmatched.to_dict()}), pair)
+    save_topology(tree, plain)
+    assert main(["yield", "--topology", str(pair), "--p-s", "0.6", "--p-t", "0.1", "--json"]) == 0
+    captured = capsys.readouterr()
+    want = exact_yield(tree, Acceptance.parse(0.6, 0.1)).expected_tau
+    assert json.loads(captured.out)["exact"] == pytest.approx(want)
+    assert captured.err.startswith(f"note: {pair} is a regime file") and captured.err.count("\n") == 1
+    assert main(["yield", "--topology", str(plain), "--p-s", "0.6", "--p-t", "0.1"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_yield_lists_and_table(capsys, topo_file):
     assert main(["yield", "--topology", topo_file, "--p-s", "0.6,0.5", "--p-t", "0.1,0.05", "--model", "independent"]) == 0
     text = capsys.readouterr().out
