@@ -46,6 +46,15 @@ def test_curve_test_pools_sparse_tail():
     assert t.curve[1] == pytest.approx(33 / 108)
 
 
+def test_a_rank_without_data_between_two_with_data_is_interpolated():
+    # a topology with ranks 0 and 2 only (the optimum's first fit) records no rank-1 nodes: rank 1
+    # took rank 0's 0.3 before, and the recommendation drafted it as such
+    t = curve_test(np.array([30, 0, 10]), np.array([100, 0, 100]), start=0)
+    assert t.curve == pytest.approx((0.3, 0.2, 0.1)) and t.bin_n == (100, 0, 100) and t.df == 1
+    lead = curve_test(np.array([0, 30, 0, 10]), np.array([0, 100, 0, 100]), start=0)
+    assert lead.curve == pytest.approx((0.2, 0.3, 0.2, 0.1))  # before the first bin with data: the pooled rate
+
+
 def test_overdispersion_flags_prompt_random_effects():
     fit = _fit(SyntheticSpec(0.5, 0.1, (DEEP,), prompts=40, cycles=50, prompt_sd=1.0), seed=2, group_by=())
     checks = check_group(fit.overall, fit.counts)
