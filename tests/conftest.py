@@ -21,9 +21,11 @@ DEEP = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(8
 
 
 def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float = 0.4,
-                    max_depth: int = 6, max_spine: int = 20) -> Topology:
+                    max_depth: int = 6, max_spine: int = 20, gap_prob: float = 0.0) -> Topology:
     """A random valid tree: each new node hangs on a random earlier node, as the spine child
-    where allowed (with probability ``spine_prob``), else as the next transition rank."""
+    where allowed (with probability ``spine_prob``), else as the next transition rank, which
+    skips one rank with probability ``gap_prob`` (the optimum's first fit keeps ranks 0 and 2
+    without 1; 0 draws nothing more from ``rng``, so the trees of a seed stay as they were)."""
     parents, sources, ranks = [-1], ["root"], [0]
     depth, has_spine_child, next_rank, is_spine_end = [0], [False], [0], [True]
     for _ in range(n_nodes - 1):
@@ -35,6 +37,8 @@ def random_topology(rng: np.random.Generator, n_nodes: int, *, spine_prob: float
                 has_spine_child[p] = True; is_spine_end.append(True)
                 break
             if depth[p] < max_depth:
+                if gap_prob and rng.random() < gap_prob:
+                    next_rank[p] += 1
                 parents.append(p); sources.append("transition"); ranks.append(next_rank[p])
                 next_rank[p] += 1; is_spine_end.append(False)
                 break

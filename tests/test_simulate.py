@@ -55,9 +55,9 @@ def assert_within_se(mean: float, exact: float, variance: float, n: int, k: floa
 @settings(**PROPERTY)
 @given(tree_seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), p_s=st.lists(probs, min_size=1, max_size=3),
        p_t=st.lists(probs, min_size=1, max_size=4), model=st.sampled_from(["exclusive", "independent"]),
-       seed=st.integers(0, 2**63))
-def test_mc_mean_matches_exact_yield(tree_seed, n, p_s, p_t, model, seed):
-    topo = random_topology(np.random.default_rng(tree_seed), n)
+       seed=st.integers(0, 2**63), gaps=st.booleans())
+def test_mc_mean_matches_exact_yield(tree_seed, n, p_s, p_t, model, seed, gaps):
+    topo = random_topology(np.random.default_rng(tree_seed), n, gap_prob=0.4 if gaps else 0.0)
     acc = valid_acceptance(topo, p_s, p_t, model)
     exact = exact_yield(topo, acc)
     result = simulate(topo, acc, cycles=20_000, seed=seed)

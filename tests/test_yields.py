@@ -63,9 +63,9 @@ P_T = st.lists(st.floats(0, 0.3), min_size=1, max_size=3)
 @settings(**SMALL)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 9), model=st.sampled_from(["exclusive", "independent"]),
        p_s=st.lists(st.floats(0, 1), min_size=1, max_size=3), p_t=P_T,
-       p_t_spine=st.none() | P_T, p_t_chain=st.none() | P_T)
-def test_pmf_equals_brute_force(seed, n, model, p_s, p_t, p_t_spine, p_t_chain):
-    topo = random_topology(np.random.default_rng(seed), n, max_depth=4, max_spine=4)
+       p_t_spine=st.none() | P_T, p_t_chain=st.none() | P_T, gaps=st.booleans())
+def test_pmf_equals_brute_force(seed, n, model, p_s, p_t, p_t_spine, p_t_chain, gaps):
+    topo = random_topology(np.random.default_rng(seed), n, max_depth=4, max_spine=4, gap_prob=0.4 if gaps else 0.0)
     acc = Acceptance.parse(p_s, p_t, model, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
     try:
         result = exact_yield(topo, acc)
