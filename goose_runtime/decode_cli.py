@@ -55,15 +55,19 @@ def register(subparsers) -> None:
     decode.set_defaults(handler=decode_handler)
 
 
-def add_model_options(parser) -> None:
+def add_model_options(parser, *, device: str = "auto", threads: int | None = None) -> None:
+    """--model, --device, --dtype and --threads; record-traces passes the shipped traces' cpu and 1 thread."""
     parser.add_argument("--model", default="default",
                         help="'default' (embedded SmolLM2-135M, the default), a folder or an HF id")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                        help="auto (the default): cuda where a GPU is visible, else cpu")
+    parser.add_argument("--device", default=device, choices=("auto", "cpu", "cuda"),
+                        help="auto (the default): cuda where a GPU is visible, else cpu" if device == "auto"
+                        else f"default {device} (the shipped traces' device)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                         help="weights and activations (default float32: the only lossless-checked dtype)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 is steadier "
-                        "on a machine shared with other jobs")
+    parser.add_argument("--threads", type=int, default=threads,
+                        help="torch CPU threads (default: torch's choice); 1 is steadier on a machine shared with "
+                        "other jobs" if threads is None else f"torch CPU threads (default {threads}: steady timings "
+                        "on a machine shared with other jobs)")
 
 
 def _decode_options(parser) -> None:

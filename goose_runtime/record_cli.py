@@ -37,16 +37,9 @@ def register(subparsers) -> None:
                                 "or the same runs of your --model")
     rec.add_argument("--out-dir", default="traces", help="default traces/ (replaces the shipped traces: use another "
                      "folder for your own runs)")
-    rec.add_argument("--model", default="default",
-                     help="'default' (embedded SmolLM2-135M, the default), a folder or an HF id")
-    rec.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"),
-                     help="default cpu (the shipped traces' device)")
-    rec.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
-                     help="default float32 (the shipped traces' dtype)")
     rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
     rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
-    rec.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: steady timings "
-                     "on a machine shared with other jobs)")
+    add_model_options(rec, device="cpu", threads=1)
     rec.set_defaults(handler=record_handler)
 
 
