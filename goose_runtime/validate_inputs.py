@@ -14,7 +14,7 @@ from goose_theory.cli_util import UsageError, check_not_an_input, check_output_f
 from goose_theory.topology import Topology
 from goose_theory.traceio import open_trace
 
-from .prompts import BENCHMARKS, Prompt, load_prompts, set_name
+from .prompts import BENCHMARKS, SHUFFLED_OF, Prompt, load_prompts, set_name
 
 
 def bench_files(benches: list[str]) -> list[str]:
@@ -35,8 +35,6 @@ def provenance_traces(topology: Topology) -> list[str]:
 def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
     """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once); a shuffled set
     and its source are one set here (the same prompts, ids and texts in another order)."""
-    from .prompts import SHUFFLED_OF
-
     base = SHUFFLED_OF.get(benchmark, benchmark)
     ids: set[str] = set()
     for path in dict.fromkeys(traces):

@@ -213,8 +213,8 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
         t = 0
         block = _blocks(n, tree, order)
         for v in range(n):
-            free = _lowest_free(taken, v, top_k)
-            if depth[v] < max_depth and free < top_k:
+            free = _lowest_free(taken, v, top_k) if depth[v] < max_depth else top_k
+            if free < top_k:
                 slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, free
                 t += 1
             if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
