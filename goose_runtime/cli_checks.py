@@ -24,7 +24,8 @@ def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     for flag in ("limit", "max_new_tokens", "budget", "repeats", "threads", *extra):
         value = getattr(args, flag, None)
         if value is not None and value < 1:
-            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+            hint = " (a budget of 0 drafts nothing: that is --method ar)" if flag == "budget" and value == 0 else ""
+            raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}{hint}")
     for flag, cap in (("threads", MAX_THREADS), ("repeats", MAX_REPEATS)):
         value = getattr(args, flag, None)
         if value is not None and value > cap:

@@ -59,8 +59,10 @@ def build_parser():
 def _check_options(args) -> tuple[str, ...]:
     group_by = check_group_by(split_list(args.group_by, "--group-by") if args.group_by else [])
     check_output_dir(args.out, "--out")
-    if args.budget is not None and not 0 <= args.budget <= MAX_BUDGET:
-        raise UsageError(f"--budget: {args.budget} is not in 0..{MAX_BUDGET}")
+    if args.budget is not None and args.budget < 0:  # worded as goose optimize / compare word it
+        raise UsageError(f"--budget must be >= 0, got {args.budget}")
+    if args.budget is not None and args.budget > MAX_BUDGET:
+        raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
     if not 1 <= args.bootstrap <= MAX_BOOTSTRAP:  # memory grows with the draws: 1e6 took 0.7 GB on 5 prompts
         raise UsageError(f"--bootstrap: {args.bootstrap} is not in 1..{MAX_BOOTSTRAP}")
     if args.seed < 0:

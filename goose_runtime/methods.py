@@ -111,7 +111,9 @@ def is_count(text: str) -> bool:
 def _positive(value: str | int | None, what: str) -> int:
     n = _integer(value)
     if n is None or n < 1:
-        raise MethodError(f"{what} must be a positive integer, got {value!r}"[:200])  # 10**5000 stays one short line
+        # goose_theory scores a budget of 0 (the root alone, tau 1); a method drafting nothing is ar
+        hint = " (a budget of 0 drafts nothing: that is method 'ar')" if n == 0 and what == "budget" else ""
+        raise MethodError(f"{what} must be a positive integer, got {value!r}{hint}"[:200])  # 10**5000: one short line
     if n > MAX_BUDGET:
         raise MethodError(f"{what} must be at most {MAX_BUDGET}, got {value}"[:200])
     return n

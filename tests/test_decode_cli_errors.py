@@ -26,7 +26,9 @@ pytestmark = pytest.mark.usefixtures("keep_torch_threads")
     (["--bench", "nope"], "unknown prompt set 'nope'"),
     (["--bench", "humaneval", "--limit", "0"], "--limit must be at least 1"),
     (["--prompt", "x", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
-    (["--prompt", "x", "--budget", "0"], "--budget must be at least 1"),
+    (["--prompt", "x", "--budget", "0"], "--budget must be at least 1, got 0 (a budget of 0 drafts nothing: that is --method ar)"),
+    (["--prompt", "x", "--method", "goose@0"], "budget must be a positive integer, got '0' (a budget of 0 drafts nothing: "
+                                               "that is method 'ar')"),
     (["--prompt", "x", "--min-score", "1.5"], "--min-score must be in [0, 1)"),
     (["--prompt", "x", "--method", "tr", "--compare", "iso:3", "--min-score", "0.01"], "applies to goose only"),
     (["--prompt", "x", "--branch-power", "0"], "--branch-power must be in (0, 16]"),

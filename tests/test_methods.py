@@ -66,8 +66,12 @@ def test_a_topology_past_the_verification_cap_is_refused_unless_cut(tmp_path):
 
 
 def test_bad_budget():
-    with pytest.raises(MethodError, match="budget"):
+    # goose_theory scores budget 0 (the root alone); the runtime refuses it and says what it would be
+    with pytest.raises(MethodError, match=r"^budget must be a positive integer, got 0 \(a budget of 0 drafts nothing: "
+                                          r"that is method 'ar'\)$"):
         parse_method("goose", budget=0)
+    with pytest.raises(MethodError, match=r"^K in iso:K must be a positive integer, got '0'$"):  # no hint: K is no budget
+        parse_method("iso:0")
 
 
 @pytest.mark.parametrize("spec", ["iso:+3", "iso: 3", "iso:\u0663", "iso:\u00b2", "iso:1_0", "iso:3.0", "mixed-iso:-2"])
