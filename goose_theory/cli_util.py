@@ -52,11 +52,19 @@ def check_output_file(path: str | None, flag: str) -> None:
     _refuse(path, flag, output_file_problem)
 
 
+FILE_SUFFIXES = (".json", ".md", ".html", ".parquet", ".csv", ".txt")  # what no output folder is called
+
+
 def check_output_dir(path: str | None, flag: str) -> None:
-    """Refuse an output folder that could not be made or written, before any work."""
+    """Refuse an output folder that could not be made or written, before any work; and one that
+    does not exist yet but is named like a file (``--out fit.json``), which would have become a
+    folder of that name holding the files. An existing folder of any name is the user's choice."""
     from .fileio import output_dir_problem
 
     _refuse(path, flag, output_dir_problem)
+    if path and not os.path.exists(path) and path.lower().endswith(FILE_SUFFIXES):
+        raise UsageError(f"{flag}: {path} is named like a file, but {flag} is a folder (the command writes "
+                         f"several files into it); give a folder name")
 
 
 def check_not_an_input(path: str | None, flag: str, inputs: dict[str, Any]) -> None:

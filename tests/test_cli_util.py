@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, format_table, make_parser, print_json,
-                                   run_command)
+from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, format_table, make_parser,
+                                   print_json, run_command)
 from goose_theory.errors import InputError
 from goose_theory.traceio import TraceFileError
 
@@ -146,3 +146,15 @@ def test_parser_error_is_one_line_with_exit_2(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: goose-x: ") and "--port" in err
     assert parser.parse_args(["--port", "80"]).port == 80
+
+
+@pytest.mark.parametrize("name", ["fit.json", "report.MD", "t.parquet"])
+def test_an_output_folder_named_like_a_file_is_refused_unless_it_exists(tmp_path, name):
+    # fit-acceptance --out fit.json made a folder 'fit.json' holding topology-*.json and the report
+    target = tmp_path / name
+    with pytest.raises(UsageError, match=rf"^--out: .*{name} is named like a file, but --out is a folder"):
+        check_output_dir(str(target), "--out")
+    assert not target.exists()
+    target.mkdir()
+    check_output_dir(str(target), "--out")  # an existing folder of that name: the user's own
+    check_output_dir(str(tmp_path / "fit.v2"), "--out")  # a dot alone is no file name
