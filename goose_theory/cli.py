@@ -246,11 +246,26 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             more = f" (and {len(truncated) - 1} more like it; all in the file's 'truncated')" if len(truncated) > 1 else ""
             print(f"note: {truncated[0]}{more}")
         if extra:
-            print(format_table(extra["latency_table"]))
+            _print_latency_table(extra["latency_table"], chosen=topology.budget)
             if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
+                unpriced = f"budget {args.budget} was" if top + 1 == args.budget else f"budgets {top + 1}..{args.budget} were"
                 print(f"note: --latency {args.latency} measures trees of at most {max(profile.sizes)} tokens, so "
-                      f"budgets {top + 1}..{args.budget} were not priced")
+                      f"{unpriced} not priced")
     return 0
+
+
+def _print_latency_table(table: list[dict], *, chosen: int) -> None:
+    """The cost-aware scan's rows at budgets 0-4, then about 1.5x apart, the chosen one (marked) and
+    the last: one row per budget made a table of 65 lines at --budget 64. --json has every row."""
+    shown = [dict(row, chosen="*" if row["budget"] == chosen else "") for row in table
+             if row["budget"] == chosen or row is table[-1] or row["budget"] in _GRID]
+    print(format_table(shown))
+    if len(shown) < len(table):
+        print(f"({len(shown)} of the {len(table)} budgets priced; --json lists every one)")
+
+
+_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
+                   3072, 4096, 6144, 8192))
 
 
 def _requested(budget: int, requested: int) -> str:

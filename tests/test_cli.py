@@ -272,6 +272,13 @@ def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp
     best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
     assert out["budget"] == best["budget"] and out["predicted_tau"] == pytest.approx(best["predicted_tau"])
     assert main(argv) == 0
-    assert f"note: --latency {profile} measures trees of at most 32 tokens, so budgets 32..100 were not priced" \
-        in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert f"note: --latency {profile} measures trees of at most 32 tokens, so budgets 32..100 were not priced" in text
+    # the text table: budgets 0-4, about 1.5x apart, the chosen one (marked) and the last priced, not all 32
+    rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
+    shown = sorted({0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 31, best["budget"]})
+    assert [int(row[0]) for row in rows] == shown
+    assert [int(row[0]) for row in rows if row[-1] == "*"] == [best["budget"]]
+    assert f"({len(shown)} of the 32 budgets priced; --json lists every one)" in text
     assert main([*argv[:2], "20", *argv[3:]]) == 0 and "not priced" not in capsys.readouterr().out
+    assert main([*argv[:2], "32", *argv[3:]]) == 0 and "so budget 32 was not priced" in capsys.readouterr().out
