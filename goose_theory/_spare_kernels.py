@@ -34,57 +34,67 @@ def _kernel(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths, w
     ``record`` (from :func:`_record`), if given, keeps each (L, draw)'s fill: what
     :func:`_leaf_tau` prices a new transition leaf from without a simulation."""
     n = parent.shape[0]
-    m = order.shape[0]
     placed = np.zeros(n, dtype=np.bool_)
     spined = np.zeros(n, dtype=np.bool_)  # the node got a placed spine child
     reach = np.zeros(n)
     tau_sum, node_sum = 0.0, 0.0
     for i in range(lengths.shape[0]):
-        L = lengths[i]
         for s in range(u.shape[0]):
-            d = i * u.shape[0] + s
-            placed[:] = False
-            spined[:] = False
-            placed[0] = True
-            reach[0] = 1.0
-            count, tau, j = 0, 1.0, 0
-            while j < m:
-                if record is not None:
-                    record[0][d, j] = count  # nodes placed before order position j
-                if count >= budget:
-                    break
-                v = order[j]
-                j += 1
-                p = parent[v]
-                if not placed[p]:
-                    continue
-                if kind[v] == SPINE:
-                    if depth[v] > L:
-                        continue
-                    q = q_spine[v]
-                    spined[p] = True
-                else:
-                    if u[s, v] >= exist[v]:
-                        continue
-                    q = q_end[v] if (kind[p] == SPINE and not spined[p]) else q_mid[v]
-                placed[v] = True
-                reach[v] = reach[p] * q
-                if record is not None:
-                    record[1][d, count] = reach[v]  # the reach of the count-th node placed
-                count += 1
-                tau += reach[v]
-                if record is not None:
-                    record[2][d, count] = tau  # tau after count nodes
-            if record is not None:
-                record[0][d, j:m + 1] = count
-                record[2][d, 0] = 1.0
-                record[3][d, :n] = placed
-                record[4][d, :n] = spined
-                record[5][d, :n] = reach
-                record[6][d] = count
+            tau, count = _fill_draw(order, parent, kind, depth, q_mid, q_end, q_spine, exist, lengths[i], u[s], budget,
+                                    placed, spined, reach, record, i * u.shape[0] + s)
             tau_sum += weights[i] * tau / u.shape[0]
             node_sum += weights[i] * count / u.shape[0]
     return tau_sum, node_sum
+
+
+@jit
+def _fill_draw(order, parent, kind, depth, q_mid, q_end, q_spine, exist, L, u_row, budget, placed, spined, reach,
+               record, d):
+    """One (spine length ``L``, draw ``u_row``) fill in ``order`` up to ``budget`` nodes: (tau, nodes
+    placed); ``placed``, ``spined`` and ``reach`` are scratch arrays it resets; draw ``d`` of
+    ``record``, if given, keeps the fill."""
+    m = order.shape[0]
+    placed[:] = False
+    spined[:] = False
+    placed[0] = True
+    reach[0] = 1.0
+    count, tau, j = 0, 1.0, 0
+    while j < m:
+        if record is not None:
+            record[0][d, j] = count  # nodes placed before order position j
+        if count >= budget:
+            break
+        v = order[j]
+        j += 1
+        p = parent[v]
+        if not placed[p]:
+            continue
+        if kind[v] == SPINE:
+            if depth[v] > L:
+                continue
+            q = q_spine[v]
+            spined[p] = True
+        else:
+            if u_row[v] >= exist[v]:
+                continue
+            q = q_end[v] if (kind[p] == SPINE and not spined[p]) else q_mid[v]
+        placed[v] = True
+        reach[v] = reach[p] * q
+        if record is not None:
+            record[1][d, count] = reach[v]  # the reach of the count-th node placed
+        count += 1
+        tau += reach[v]
+        if record is not None:
+            record[2][d, count] = tau  # tau after count nodes
+    if record is not None:
+        n = parent.shape[0]
+        record[0][d, j:m + 1] = count
+        record[2][d, 0] = 1.0
+        record[3][d, :n] = placed
+        record[4][d, :n] = spined
+        record[5][d, :n] = reach
+        record[6][d] = count
+    return tau, count
 
 
 @jit
@@ -185,6 +195,39 @@ def _lowest_free(taken, v, top_k):
 
 
 @jit
+def _occupancy(n, tree, top_k):
+    """Which slots of the first ``n`` nodes are filled: taken[v, r] (v has a transition child of
+    rank r; ranks past ``top_k`` share the last column) and spined[v] (v has a spine child)."""
+    parent, kind, rank = tree[0], tree[1], tree[2]
+    size = parent.shape[0]
+    taken = np.zeros((size, top_k + 1), dtype=np.bool_)
+    spined = np.zeros(size, dtype=np.bool_)
+    for v in range(1, n):
+        if kind[v] == TRANSITION:
+            taken[parent[v], min(rank[v], top_k)] = True
+        else:
+            spined[parent[v]] = True
+    return taken, spined
+
+
+@jit
+def _list_trials(n, tree, taken, spined, max_depth, max_spine, top_k, slot_v, slot_k, slot_r):
+    """One growth step's trials into the slot arrays, in node order: each node's lowest free rank
+    (within ``max_depth``), then its spine child (within ``max_spine``); returns how many."""
+    kind, depth = tree[1], tree[3]
+    t = 0
+    for v in range(n):
+        free = _lowest_free(taken, v, top_k) if depth[v] < max_depth else top_k
+        if free < top_k:
+            slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, free
+            t += 1
+        if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
+            slot_v[t], slot_k[t], slot_r[t] = v, SPINE, 0
+            t += 1
+    return t
+
+
+@jit
 def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     """:func:`grow_spare` on ``tree``'s first ``n`` nodes (its arrays have room for the most
     slots); returns the grown tree's node count. Trials in node order, each node's lowest free
@@ -193,15 +236,9 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     transition trial is priced from the current tree's recorded fills (:func:`_leaf_tau`), a
     spine trial, which changes the rates of its later siblings' subtrees, by a new simulation."""
     parent, kind, rank = tree[0], tree[1], tree[2]
-    depth, size = tree[3], tree[0].shape[0]
+    size = parent.shape[0]
     lengths, weights, u = draws
-    taken = np.zeros((size, top_k + 1), dtype=np.bool_)  # taken[v, r]: v has a transition child of rank r
-    spined = np.zeros(size, dtype=np.bool_)
-    for v in range(1, n):
-        if kind[v] == TRANSITION:
-            taken[parent[v], min(rank[v], top_k)] = True
-        else:
-            spined[parent[v]] = True
+    taken, spined = _occupancy(n, tree, top_k)
     slot_v = np.zeros(2 * size, dtype=np.int64)  # one step's trials: parent, kind, rank, fill position
     slot_k = np.zeros(2 * size, dtype=np.int64)
     slot_r = np.zeros(2 * size, dtype=np.int64)
@@ -210,18 +247,10 @@ def _grow(n, tree, model, draws, budget, max_depth, max_spine, top_k, tol):
     order = _fill_order(parent[:n], kind[:n], rank[:n])
     best = _price(n, tree, draws, budget, record, order)[0]
     while n < size:
-        t = 0
-        block = _blocks(n, tree, order)
-        for v in range(n):
-            free = _lowest_free(taken, v, top_k) if depth[v] < max_depth else top_k
-            if free < top_k:
-                slot_v[t], slot_k[t], slot_r[t] = v, TRANSITION, free
-                t += 1
-            if kind[v] != TRANSITION and depth[v] < max_spine and not spined[v]:
-                slot_v[t], slot_k[t], slot_r[t] = v, SPINE, 0
-                t += 1
+        t = _list_trials(n, tree, taken, spined, max_depth, max_spine, top_k, slot_v, slot_k, slot_r)
         if t == 0:
             break
+        block = _blocks(n, tree, order)
         taus = np.empty(t)
         for i in range(t):
             if slot_k[i] == TRANSITION:
