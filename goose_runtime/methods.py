@@ -166,22 +166,26 @@ def parse_method(spec: str, *, budget: int | str | None = None, topology_path: s
         b = budget or DEFAULT_BUDGET
         return MethodSpec(f"{kind}:{k}", kind, b, iso_topology(k, b), k)
     if kind == "topology":
-        path = arg or topology_path
-        if not path:
-            raise MethodError("method 'topology' needs a file: topology:FILE or --topology FILE")
-        name = os.path.splitext(os.path.basename(path))[0]
-        # the label goes into one-line tables and UTF-8 traces: a name's bytes that were not UTF-8
-        # reach Python as lone surrogates, which are not printable (nor is a newline)
-        if not name.isprintable():
-            raise MethodError(f"topology file {path!r}: its name (the method's label) is not printable UTF-8 text; "
-                              f"rename the file")
-        try:
-            topo = load_topology(path)
-        except TopologyError as exc:
-            raise MethodError(f"bad topology: {exc}") from None
-        return topology_method(topo, name, budget=budget)
+        return _topology_file_method(arg or topology_path, budget=budget)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
                       f"topology:FILE){did_you_mean(kind, KINDS)}")
+
+
+def _topology_file_method(path: str | None, *, budget: int | None) -> MethodSpec:
+    """``topology:FILE``: the file loaded and validated, labelled by its stem."""
+    if not path:
+        raise MethodError("method 'topology' needs a file: topology:FILE or --topology FILE")
+    name = os.path.splitext(os.path.basename(path))[0]
+    # the label goes into one-line tables and UTF-8 traces: a name's bytes that were not UTF-8
+    # reach Python as lone surrogates, which are not printable (nor is a newline)
+    if not name.isprintable():
+        raise MethodError(f"topology file {path!r}: its name (the method's label) is not printable UTF-8 text; "
+                          f"rename the file")
+    try:
+        topo = load_topology(path)
+    except TopologyError as exc:
+        raise MethodError(f"bad topology: {exc}") from None
+    return topology_method(topo, name, budget=budget)
 
 
 def label_kind(label: str) -> tuple[str, str | None]:
