@@ -274,30 +274,6 @@ def test_validate_reruns_into_a_trace_dir_holding_its_own_earlier_trace(tmp_path
         main(_validate_argv(topo, bench, "--trace-dir", str(tmp_path / "td"), "--out", str(tmp_path / "v.json")))
 
 
-def test_a_shuffled_set_holds_out_the_prompts_fitted_on_its_source():
-    # humaneval-shuffled is humaneval's prompts in another order (same ids, same texts): the fitted
-    # HumanEval/0..15 of the shipped traces were run as held out (review, 3 Dec)
-    from goose_runtime.prompts import load_prompts
-    from goose_runtime.validate_inputs import fitted_prompt_ids, holdout_prompts
-
-    fitted = fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval")
-    assert len(fitted) == 16 and fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval-shuffled") == fitted
-    held = holdout_prompts("humaneval-shuffled", ["traces/humaneval-b8.parquet"], limit=200)
-    assert len(held) == len(load_prompts("humaneval")) - 16 and not {p.id for p in held} & fitted
-
-
-def test_validate_refuses_to_hold_out_with_a_missing_fit_trace(capsys, tmp_path, no_model):
-    # a moved topology's provenance names traces that are gone: their prompts ran, reported as held
-    # out with a noise band (review, 3 Dec); now refused, and --no-holdout is the way to run them
-    from goose_theory.topology import Topology, save_topology
-    topo = tmp_path / "t.json"
-    gone = tmp_path / "elsewhere" / "stdlib-b8.parquet"
-    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
-        provenance={"traces": [str(gone)]}), topo)
-    fails(capsys, ["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1"],
-           f"{topo}: its fit trace {gone} is missing, so its prompts cannot be held out; --no-holdout runs")
-
-
 def test_validate_checks_room_for_its_deepest_tree_before_the_first_set(capsys, tmp_path, monkeypatch):
     # a 50-deep spine needs 52 positions past the new tokens; the pre-check left 32, so the first set
     # ran and wrote its trace before the second failed (review, 3 Dec)

@@ -1,9 +1,12 @@
-"""validate's and loop's checks before the model loads (the CLI tests drive them end to end)."""
+"""validate's and loop's checks before the model loads (the CLI tests drive them end to end; the held-out
+selection's refusal of a missing fit trace is driven through the CLI here)."""
 from __future__ import annotations
 
 import os
 
-from goose_runtime.validate_inputs import picked_up_by, validation_trace
+from goose_runtime.prompts import load_prompts
+from goose_runtime.validate_inputs import fitted_prompt_ids, holdout_prompts, picked_up_by, validation_trace
+from tests.clirun import fails
 
 
 def test_validation_trace_is_named_by_the_set(tmp_path):
@@ -40,3 +43,24 @@ def test_picked_up_by_agrees_with_recursive_glob(tmp_path):
         spec = str(tmp_path / pattern)
         taken = {p for p in glob.glob(spec, recursive=True) if os.path.isfile(p)}
         assert {str(f) for f in files if picked_up_by(spec, str(f))} == taken, pattern
+
+
+def test_a_shuffled_set_holds_out_the_prompts_fitted_on_its_source():
+    # humaneval-shuffled is humaneval's prompts in another order (same ids, same texts): the fitted
+    # HumanEval/0..15 of the shipped traces were run as held out (review, 3 Dec)
+    fitted = fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval")
+    assert len(fitted) == 16 and fitted_prompt_ids(["traces/humaneval-b8.parquet"], "humaneval-shuffled") == fitted
+    held = holdout_prompts("humaneval-shuffled", ["traces/humaneval-b8.parquet"], limit=200)
+    assert len(held) == len(load_prompts("humaneval")) - 16 and not {p.id for p in held} & fitted
+
+
+def test_validate_refuses_to_hold_out_with_a_missing_fit_trace(capsys, tmp_path, no_model):
+    # a moved topology's provenance names traces that are gone: their prompts ran, reported as held
+    # out with a noise band (review, 3 Dec); now refused, and --no-holdout is the way to run them
+    from goose_theory.topology import Topology, save_topology
+    topo = tmp_path / "t.json"
+    gone = tmp_path / "elsewhere" / "stdlib-b8.parquet"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]).with_meta(
+        provenance={"traces": [str(gone)]}), topo)
+    fails(capsys, ["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1"],
+           f"{topo}: its fit trace {gone} is missing, so its prompts cannot be held out; --no-holdout runs")
