@@ -148,11 +148,14 @@ def gain_heatmap_chart(df: pd.DataFrame, band: tuple[float, float] = PAPER_GAIN)
 
 
 def speedup_chart(df: pd.DataFrame) -> alt.Chart:
-    """Predicted speedup over autoregressive decoding against budget, one line per rule."""
+    """Predicted speedup over autoregressive decoding against budget, one line per rule (a
+    ``nodes`` column, the tree's own node count where the rule stops short of B, joins the tooltip)."""
     _need(df, ("budget", "rule", "speedup_vs_ar"), "speedup_chart")
+    tooltip = [alt.Tooltip("rule"), alt.Tooltip("budget"), *([alt.Tooltip("nodes")] if "nodes" in df else []),
+               alt.Tooltip("speedup_vs_ar:Q", format=".3f")]
     return alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("budget:Q", title="budget B (tree nodes)"),
         y=alt.Y("speedup_vs_ar:Q", title="predicted speedup vs AR", scale=alt.Scale(zero=False)),
         color=alt.Color("rule:N", title="rule"),
-        tooltip=[alt.Tooltip("rule"), alt.Tooltip("budget"), alt.Tooltip("speedup_vs_ar:Q", format=".3f")],
+        tooltip=tooltip,
     ).properties(title="Predicted speedup against budget", height=280)

@@ -191,7 +191,8 @@ def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tup
             continue
         frames.append(pd.DataFrame(res.table).assign(rule=rule))
         row = next(r for r in res.table if r["budget"] == res.best.budget)
-        best.append({"rule": rule, "budget": res.best.budget, "predicted_tau": res.best.predicted_tau,
+        best.append({"rule": rule, "budget": res.best.budget, "nodes": res.best.topology.budget,
+                     "predicted_tau": res.best.predicted_tau,
                      "tokens_per_s": row["tokens_per_s"], "speedup_vs_ar": row["speedup_vs_ar"]})
     if not frames:
         raise InputError("; ".join(f"{rule}: {message}" for rule, message in errors.items()))

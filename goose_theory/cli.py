@@ -12,7 +12,8 @@ import sys
 from typing import Any
 
 from .acceptance import Acceptance
-from .cli_util import UsageError, check_not_an_input, check_output_file, format_table, print_json
+from .cli_util import (UsageError, check_not_an_input, check_output_file, format_table, print_json,
+                       print_latency_table)
 from .topology import load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -227,7 +228,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                              f"tokens, none of them within --budget {args.budget} + 1")
         choice = cost_aware(acceptance, profile, rule=args.rule, budgets=range(low, top + 1), **shape)
         result = choice.best
-        extra = {"cost_aware": True, "latency_table": choice.table, "priced_budgets": [low, top]}
+        extra = {"cost_aware": True, "chosen_budget": result.budget, "latency_table": choice.table,
+                 "priced_budgets": [low, top]}
     else:
         result = build_topology(args.rule, acceptance, budget=args.budget, **shape)
     topology = result.topology.with_meta(rule=result.rule, predicted_tau=result.predicted_tau,
@@ -240,13 +242,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"{result.rule}: budget {topology.budget}{_requested(topology.budget, args.budget)}, "
+        print(f"{result.rule}: budget {topology.budget}{_requested(topology.budget, args.budget, result.budget, extra)}, "
               f"predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
         if truncated:
             more = f" (and {len(truncated) - 1} more like it; all in the file's 'truncated')" if len(truncated) > 1 else ""
             print(f"note: {truncated[0]}{more}")
         if extra:
-            _print_latency_table(extra["latency_table"], chosen=topology.budget)
+            # the chosen row is the budget the scan priced; its tree may hold fewer nodes (the rule's shape ends)
+            print_latency_table(extra["latency_table"], chosen=result.budget)
             if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
                 unpriced = f"budget {args.budget} was" if top + 1 == args.budget else f"budgets {top + 1}..{args.budget} were"
                 print(f"note: --latency {args.latency} measures trees of at most {max(profile.sizes)} tokens, so "
@@ -254,21 +257,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_latency_table(table: list[dict], *, chosen: int) -> None:
-    """The cost-aware scan's rows at budgets 0-4, then about 1.5x apart, the chosen one (marked) and
-    the last: one row per budget made a table of 65 lines at --budget 64. --json has every row."""
-    shown = [dict(row, chosen="*" if row["budget"] == chosen else "") for row in table
-             if row["budget"] == chosen or row is table[-1] or row["budget"] in _GRID]
-    print(format_table(shown))
-    if len(shown) < len(table):
-        print(f"({len(shown)} of the {len(table)} budgets priced; --json lists every one)")
-
-
-_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
-                   3072, 4096, 6144, 8192))
-
-
-def _requested(budget: int, requested: int) -> str:
+def _requested(budget: int, requested: int, chosen: int | None = None, cost_aware: dict | None = None) -> str:
+    if cost_aware and chosen != budget:  # the rule's shape ended before the chosen budget did
+        return f" (requested {requested}; the cost-aware choice is the rule's tree at budget {chosen}, {budget} nodes)"
     return "" if budget == requested else f" (requested {requested})"
 
 

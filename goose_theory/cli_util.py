@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: one-line errors with exit code 2, JSON output, list parsing.
+"""Shared CLI plumbing: one-line errors with exit code 2, JSON output, list parsing, text tables.
 
 Every command is ``main(argv) -> int``. Bad input raises :class:`UsageError` (or one of the
 library's validation errors); :func:`run_command` turns it into ``error: <one line>`` on
@@ -207,3 +207,20 @@ def _is_float(v: Any) -> bool:
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def print_latency_table(table: list[dict], *, chosen: int) -> None:
+    """Print ``goose optimize --latency``'s cost-aware rows at budgets 0-4, then about 1.5x apart,
+    the ``chosen`` one (marked) and the last: one row per budget made a table of 65 lines at
+    --budget 64. --json has every row."""
+    shown = [dict(row, chosen="*" if row["budget"] == chosen else "") for row in table
+             if row["budget"] == chosen or row is table[-1] or row["budget"] in LATENCY_GRID]
+    print(format_table(shown))
+    if any(row["nodes"] != row["budget"] for row in table):
+        print("nodes: what the rule's tree at that budget holds; each row is priced at its nodes")
+    if len(shown) < len(table):
+        print(f"({len(shown)} of the {len(table)} budgets priced; --json lists every one)")
+
+
+LATENCY_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
+                          2048, 3072, 4096, 6144, 8192))

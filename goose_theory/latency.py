@@ -172,7 +172,9 @@ class CostAwareResult:
     """The budget with the most tokens per second, and the whole per-budget table."""
 
     best: OptimizeResult
-    table: list[dict]  # per budget: budget, predicted_tau, cycle_s, tokens_per_s, speedup_vs_ar
+    # per budget: budget, nodes (the tree's node count), predicted_tau, cycle_s (priced at nodes),
+    # tokens_per_s, speedup_vs_ar
+    table: list[dict]
 
 
 def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "optimal",
@@ -181,7 +183,9 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
     """Maximise E[tau] / cycle seconds over ``budgets`` (default: every budget the profile
     covers, i.e. ``sizes[0] - 1 .. sizes[-1] - 1``). ``speedup_vs_ar`` compares with plain
     decoding at 1 token per t(1); it is None when the profile does not cover n = 1.
-    The first budget wins a tie. The ``optimal`` rule's E[tau] at every budget comes from one
+    Each row is priced at the nodes its tree holds, which can be fewer than its budget (the
+    rule's shape ends, or the exclusive model caps the ranks): the first budget wins a tie, so the
+    choice is the smallest budget that builds the best tree. The ``optimal`` rule's E[tau] at every budget comes from one
     optimisation (:func:`goose_theory.optimize.optimal_tau_curve`, equal to each budget's own tree
     to 1e-12; the chosen budget's row is its tree's exact value); other rules build each budget's tree.
 
@@ -197,22 +201,42 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
         raise LatencyError("no budgets to choose from")
     shape = dict(max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     # the range and the rule are checked before the optimizer runs
-    cycles = [latency.cycle_seconds(_check_int("budget", budget, 0)) for budget in budgets]
+    for budget in budgets:
+        latency.cycle_seconds(_check_int("budget", budget, 0))
     optimal = parse_rule(rule, top_k)[0] == "optimal"
     # optimal trees: every budget's E[tau] from one optimisation; other rules: a tree per budget
     curve = optimal_tau_curve(acceptance, budget=max(budgets), **shape) if optimal else []
     ar = latency.verify_seconds(1) if lo == 1 else None
 
-    def row(budget: int, tau: float, cycle: float) -> dict:
+    def row(budget: int, nodes: int, tau: float) -> dict:
+        cycle = latency.cycle_seconds(nodes)
         rate = tau / cycle
-        return {"budget": budget, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
+        return {"budget": budget, "nodes": nodes, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
                 "speedup_vs_ar": None if ar is None else rate * ar}
 
     results = [None if optimal else build_topology(rule, acceptance, budget=b, **shape) for b in budgets]
-    table = [row(b, curve[b] if optimal else r.predicted_tau, c) for b, r, c in zip(budgets, results, cycles)]
+    # a tree may hold fewer nodes than its budget (the rule's shape ends, or the exclusive model caps
+    # the ranks): it is priced at the nodes it holds, so a larger budget never costs more than its tree
+    nodes = _curve_nodes(curve, budgets) if optimal else [r.topology.budget for r in results]
+    table = [row(b, n, curve[b] if optimal else r.predicted_tau) for b, n, r in zip(budgets, nodes, results)]
     best_at = max(range(len(table)), key=lambda i: table[i]["tokens_per_s"])  # the first of equal rates
     best = results[best_at]
     if best is None:  # the chosen tree, and its row scored as that tree (the curve's sums run in another order)
         best = build_topology(rule, acceptance, budget=budgets[best_at], **shape)
-        table[best_at] = row(budgets[best_at], best.predicted_tau, cycles[best_at])
+        table[best_at] = row(budgets[best_at], best.topology.budget, best.predicted_tau)
     return CostAwareResult(best, table)
+
+
+def _curve_nodes(curve: Sequence[float], budgets: Sequence[int]) -> list[int]:
+    """The node count of the ``optimal`` tree at each budget: the smallest budget that reaches the
+    same E[tau] (past the candidate tree's end the curve is flat and the tree stops growing; before
+    it every node adds a positive path probability). Equal means within 1e-12, as the curve is.
+
+    Example:
+        >>> _curve_nodes([1.0, 1.5, 1.75, 1.75, 1.75], [0, 2, 3, 4])
+        [0, 2, 2, 2]
+    """
+    first = [0] * len(curve)  # first[b]: where the run of equal values that b is in begins
+    for b in range(1, len(curve)):
+        first[b] = first[b - 1] if curve[b - 1] >= curve[b] - 1e-12 * max(1.0, curve[b]) else b
+    return [first[b] for b in budgets]

@@ -73,7 +73,9 @@ def test_speedup_chart():
                        "speedup_vs_ar": [1.5, 1.7, 1.4, 1.6], "predicted_tau": [2.0, 2.4, 1.9, 2.2]})
     spec = charts.speedup_chart(df).to_dict()
     assert spec["encoding"]["x"]["field"] == "budget" and spec["encoding"]["y"]["field"] == "speedup_vs_ar"
-    assert len(_data(spec)) == 4
+    assert len(_data(spec)) == 4 and "nodes" not in str(spec["encoding"]["tooltip"])
+    spec = charts.speedup_chart(df.assign(nodes=[8, 12, 8, 16])).to_dict()  # the tree's own size joins the tooltip
+    assert [t["field"] for t in spec["encoding"]["tooltip"]] == ["rule", "budget", "nodes", "speedup_vs_ar"]
 
 
 @pytest.mark.parametrize("builder, columns", [

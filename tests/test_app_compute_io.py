@@ -140,9 +140,11 @@ def test_cost_table_is_cost_aware():
                 assert rate == pytest.approx(rates[budget], rel=1e-12)
         best = out["best"].set_index("rule").loc[rule]
         assert best["budget"] == full.best.budget and best["predicted_tau"] == full.best.predicted_tau
+        assert best["nodes"] == full.best.topology.budget
         row = next(r for r in full.table if r["budget"] == full.best.budget)  # the speed at the best budget itself
         assert best["tokens_per_s"] == row["tokens_per_s"] and best["speedup_vs_ar"] == row["speedup_vs_ar"]
-    assert set(out["table"].columns) >= {"budget", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar", "rule"}
+    assert set(out["table"].columns) >= {"budget", "nodes", "predicted_tau", "cycle_s", "tokens_per_s", "speedup_vs_ar",
+                                         "rule"}
 
 
 def test_cost_table_finds_the_best_budget_between_grid_points():

@@ -282,3 +282,23 @@ def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp
     assert f"({len(shown)} of the 32 budgets priced; --json lists every one)" in text
     assert main([*argv[:2], "20", *argv[3:]]) == 0 and "not priced" not in capsys.readouterr().out
     assert main([*argv[:2], "32", *argv[3:]]) == 0 and "so budget 32 was not priced" in capsys.readouterr().out
+
+
+def test_optimize_latency_marks_the_chosen_row_when_the_tree_holds_fewer_nodes(capsys, tmp_path):
+    # p_s + p_t > 1: the paper rule's trees stop growing (the exclusive model caps the ranks), so the
+    # chosen row's budget is larger than the tree it builds; the row is marked, not the one whose budget is the node count
+    profile = tmp_path / "lat.json"
+    profile.write_text(json.dumps({"schema": "goose-latency/1", "sizes": [1, 64], "seconds": [0.035, 0.125],
+                                   "draft_s": 0.0}))
+    argv = ["optimize", "--rule", "paper", "--budget", "63", "--p-s", "0.9", "--p-t", "0.3", "--latency", str(profile),
+            "--out", str(tmp_path / "o.json")]
+    out = run_json(capsys, [*argv, "--json"])
+    best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
+    assert (out["chosen_budget"], out["budget"]) == (best["budget"], best["nodes"]) and best["nodes"] < best["budget"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [(int(row[0]), int(row[1])) for row in rows if row[-1] == "*"] == [(best["budget"], best["nodes"])]
+    assert (f"paper: budget {best['nodes']} (requested 63; the cost-aware choice is the rule's tree at budget "
+            f"{best['budget']}, {best['nodes']} nodes)") in text
+    assert "each row is priced at its nodes" in text

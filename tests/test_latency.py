@@ -137,6 +137,25 @@ def test_cost_aware_optimal_matches_a_tree_per_budget(acc):
     assert res.table[res.best.budget]["predicted_tau"] == res.best.predicted_tau == want[res.best.budget]
 
 
+@pytest.mark.parametrize("rule", ["paper", "linear", "optimal"])
+def test_cost_aware_prices_each_tree_at_the_nodes_it_holds(rule):
+    # p_s + p_t > 1: the exclusive model caps the ranks, so the trees stop growing before their budget
+    acc = Acceptance.parse(0.9, 0.3)
+    prof = LatencyProfile(sizes=(1, 48), seconds=(0.02, 0.08))
+    res = cost_aware(acc, prof, rule=rule)
+    for row in res.table:
+        tree = build_topology(rule, acc, budget=row["budget"]).topology
+        assert row["nodes"] == tree.budget <= row["budget"]
+        assert row["cycle_s"] == prof.cycle_seconds(row["nodes"]) and row["tokens_per_s"] == pytest.approx(
+            row["predicted_tau"] / row["cycle_s"], rel=1e-15)
+    assert any(row["nodes"] < row["budget"] for row in res.table)
+    best = max(res.table, key=lambda row: row["tokens_per_s"])  # the first of equal rates
+    assert (res.best.budget, res.best.topology.budget) == (best["budget"], best["nodes"])
+    # the smallest budget that builds the chosen tree; a larger budget's same tree is priced the same
+    assert all(row["nodes"] < best["nodes"] for row in res.table if row["budget"] < best["budget"])
+    assert all(row["tokens_per_s"] == best["tokens_per_s"] for row in res.table if row["nodes"] == best["nodes"])
+
+
 @pytest.mark.parametrize("sizes,seconds", [((10**400,), (0.1,)), ((1,), (-10**300,)), ((1,), ("x" * 1000,))])
 def test_huge_values_give_a_short_line(sizes, seconds):
     with pytest.raises(LatencyError) as info:
