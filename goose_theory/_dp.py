@@ -92,12 +92,21 @@ def _filled(candidate, budget: int):
                            candidate.acceptance.independent)
 
 
-def best_values(candidate, *, budget: int) -> np.ndarray:
+def best_values(candidate, *, budget: int) -> tuple[np.ndarray, np.ndarray]:
     """The best expected accepted nodes (bonus excluded) with at most b nodes, for every b in
     0..``budget``, from the one table :func:`solve` fills for ``budget`` (a type's row does not
-    depend on the budget it was filled for, only how far it goes)."""
-    _, (F, _, _) = _filled(candidate, budget)
-    return np.maximum.accumulate(F[0])  # at most b: a smaller tree may be best (independent model)
+    depend on the budget it was filled for, only how far it goes); and the node count of the tree
+    :func:`solve` builds at each b (the largest size within 1e-12 of the best, as :func:`_reconstruct`
+    takes it, up to the candidate tree's capacity)."""
+    spec, (F, _, _) = _filled(candidate, budget)
+    values = F[0]
+    best = np.maximum.accumulate(values)  # at most b: a smaller tree may be best (independent model)
+    sizes = np.zeros(budget + 1, np.int64)
+    top = min(budget, int(spec[6][0]))
+    for b in range(1, budget + 1):  # b is the tree's size where its own value ties the best so far
+        ties = b <= top and values[b] >= best[b] - 1e-12 * abs(best[b])
+        sizes[b] = b if ties else sizes[b - 1]
+    return best, sizes
 
 
 @jit

@@ -36,7 +36,7 @@ import numpy as np
 from .acceptance import Acceptance
 from .errors import InputError
 from .jsonio import load_json_file
-from .optimize import OptimizeResult, _check_int, build_topology, optimal_tau_curve, parse_rule
+from .optimize import OptimizeResult, _check_int, build_topology, optimal_curve_nodes, parse_rule
 from .topology import write_json_atomic
 
 SCHEMA = "goose-latency/1"
@@ -184,9 +184,10 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
     covers, i.e. ``sizes[0] - 1 .. sizes[-1] - 1``). ``speedup_vs_ar`` compares with plain
     decoding at 1 token per t(1); it is None when the profile does not cover n = 1.
     Each row is priced at the nodes its tree holds, which can be fewer than its budget (the
-    rule's shape ends, or the exclusive model caps the ranks): the first budget wins a tie, so the
+    rule's shape ends, or the exclusive model caps the ranks; below the profile's smallest size,
+    at that size): the first budget wins a tie, so the
     choice is the smallest budget that builds the best tree. The ``optimal`` rule's E[tau] at every budget comes from one
-    optimisation (:func:`goose_theory.optimize.optimal_tau_curve`, equal to each budget's own tree
+    optimisation (:func:`goose_theory.optimize.optimal_curve_nodes`, equal to each budget's own tree
     to 1e-12; the chosen budget's row is its tree's exact value); other rules build each budget's tree.
 
     Example:
@@ -205,11 +206,13 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
         latency.cycle_seconds(_check_int("budget", budget, 0))
     optimal = parse_rule(rule, top_k)[0] == "optimal"
     # optimal trees: every budget's E[tau] from one optimisation; other rules: a tree per budget
-    curve = optimal_tau_curve(acceptance, budget=max(budgets), **shape) if optimal else []
+    curve, curve_nodes = optimal_curve_nodes(acceptance, budget=max(budgets), **shape) if optimal else ([], [])
     ar = latency.verify_seconds(1) if lo == 1 else None
 
     def row(budget: int, nodes: int, tau: float) -> dict:
-        cycle = latency.cycle_seconds(nodes)
+        # a tree smaller than the profile's smallest size is priced at that size: an upper bound,
+        # as the priced cost never falls with size (isotonic), and no extrapolation
+        cycle = latency.cycle_seconds(max(nodes, lo - 1))
         rate = tau / cycle
         return {"budget": budget, "nodes": nodes, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
                 "speedup_vs_ar": None if ar is None else rate * ar}
@@ -217,7 +220,7 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
     results = [None if optimal else build_topology(rule, acceptance, budget=b, **shape) for b in budgets]
     # a tree may hold fewer nodes than its budget (the rule's shape ends, or the exclusive model caps
     # the ranks): it is priced at the nodes it holds, so a larger budget never costs more than its tree
-    nodes = _curve_nodes(curve, budgets) if optimal else [r.topology.budget for r in results]
+    nodes = [curve_nodes[b] for b in budgets] if optimal else [r.topology.budget for r in results]
     table = [row(b, n, curve[b] if optimal else r.predicted_tau) for b, n, r in zip(budgets, nodes, results)]
     best_at = max(range(len(table)), key=lambda i: table[i]["tokens_per_s"])  # the first of equal rates
     best = results[best_at]
@@ -225,18 +228,3 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
         best = build_topology(rule, acceptance, budget=budgets[best_at], **shape)
         table[best_at] = row(budgets[best_at], best.topology.budget, best.predicted_tau)
     return CostAwareResult(best, table)
-
-
-def _curve_nodes(curve: Sequence[float], budgets: Sequence[int]) -> list[int]:
-    """The node count of the ``optimal`` tree at each budget: the smallest budget that reaches the
-    same E[tau] (past the candidate tree's end the curve is flat and the tree stops growing; before
-    it every node adds a positive path probability). Equal means within 1e-12, as the curve is.
-
-    Example:
-        >>> _curve_nodes([1.0, 1.5, 1.75, 1.75, 1.75], [0, 2, 3, 4])
-        [0, 2, 2, 2]
-    """
-    first = [0] * len(curve)  # first[b]: where the run of equal values that b is in begins
-    for b in range(1, len(curve)):
-        first[b] = first[b - 1] if curve[b - 1] >= curve[b] - 1e-12 * max(1.0, curve[b]) else b
-    return [first[b] for b in budgets]

@@ -51,7 +51,7 @@ from .acceptance import Acceptance
 from .allocation import paper_tree, weighted_tree
 from .candidate import Candidate
 from .errors import InputError, did_you_mean
-from .shapes import (isotropic_tree, optimal_taus, optimal_tree, source_blind_tree, spine_chain_tree,
+from .shapes import (isotropic_tree, optimal_curve, optimal_tree, source_blind_tree, spine_chain_tree,
                      transition_only_tree, uniform_levels_tree)
 from .topology import Topology
 from .yields import exact_yield
@@ -157,9 +157,18 @@ def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = 6
         >>> [round(t, 3) for t in optimal_tau_curve(Acceptance.parse(0.5, 0.1), budget=2)]
         [1.0, 1.5, 1.75]
     """
+    return optimal_curve_nodes(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)[0]
+
+
+def optimal_curve_nodes(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
+                        top_k: int = 10) -> tuple[list[float], list[int]]:
+    """:func:`optimal_tau_curve` and the node count of the ``optimal`` tree at every budget (equal
+    to ``build_topology("optimal", ..., budget=b).topology.budget``): fewer than b where the
+    candidate tree runs out or no larger tree ties the best."""
     _check_inputs(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
     cand = Candidate(acceptance, max_depth=max_depth, max_spine=max_spine, top_k=top_k)
-    return optimal_taus(cand, budget=budget).tolist()
+    taus, nodes = optimal_curve(cand, budget=budget)
+    return taus.tolist(), nodes.tolist()
 
 
 def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, top_k: int,

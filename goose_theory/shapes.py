@@ -69,24 +69,34 @@ def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]
 
 
 def optimal_taus(cand: Candidate, *, budget: int) -> np.ndarray:
-    """E[tau] of the ``optimal`` tree at every budget 0..``budget`` from one optimisation, for a
-    cost-aware scan (one tree per budget made a profile up to 4096 nodes a minute's work). Best-first
-    trees are nested: the tree at b is the first b nodes placed, so E[tau] is 1 plus the running sum
-    of their path probabilities; the dynamic programme's table holds every smaller budget.
+    """E[tau] of the ``optimal`` tree at every budget 0..``budget`` (:func:`optimal_curve`'s taus)."""
+    return optimal_curve(cand, budget=budget)[0]
+
+
+def optimal_curve(cand: Candidate, *, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """E[tau] of the ``optimal`` tree at every budget 0..``budget`` from one optimisation, and the
+    nodes that tree holds, for a cost-aware scan (one tree per budget made a profile up to 4096
+    nodes a minute's work). Best-first trees are nested: the tree at b is the first b nodes placed,
+    so E[tau] is 1 plus the running sum of their path probabilities; the dynamic programme's table
+    holds every smaller budget. A tree holds fewer nodes than b only where the candidate tree ran
+    out, or (dynamic programme) where no larger tree ties the best.
 
     Example:
         >>> from goose_theory.acceptance import Acceptance
-        >>> [round(float(t), 4) for t in optimal_taus(Candidate(Acceptance.parse(0.5, 0.1)), budget=3)]
-        [1.0, 1.5, 1.75, 1.875]
+        >>> cand = Candidate(Acceptance.parse(0.5, 0.1), max_depth=1, max_spine=1, top_k=1)
+        >>> taus, nodes = optimal_curve(cand, budget=3)  # the candidate tree holds 2 nodes
+        >>> [round(float(t), 4) for t in taus], nodes.tolist()
+        ([1.0, 1.5, 1.6, 1.6], [0, 1, 2, 2])
     """
     if _needs_dp(cand):
-        return 1.0 + best_values(cand, budget=budget)
+        values, nodes = best_values(cand, budget=budget)
+        return 1.0 + values, nodes
     builder = TreeBuilder(cand)
     placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine)
     taus = np.empty(budget + 1)
     taus[: placed + 1] = np.cumsum(builder.prob)  # the root's 1.0 first: the bonus token
     taus[placed + 1:] = taus[placed]  # the candidate tree ran out: more budget adds nothing
-    return taus
+    return taus, np.minimum(np.arange(budget + 1), placed)
 
 
 def transition_only_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]:

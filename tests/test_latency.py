@@ -156,6 +156,19 @@ def test_cost_aware_prices_each_tree_at_the_nodes_it_holds(rule):
     assert all(row["tokens_per_s"] == best["tokens_per_s"] for row in res.table if row["nodes"] == best["nodes"])
 
 
+def test_cost_aware_prices_a_tree_below_the_profile_at_its_smallest_size():
+    # the candidate tree (2 transitions under the root, 2 under each) holds 6 nodes, 4 of them with no
+    # chance; a profile measured from 8 tokens cannot price 6 nodes, and prices them as 7 (an upper
+    # bound) instead of refusing
+    acc = Acceptance.parse(0.0, "0.5,0")
+    prof = LatencyProfile(sizes=(8, 16, 64), seconds=(0.03, 0.035, 0.06))
+    for rule in ("optimal", "paper"):
+        res = cost_aware(acc, prof, rule=rule, max_depth=2, max_spine=0, top_k=2)
+        assert res.table[0]["budget"] == 7 and all(row["nodes"] == 6 for row in res.table)
+        assert all(row["cycle_s"] == prof.cycle_seconds(7) for row in res.table)
+        assert res.best.budget == 7 and res.best.predicted_tau == pytest.approx(1.75)
+
+
 @pytest.mark.parametrize("sizes,seconds", [((10**400,), (0.1,)), ((1,), (-10**300,)), ((1,), ("x" * 1000,))])
 def test_huge_values_give_a_short_line(sizes, seconds):
     with pytest.raises(LatencyError) as info:

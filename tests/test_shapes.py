@@ -112,6 +112,22 @@ def test_optimal_taus_equal_one_tree_per_budget(acc):
     assert np.all(np.diff(taus) >= 0)
 
 
+@pytest.mark.parametrize("p_s, p_t, shape", [
+    (0.6, "0.4,0.2,0.2", dict(max_depth=3, max_spine=4, top_k=3)),   # dynamic programme: sizes not monotone
+    (1.0, "0.2,0.4,0.4", dict(max_depth=5, max_spine=4, top_k=4)),   # ... and flat runs of one size
+    (0.0, "0.5,0", dict(max_depth=2, max_spine=0, top_k=2)),          # best-first pads with zero-chance nodes
+    (0.9, "0.3", dict(max_depth=6, max_spine=20, top_k=10)),          # the exclusive cap ends the candidate
+    (0.7, "0.2,0.1", dict(max_depth=3, max_spine=3, top_k=2, model="independent")),
+])
+def test_optimal_curve_nodes_are_the_built_trees_sizes(p_s, p_t, shape):
+    shape = dict(shape)
+    acc = Acceptance.parse(p_s, p_t, shape.pop("model", "exclusive"))
+    taus, nodes = shapes_module.optimal_curve(Candidate(acc, **shape), budget=45)
+    built = [build_topology("optimal", acc, budget=b, **shape) for b in range(46)]
+    assert nodes.tolist() == [r.topology.budget for r in built]
+    np.testing.assert_allclose(taus, [r.predicted_tau for r in built], rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("model", ["exclusive", "independent"])
 def test_optimal_taus_stay_flat_once_the_candidate_tree_runs_out(model):
     acc = Acceptance.parse(0.6, "0.2,0.1", model=model)
