@@ -147,9 +147,7 @@ def cmd_yield(args: argparse.Namespace) -> int:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
         if not (math.isfinite(lbar) and lbar >= 0):
             raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
-    if topology.meta.get("regimes"):  # the regime trees need the regime model: say what is scored here
-        print(f"note: {args.topology} is a regime file; this scores its top-level (matched) tree alone under the "
-              f"given rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
+    _regime_note(topology, args.topology, "scores")
     result = exact_yield(topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
@@ -166,6 +164,14 @@ def cmd_yield(args: argparse.Namespace) -> int:
         print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}: {how}); gap {out['gap']:.6f}")
         print(format_table([{"tau": k, "P(tau)": p} for k, p in enumerate(out["pmf"]) if k > 0]))
     return 0
+
+
+def _regime_note(topology, path: str, verb: str) -> None:
+    """Files of a two-regime fit (fit-acceptance --regimes, goose loop) carry the matched regime's rates;
+    their predicted_tau blends both regimes, so a one-model score of them reads far higher: say so."""
+    if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
+        print(f"note: {path} is a two-regime export; this {verb} its top-level (matched) tree alone under the given "
+              f"rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -189,6 +195,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.acceptance_from is None:  # a placeholder: the simulator replaces p_s per regime
             args.p_s = str(regime.p_s_repetitive)
     topology, acceptance = load_topology(args.topology), _acceptance(args)
+    _regime_note(topology, args.topology, "simulates")
     if bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
@@ -274,6 +281,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     trees = [(r.rule, r.topology, r.predicted_tau) for r in results]
     for path in args.topology:  # loaded and priced before anything is printed: a bad file is one line
         topology = load_topology(path)
+        _regime_note(topology, path, "prices")
         trees.append((f"topology:{path}", topology, exact_yield(topology, acceptance).expected_tau))
     rows = [{"rule": rule, "budget": topology.budget, "predicted_tau": tau, "spine_length": topology.spine_length,
              "widths": ",".join(str(w) for w in topology.first_level_widths[:8])} for rule, topology, tau in trees]

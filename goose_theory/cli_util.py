@@ -219,7 +219,7 @@ def print_latency_table(table: list[dict], *, chosen: int) -> None:
     if any(row["nodes"] != row["budget"] for row in table):
         print("nodes: what the rule's tree at that budget holds; each row is priced at its nodes")
     if len(shown) < len(table):
-        print(f"({len(shown)} of the {len(table)} budgets priced; --json lists every one)")
+        print(f"({len(shown)} of the {len(table)} priced budgets shown; --json lists every one)")
 
 
 LATENCY_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,

@@ -55,9 +55,18 @@ def test_yield_of_a_regime_file_says_it_scores_the_top_level_tree(capsys, tmp_pa
     captured = capsys.readouterr()
     want = exact_yield(tree, Acceptance.parse(0.6, 0.1)).expected_tau
     assert json.loads(captured.out)["exact"] == pytest.approx(want)
-    assert captured.err.startswith(f"note: {pair} is a regime file") and captured.err.count("\n") == 1
+    assert captured.err.startswith(f"note: {pair} is a two-regime export; this scores") and captured.err.count("\n") == 1
     assert main(["yield", "--topology", str(plain), "--p-s", "0.6", "--p-t", "0.1"]) == 0
     assert capsys.readouterr().err == ""
+    # the single tree of fit-acceptance --regimes has no 'regimes', only its fit; simulate and compare say it too
+    single = tmp_path / "single.json"
+    fit = {"psi": 0.5, "matched": Acceptance.parse(0.6, 0.1).to_dict(), "unmatched": Acceptance.parse(0.0, 0.1).to_dict()}
+    save_topology(tree.with_meta(regime_fit=fit), single)
+    for argv, verb in ((["yield"], "scores"), (["simulate", "--cycles", "1000"], "simulates")):
+        assert main([*argv, "--topology", str(single), "--p-s", "0.6", "--p-t", "0.1"]) == 0
+        assert capsys.readouterr().err.startswith(f"note: {single} is a two-regime export; this {verb}")
+    assert main(["compare", "--budget", "4", "--p-s", "0.6", "--p-t", "0.1", "--topology", str(single)]) == 0
+    assert capsys.readouterr().err.startswith(f"note: {single} is a two-regime export; this prices")
 
 
 def test_yield_lists_and_table(capsys, topo_file):
@@ -279,7 +288,7 @@ def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp
     shown = sorted({0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 31, best["budget"]})
     assert [int(row[0]) for row in rows] == shown
     assert [int(row[0]) for row in rows if row[-1] == "*"] == [best["budget"]]
-    assert f"({len(shown)} of the 32 budgets priced; --json lists every one)" in text
+    assert f"({len(shown)} of the 32 priced budgets shown; --json lists every one)" in text
     assert main([*argv[:2], "20", *argv[3:]]) == 0 and "not priced" not in capsys.readouterr().out
     assert main([*argv[:2], "32", *argv[3:]]) == 0 and "so budget 32 was not priced" in capsys.readouterr().out
 
