@@ -85,6 +85,10 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if blind:  # the optimiser needs a number; 0 drafts no spine, the only choice the data supports
         lines.append(f"note: no spine node was reached in {', '.join(blind)}: p_s is unknown there, and its "
                      f"recommendation assumes 0 (no spine)")
+    chain = [g.label for g in analysis.groups if g.recommendation is not None and g.fit.p_t.n == 0]
+    if chain:  # e.g. pld: a spine alone; 0 leaves the recommendation's transition slots with no chance
+        lines.append(f"note: no transition node was reached in {', '.join(chain)}: p_t is unknown there, and its "
+                     f"recommendation assumes 0 (its transition slots add nothing)")
     for b in analysis.violations:
         lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
                      f"{b.observed_tau:.3f} {_ci(b.ci95)}")

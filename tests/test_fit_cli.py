@@ -278,7 +278,12 @@ def test_degenerate_rates_are_named_in_the_summary(tmp_path, capsys):
     write_synthetic(tmp_path / "sure.parquet", [SyntheticSpec(1.0, 0.0, (TREE,), prompts=12, cycles=20)], seed=3)
     assert main([str(tmp_path / "sure.parquet")]) == 0
     out = capsys.readouterr().out
-    assert "p_s/p_t = inf" in out and "no spine node" not in out
+    assert "p_s/p_t = inf" in out and "no spine node" not in out and "no transition node" not in out
+    # a spine alone (pld): p_t unknown, said too
+    chain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
+    write_synthetic(tmp_path / "chain.parquet", [SyntheticSpec(0.6, 0.1, (chain,), prompts=12, cycles=20)], seed=3)
+    assert main([str(tmp_path / "chain.parquet")]) == 0
+    assert "no transition node was reached in all: p_t is unknown there" in capsys.readouterr().out
 
 
 def test_out_names_an_earlier_runs_files_it_left(good, tmp_path, capsys):
