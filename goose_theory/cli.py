@@ -167,8 +167,7 @@ def cmd_yield(args: argparse.Namespace) -> int:
 
 
 def _regime_note(topology, path: str, verb: str) -> None:
-    """Files of a two-regime fit (fit-acceptance --regimes, goose loop) carry the matched regime's rates;
-    their predicted_tau blends both regimes, so a one-model score of them reads far higher: say so."""
+    """A two-regime export carries the matched regime's rates but predicts a blend: a one-model score reads high."""
     if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
         print(f"note: {path} is a two-regime export; this {verb} its top-level (matched) tree alone under the given "
               f"rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
@@ -273,7 +272,7 @@ def _requested(budget: int, requested: int, chosen: int | None = None, cost_awar
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_shape(args)
     acceptance = _acceptance(args)
-    from .optimize import compare_rules
+    from .optimize import DEFAULT_COMPARE, compare_rules
     from .yields import exact_yield
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
@@ -293,6 +292,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         short = [row["rule"] for row in rows[:len(results)] if row["budget"] != args.budget]
         if short:
             print(f"note: budget is each tree's node count; {', '.join(short)} built fewer than --budget {args.budget}")
+        if wide := [r for r in DEFAULT_COMPARE if ":" in r and int(r.split(":")[1]) > args.top_k]:  # K ranks a level
+            print(f"note: {', '.join(wide)} left out: K is above --top-k {args.top_k}")
         if any(r.details.get("truncated") for r in results):
             print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "
                   "exceed 1 (goose optimize names them)")

@@ -1,6 +1,9 @@
 """Helpers shared by the CLI tests (validate, loop, decode, record-traces): a refused command
-line, the validation trace checked against its table, and fit inputs that hold every prompt of a set."""
+line, a command's JSON output, the validation trace checked against its table, and fit inputs that hold
+every prompt of a set."""
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -11,6 +14,11 @@ def fails(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error:") and message in err, err
+
+
+def run_json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
 
 
 def check_validation_trace(path, rows) -> None:

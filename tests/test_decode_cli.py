@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from goose_runtime.cli import main
+from tests.clirun import run_json
 from goose_theory.topology import Topology, save_topology
 from goose_theory.traceio import open_trace, trace_metadata
 
@@ -28,11 +29,6 @@ def jsonl(tmp_path):
             {"id": "c", "prompt": "xyz"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
-
-
-def run_json(capsys, argv):
-    assert main(argv) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_prompt_json_has_every_method_and_is_lossless(capsys, tiny):

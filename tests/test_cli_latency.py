@@ -1,0 +1,52 @@
+"""goose optimize --latency: the cost-aware text table and JSON (rows, the chosen one, what was not priced)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from goose_runtime.cli import main
+from tests.clirun import run_json
+
+
+def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp_path):
+    profile = tmp_path / "lat.json"
+    profile.write_text(json.dumps({"schema": "goose-latency/1", "sizes": [1, 8, 32], "seconds": [0.02, 0.021, 0.03],
+                                   "draft_s": 0.0005}))
+    argv = ["optimize", "--budget", "100", "--p-s", "0.6", "--p-t", "0.05", "--latency", str(profile),
+            "--out", str(tmp_path / "o.json")]
+    out = run_json(capsys, [*argv, "--json"])
+    assert out["priced_budgets"] == [0, 31] and [row["budget"] for row in out["latency_table"]] == list(range(32))
+    best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
+    assert out["budget"] == best["budget"] and out["predicted_tau"] == pytest.approx(best["predicted_tau"])
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"note: --latency {profile} measures trees of at most 32 tokens, so budgets 32..100 were not priced" in text
+    # the text table: budgets 0-4, about 1.5x apart, the chosen one (marked) and the last priced, not all 32
+    rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
+    shown = sorted({0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 31, best["budget"]})
+    assert [int(row[0]) for row in rows] == shown
+    assert [int(row[0]) for row in rows if row[-1] == "*"] == [best["budget"]]
+    assert f"({len(shown)} of the 32 priced budgets shown; --json lists every one)" in text
+    assert main([*argv[:2], "20", *argv[3:]]) == 0 and "not priced" not in capsys.readouterr().out
+    assert main([*argv[:2], "32", *argv[3:]]) == 0 and "so budget 32 was not priced" in capsys.readouterr().out
+
+
+def test_optimize_latency_marks_the_chosen_row_when_the_tree_holds_fewer_nodes(capsys, tmp_path):
+    # p_s + p_t > 1: the paper rule's trees stop growing (the exclusive model caps the ranks), so the
+    # chosen row's budget is larger than the tree it builds; the row is marked, not the one whose budget is the node count
+    profile = tmp_path / "lat.json"
+    profile.write_text(json.dumps({"schema": "goose-latency/1", "sizes": [1, 64], "seconds": [0.035, 0.125],
+                                   "draft_s": 0.0}))
+    argv = ["optimize", "--rule", "paper", "--budget", "63", "--p-s", "0.9", "--p-t", "0.3", "--latency", str(profile),
+            "--out", str(tmp_path / "o.json")]
+    out = run_json(capsys, [*argv, "--json"])
+    best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
+    assert (out["chosen_budget"], out["budget"]) == (best["budget"], best["nodes"]) and best["nodes"] < best["budget"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [(int(row[0]), int(row[1])) for row in rows if row[-1] == "*"] == [(best["budget"], best["nodes"])]
+    assert (f"paper: budget {best['nodes']} (requested 63; the cost-aware choice is the rule's tree at budget "
+            f"{best['budget']}, {best['nodes']} nodes)") in text
+    assert "each row is priced at its nodes" in text
