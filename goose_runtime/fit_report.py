@@ -63,11 +63,15 @@ def chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
     return functools.partial(charts.write_html, getattr(charts, f"{name}_chart")(frame))
 
 
+FEW_DRAWS = 200  # the 2.5% and 97.5% percentiles then rest on about 5 draws each
+
+
 def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:
     """The readable (non-JSON) summary printed by the CLI."""
     o = analysis.overall.fit
     lines = [f"{o.prompts} prompts, {o.cycles} cycles from {len(analysis.fit.counts.files)} file(s); "
-             f"95% intervals: cluster bootstrap over prompts ({analysis.fit.n_boot} draws, seed {analysis.fit.seed})",
+             f"95% intervals: cluster bootstrap over prompts ({analysis.fit.n_boot} draws, seed {analysis.fit.seed})"
+             + (f": too few draws for a 95% interval, use at least {FEW_DRAWS}" if analysis.fit.n_boot < FEW_DRAWS else ""),
              f"p_s = {o.p_s.estimate:.4f} {_ci(o.p_s.ci95, 4)}  naive {_ci(o.p_s.naive_ci95, 4)}  n = {o.p_s.n}",
              f"p_t = {o.p_t.estimate:.4f} {_ci(o.p_t.ci95, 4)}  naive {_ci(o.p_t.naive_ci95, 4)}  n = {o.p_t.n}",
              f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}",

@@ -9,7 +9,7 @@ from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import count_files
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
-from tests.conftest import md_sections
+from tests.conftest import TREE, md_sections
 
 
 def test_report_has_its_sections_and_names_every_trace_file(report_analysis):
@@ -97,3 +97,12 @@ def test_summary_notes_cycles_whose_tree_breaks_the_topology_contract(tmp_path):
     write_synthetic(tmp_path / "clean.parquet", SyntheticSpec(0.6, 0.1, (tree,), prompts=4, cycles=20), seed=5)
     clean = summary_text(analyze(fit_counts(count_files([str(tmp_path / "clean.parquet")]), n_boot=50, seed=0)))
     assert "topology contract" not in clean
+
+
+def test_summary_says_when_the_bootstrap_has_too_few_draws(tmp_path):
+    # 2 draws made "p_s = 0.9471 [0.9122, 0.9458]", labelled 95% and missing the estimate (walkthrough, 5 Dec)
+    write_synthetic(tmp_path / "t.parquet", SyntheticSpec(0.6, 0.1, (TREE,), prompts=4, cycles=20), seed=5)
+    counts = count_files([str(tmp_path / "t.parquet")])
+    few, enough = (summary_text(analyze(fit_counts(counts, n_boot=n, seed=0))) for n in (2, 200))
+    assert "(2 draws, seed 0): too few draws for a 95% interval, use at least 200" in few
+    assert "too few draws" not in enough
