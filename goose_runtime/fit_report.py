@@ -85,14 +85,13 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if off:  # no recorder of this toolkit writes such trees: another writer's traces
         lines.append(f"note: cycles whose tree breaks the topology contract (e.g. two spine children of one node) in "
                      f"{', '.join(off)}: p_s and p_t count them, the goodness of fit and the bound leave them out")
-    blind = [g.label for g in analysis.groups if g.recommendation is not None and g.fit.p_s.n == 0]
-    if blind:  # the optimiser needs a number; 0 drafts no spine, the only choice the data supports
-        lines.append(f"note: no spine node was reached in {', '.join(blind)}: p_s is unknown there, and its "
-                     f"recommendation assumes 0 (no spine)")
-    chain = [g.label for g in analysis.groups if g.recommendation is not None and g.fit.p_t.n == 0]
-    if chain:  # e.g. pld: a spine alone; 0 leaves the recommendation's transition slots with no chance
-        lines.append(f"note: no transition node was reached in {', '.join(chain)}: p_t is unknown there, and its "
-                     f"recommendation assumes 0 (its transition slots add nothing)")
+    # the optimiser needs a number where no node of a kind was reached (no spine: tr; no transition: pld);
+    # 0 is the only choice the data supports
+    for rate, kind, meaning in (("p_s", "spine", "no spine"), ("p_t", "transition", "its transition slots add nothing")):
+        unknown = [g.label for g in analysis.groups if g.recommendation is not None and getattr(g.fit, rate).n == 0]
+        if unknown:
+            lines.append(f"note: no {kind} node was reached in {', '.join(unknown)}: {rate} is unknown there, and its "
+                         f"recommendation assumes 0 ({meaning})")
     for b in analysis.violations:
         lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
                      f"{b.observed_tau:.3f} {_ci(b.ci95)}")

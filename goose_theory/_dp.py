@@ -99,10 +99,11 @@ def best_values(candidate, *, budget: int) -> tuple[np.ndarray, np.ndarray]:
     :func:`solve` builds at each b (the largest size within 1e-12 of the best, as :func:`_reconstruct`
     takes it, up to the candidate tree's capacity)."""
     spec, (F, _, _) = _filled(candidate, budget)
+    _, _, _, _, _, _, capacity, _, _ = spec
     values = F[0]
     best = np.maximum.accumulate(values)  # at most b: a smaller tree may be best (independent model)
     sizes = np.zeros(budget + 1, np.int64)
-    top = min(budget, int(spec[6][0]))
+    top = min(budget, int(capacity[0]))
     for b in range(1, budget + 1):  # b is the tree's size where its own value ties the best so far
         ties = b <= top and values[b] >= best[b] - 1e-12 * abs(best[b])
         sizes[b] = b if ties else sizes[b - 1]

@@ -248,7 +248,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.json:
         print_json(out)
     else:
-        print(f"{result.rule}: budget {topology.budget}{_requested(topology.budget, args.budget, result.budget, extra)}, "
+        print(f"{result.rule}: budget {topology.budget}{_requested(topology.budget, args.budget, result.budget if extra else None)}, "
               f"predicted E[tau] = {result.predicted_tau:.4f} -> {args.out}")
         if truncated:
             more = f" (and {len(truncated) - 1} more like it; all in the file's 'truncated')" if len(truncated) > 1 else ""
@@ -263,8 +263,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
-def _requested(budget: int, requested: int, chosen: int | None = None, cost_aware: dict | None = None) -> str:
-    if cost_aware and chosen != budget:  # the rule's shape ended before the chosen budget did
+def _requested(budget: int, requested: int, chosen: int | None = None) -> str:
+    if chosen is not None and chosen != budget:  # cost-aware: the rule's shape ended before the chosen budget did
         return f" (requested {requested}; the cost-aware choice is the rule's tree at budget {chosen}, {budget} nodes)"
     return "" if budget == requested else f" (requested {requested})"
 
@@ -272,7 +272,7 @@ def _requested(budget: int, requested: int, chosen: int | None = None, cost_awar
 def cmd_compare(args: argparse.Namespace) -> int:
     _check_shape(args)
     acceptance = _acceptance(args)
-    from .optimize import DEFAULT_COMPARE, compare_rules
+    from .optimize import compare_rules, too_wide
     from .yields import exact_yield
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
@@ -292,7 +292,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         short = [row["rule"] for row in rows[:len(results)] if row["budget"] != args.budget]
         if short:
             print(f"note: budget is each tree's node count; {', '.join(short)} built fewer than --budget {args.budget}")
-        if wide := [r for r in DEFAULT_COMPARE if ":" in r and int(r.split(":")[1]) > args.top_k]:  # K ranks a level
+        if wide := too_wide(args.top_k):
             print(f"note: {', '.join(wide)} left out: K is above --top-k {args.top_k}")
         if any(r.details.get("truncated") for r in results):
             print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "

@@ -63,6 +63,11 @@ DEFAULT_COMPARE = ("optimal", "linear", "harmonic", "paper", "source-blind", "is
                    "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels")
 
 
+def too_wide(top_k: int) -> list[str]:
+    """The :data:`DEFAULT_COMPARE` rules a ``top_k`` leaves out: a K-ary level needs K ranks."""
+    return [r for r in DEFAULT_COMPARE if ":" in r and int(r.split(":")[1]) > top_k]
+
+
 class OptimizeError(InputError):
     """A bad rule, budget or limit; the message is one line naming the bad value."""
 
@@ -189,6 +194,6 @@ def compare_rules(acceptance: Acceptance, *, budget: int, max_depth: int = 6, ma
     """Every rule side by side (default :data:`DEFAULT_COMPARE`, whose isotropic entries with
     K > top_k are left out; an explicit ``rules`` list is taken as given and validated)."""
     if rules is None:
-        rules = [r for r in DEFAULT_COMPARE if ":" not in r or int(r.split(":")[1]) <= top_k]
+        rules = [r for r in DEFAULT_COMPARE if r not in too_wide(top_k)]
     return [build_topology(r, acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine,
                            top_k=top_k) for r in rules]

@@ -68,11 +68,6 @@ def optimal_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Details]
     return builder, details
 
 
-def optimal_taus(cand: Candidate, *, budget: int) -> np.ndarray:
-    """E[tau] of the ``optimal`` tree at every budget 0..``budget`` (:func:`optimal_curve`'s taus)."""
-    return optimal_curve(cand, budget=budget)[0]
-
-
 def optimal_curve(cand: Candidate, *, budget: int) -> tuple[np.ndarray, np.ndarray]:
     """E[tau] of the ``optimal`` tree at every budget 0..``budget`` from one optimisation, and the
     nodes that tree holds, for a cost-aware scan (one tree per budget made a profile up to 4096

@@ -105,7 +105,7 @@ def test_optimal_taus_equal_one_tree_per_budget(acc):
     # the cost-aware scan reads every budget's E[tau] from one optimisation; the reference is the
     # optimal tree built and scored exactly at each budget, as the scan did before
     cand = Candidate(acc, max_depth=4, max_spine=6, top_k=4)
-    taus = shapes_module.optimal_taus(cand, budget=70)
+    taus, _ = shapes_module.optimal_curve(cand, budget=70)
     want = [build_topology("optimal", acc, budget=b, max_depth=4, max_spine=6, top_k=4).predicted_tau
             for b in range(71)]
     np.testing.assert_allclose(taus, want, rtol=1e-12, atol=0)
@@ -132,7 +132,7 @@ def test_optimal_curve_nodes_are_the_built_trees_sizes(p_s, p_t, shape):
 def test_optimal_taus_stay_flat_once_the_candidate_tree_runs_out(model):
     acc = Acceptance.parse(0.6, "0.2,0.1", model=model)
     cand = Candidate(acc, max_depth=2, max_spine=2, top_k=2)
-    taus = shapes_module.optimal_taus(cand, budget=40)
+    taus, _ = shapes_module.optimal_curve(cand, budget=40)
     full = build_topology("optimal", acc, budget=40, max_depth=2, max_spine=2, top_k=2)
     assert full.topology.budget < 20  # the whole candidate tree
     np.testing.assert_allclose(taus[full.topology.budget:], full.predicted_tau, rtol=1e-12)
