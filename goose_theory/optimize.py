@@ -182,6 +182,8 @@ def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, 
     details = dict(details)
     details["spine_length"] = topology.spine_length
     details["first_level_widths"] = topology.first_level_widths.tolist()
+    if topology.budget < 2:  # one child fits at any node: a cap cannot bind on a tree of 0 or 1 nodes
+        details["truncated"] = []
     meta = {"rule": rule, "acceptance": acceptance.to_dict(), "predicted_tau": tau,
             "requested_budget": budget, "top_k": top_k}
     if details.get("truncated"):

@@ -144,6 +144,16 @@ def test_exclusive_infeasible_ranks_are_dropped_and_reported():
     assert res.topology.meta["truncated"] == res.details["truncated"]
 
 
+@pytest.mark.parametrize("budget", [0, 1])
+def test_no_cap_is_reported_on_a_tree_too_small_for_one(budget):
+    # one child fits at any node, so at 0 or 1 nodes no rule's cap binds (budget 0 had said
+    # "at the root only ranks 0..2 ... are used" of a root with no children)
+    acc = Acceptance.parse(0.9, 0.3, "exclusive")
+    for res in compare_rules(acc, budget=budget):
+        assert res.details["truncated"] == [] and "truncated" not in res.topology.meta
+    assert build_topology("uniform-levels", acc, budget=2).details["truncated"]
+
+
 @pytest.mark.parametrize("rule,kwargs,needle", [
     ("best", {}, "'best'"), ("harmonc", {}, "; did you mean 'harmonic'?"), ("isotropic:0", {}, "K=0"),
     ("isotropic:x", {}, "'isotropic:x'"), ("isotropic:11", {}, "top_k=10"), ("optimal:3", {}, "'optimal:3'"),
