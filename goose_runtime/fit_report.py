@@ -102,6 +102,12 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
         where = f" -> {files[g.label]}" if files and g.label in files else ""
         lines.append(f"recommended for {g.label}: {rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
                      f"predicted tau {rec.best.predicted_tau:.3f}{where}")
+    unpriced = next((g.recommendation.unpriced for g in analysis.groups
+                     if g.recommendation is not None and g.recommendation.unpriced), None)
+    if unpriced:  # one profile for every group
+        low, high = unpriced
+        lines.append(f"note: the latency profile measures trees of at most {low} tokens, so "
+                     + (f"budget {high} was" if low == high else f"budgets {low}..{high} were") + " not priced")
     rec = analysis.overall.recommendation
     if rec is not None:
         lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",

@@ -35,6 +35,7 @@ class Recommendation:
     acceptance: Acceptance
     rows: list[dict[str, Any]]
     cost_table: list[dict[str, Any]] = field(default_factory=list)
+    unpriced: tuple[int, int] | None = None  # given budgets past the latency profile's largest tree
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.best.rule, "budget": self.budget, "budget_source": self.budget_source,
@@ -49,11 +50,14 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
     best of those the profile prices, at most ``budget`` where it is ``"given"``)."""
     limits = {"max_depth": max_depth, "max_spine": max_spine, "top_k": top_k}
     cost_table: list[dict[str, Any]] = []
+    unpriced = None
     if latency is not None:
         from .latency import cost_aware  # only needed with a latency profile
         budgets = None  # every budget the profile prices; a given budget is the most it may choose
         if budget_source == "given":  # (as goose optimize --budget B --latency)
             budgets = list(range(latency.sizes[0] - 1, min(latency.sizes[-1], budget + 1))) or [budget]
+            if budget >= latency.sizes[-1]:  # no extrapolation: budgets sizes[-1].. (B + 1 tokens) went unpriced
+                unpriced = (latency.sizes[-1], budget)
         chosen = cost_aware(acceptance, latency, rule="optimal", budgets=budgets, **limits)
         budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
     # isotropic:K needs K <= top_k candidates per node; leave out what the runs could not build
@@ -65,4 +69,4 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
         rows.append({"rule": r.rule, "budget": r.topology.budget, "predicted_tau": r.predicted_tau,
                      "spine_length": r.topology.spine_length,
                      "gain_vs_paper": (r.predicted_tau / paper - 1.0) if paper else None})
-    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table)
+    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table, unpriced)

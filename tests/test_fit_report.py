@@ -106,3 +106,16 @@ def test_summary_says_when_the_bootstrap_has_too_few_draws(tmp_path):
     few, enough = (summary_text(analyze(fit_counts(counts, n_boot=n, seed=0))) for n in (2, 200))
     assert "(2 draws, seed 0): too few draws for a 95% interval, use at least 200" in few
     assert "too few draws" not in enough
+
+
+def test_summary_says_which_given_budgets_the_latency_profile_could_not_price(tmp_path):
+    # fit-acceptance --budget 200 with a profile measured up to 64 tokens chose among 0..63 unremarked
+    # (goose optimize --latency said so: walkthrough, 5 Dec)
+    from goose_theory.latency import LatencyProfile
+    write_synthetic(tmp_path / "t.parquet", SyntheticSpec(0.6, 0.1, (TREE,), prompts=4, cycles=20), seed=5)
+    fit = fit_counts(count_files([str(tmp_path / "t.parquet")]), n_boot=50, seed=0)
+    profile = LatencyProfile(sizes=(1, 8), seconds=(0.02, 0.03))
+    text = {b: summary_text(analyze(fit, budget=b, latency=profile)) for b in (7, 8, 30)}
+    assert "not priced" not in text[7]
+    assert "note: the latency profile measures trees of at most 8 tokens, so budget 8 was not priced" in text[8]
+    assert "so budgets 8..30 were not priced" in text[30]
