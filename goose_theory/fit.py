@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -283,6 +283,9 @@ def fit_counts(counts: FitCounts, *, n_boot: int = 1000, seed: int = 0) -> FitRe
     groups = []
     for g, values in enumerate(counts.groups):
         clusters = np.flatnonzero(counts.cluster_group == g)
+        if clusters.size == counts.n_clusters:  # the group is everything: the pooled fit, same bootstrap draws
+            groups.append(replace(overall, label=counts.group_label(g), key=dict(zip(counts.group_by, values))))
+            continue
         groups.append(_fit_group(counts.group_label(g), dict(zip(counts.group_by, values)), clusters, counts,
                                  counts.cluster_prompt, n_boot, np.random.default_rng([seed, g + 1])))
     return FitResult(counts, overall, tuple(groups), n_boot, seed)

@@ -116,6 +116,19 @@ def test_groups_split_and_overall_pools_them():
     assert by["a"].prompts == by["b"].prompts == 20
 
 
+def test_a_group_that_is_everything_has_the_pooled_intervals():
+    # --group-by model on one model's traces printed p_t [0.2709, 0.3202] pooled and [0.2722, 0.3183]
+    # for the model: the same data, another bootstrap stream (walkthrough, 5 Dec)
+    counts = count_tables([synthetic_table(SyntheticSpec(0.6, 0.15, (TREE,), prompts=12, cycles=30), seed=2)],
+                          group_by=["method"])
+    fit = fit_counts(counts, n_boot=200, seed=3)
+    (group,) = fit.groups
+    assert group.label != "all" and group.key
+    for name in ("p_s", "p_t"):
+        assert getattr(group, name).ci95 == getattr(fit.overall, name).ci95
+    assert group.ratio == fit.overall.ratio and group.observed_tau == fit.overall.observed_tau
+
+
 def test_the_same_prompts_in_another_run_are_not_new_evidence():
     # the same traces again under another run_id: as many nodes again, but no new prompts, so the
     # cluster-bootstrap interval must not narrow (the naive Wilson interval, which counts nodes, does)
