@@ -75,7 +75,7 @@ def server(tmp_path):
 @pytest.fixture
 def driver(tmp_path):
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
-        pytest.fail("chromium and chromedriver are required (Debian packages chromium, chromium-driver; `make setup`)")
+        pytest.fail("chromium and chromedriver are required (Debian packages chromium, chromium-driver; `make browser`, which `make test` runs)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
