@@ -59,8 +59,8 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
         return "provenance.traces must be a list of file names"
     for key in ACCEPTANCE_KEYS:  # validate predicts with these: a bad value is named with its file now
         acc = json_at(meta, key)
-        if isinstance(acc, dict) and "p_s" in acc and "p_t" in acc:
-            problem = _acceptance_problem(key, acc)
+        if isinstance(acc, dict):  # half a model ({"p_s": 0.5}) is no model: goose yield --acceptance-from read it
+            problem = _missing_rate(key, acc) or _acceptance_problem(key, acc)
             if problem:
                 return problem
     return (_tau_problem(meta.get("predicted_tau")) or _prompts_problem(meta)
@@ -91,6 +91,11 @@ def _prompts_problem(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _missing_rate(key: str, acc: Mapping[str, Any]) -> str | None:
+    missing = next((k for k in ("p_s", "p_t") if k not in acc), None)
+    return None if missing is None else f"{key}.{missing} is missing"
+
+
 def _acceptance_problem(key: str, acc: Mapping[str, Any]) -> str | None:
     try:
         Acceptance.from_dict(acc)
@@ -115,10 +120,7 @@ def _regime_acceptance_problem(fit: Mapping[str, Any]) -> str | None:
         acc = fit.get(key)
         if acc is None:  # only the confident one may be absent (REGIME_REQUIRED)
             continue
-        missing = [k for k in ("p_s", "p_t") if k not in acc]
-        if missing:
-            return f"regime_fit.{key}.{missing[0]} is missing"
-        problem = _acceptance_problem(f"regime_fit.{key}", acc)
+        problem = _missing_rate(f"regime_fit.{key}", acc) or _acceptance_problem(f"regime_fit.{key}", acc)
         if problem:
             return problem
     return None

@@ -60,6 +60,15 @@ def test_an_acceptance_validate_predicts_with_is_checked_naming_the_file(tmp_pat
         load_topology(_file(tmp_path, **{key: acc}))
 
 
+@pytest.mark.parametrize("key, acc, message", [
+    ("acceptance", {"p_s": 0.5}, r"acceptance\.p_t is missing"), ("acceptance", {}, r"acceptance\.p_s is missing"),
+    ("provenance", {"fitted": {"selected": {"p_t": 5}}}, r"provenance\.fitted\.selected\.p_s is missing")])
+def test_half_an_acceptance_model_is_refused_on_load(tmp_path, key, acc, message):
+    # goose yield --acceptance-from on {"p_s": 0.5} died with KeyError: 'p_t' (walkthrough, 5 Dec)
+    with pytest.raises(TopologyError, match=rf"t\.json: meta: {message}"):
+        load_topology(_file(tmp_path, **{key: acc}))
+
+
 @pytest.mark.parametrize("tau", ["NaN", "Infinity", "0.5", "-2"])
 def test_a_prediction_that_is_no_number_of_tokens_is_refused(tmp_path, tau):
     # validate read NaN as "no prediction" and printed 0.5 as one; the writer never makes either
