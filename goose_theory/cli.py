@@ -19,7 +19,6 @@ from .topology import load_topology, save_topology
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
 # `goose --help` and the runtime's commands start without them
 
-
 MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faster than linearly
 # the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
 # minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
@@ -218,7 +217,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     _check_shape(args)
     check_output_file(args.out, "--out")
-    check_not_an_input(args.out, "--out", {"--latency": args.latency})
+    check_not_an_input(args.out, "--out", {"--latency": args.latency, "--acceptance-from": args.acceptance_from})
     acceptance = _acceptance(args)
     from .optimize import build_topology
     shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)
@@ -238,8 +237,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                  "priced_budgets": [low, top]}
     else:
         result = build_topology(args.rule, acceptance, budget=args.budget, **shape)
+    chosen = {"cost_aware": True, "chosen_budget": result.budget} if extra else {}
     topology = result.topology.with_meta(rule=result.rule, predicted_tau=result.predicted_tau,
-                                         acceptance=acceptance.to_dict(), **({"cost_aware": True} if extra else {}))
+                                         acceptance=acceptance.to_dict(), requested_budget=args.budget, **chosen)
     save_topology(topology, args.out)
     truncated = list(result.details.get("truncated") or [])
     # the tree's own budget: a small candidate tree (or a cost-aware choice) may hold fewer nodes

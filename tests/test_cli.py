@@ -194,6 +194,17 @@ def test_bad_input_one_line_exit_2(capsys, topo_file, tmp_path, argv, message):
     assert not (tmp_path / "never.json").exists()
 
 
+def test_optimize_refuses_to_overwrite_the_file_it_reads_its_acceptance_from(capsys, tmp_path):
+    # the atomic rename replaced a fit-acceptance export, provenance and all, exit 0 (walkthrough, 5 Dec)
+    fitted = tmp_path / "fit.json"
+    assert main(["optimize", "--budget", "5", "--p-s", "0.6", "--p-t", "0.1", "--out", str(fitted)]) == 0
+    before = fitted.read_bytes()
+    capsys.readouterr()
+    assert main(["optimize", "--budget", "9", "--acceptance-from", str(fitted), "--out", str(tmp_path / "." / "fit.json")]) == 2
+    assert "is also --acceptance-from: writing it would replace that input" in capsys.readouterr().err
+    assert fitted.read_bytes() == before
+
+
 def test_malformed_topology_file(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "goose-topology/1", "nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}')

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from goose_runtime.cli import main
+from goose_theory.topology import load_topology
 from tests.clirun import run_json
 
 
@@ -16,6 +17,9 @@ def test_optimize_latency_names_the_budgets_the_profile_cannot_price(capsys, tmp
     argv = ["optimize", "--budget", "100", "--p-s", "0.6", "--p-t", "0.05", "--latency", str(profile),
             "--out", str(tmp_path / "o.json")]
     out = run_json(capsys, [*argv, "--json"])
+    # the file keeps the budget asked for and says which it chose (it had requested_budget = the chosen one)
+    meta = load_topology(tmp_path / "o.json").meta
+    assert (meta["requested_budget"], meta["chosen_budget"], meta["cost_aware"]) == (100, out["chosen_budget"], True)
     assert out["priced_budgets"] == [0, 31] and [row["budget"] for row in out["latency_table"]] == list(range(32))
     best = max(out["latency_table"], key=lambda row: row["tokens_per_s"])
     assert out["budget"] == best["budget"] and out["predicted_tau"] == pytest.approx(best["predicted_tau"])
