@@ -85,6 +85,12 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if off:  # no recorder of this toolkit writes such trees: another writer's traces
         lines.append(f"note: cycles whose tree breaks the topology contract (e.g. two spine children of one node) in "
                      f"{', '.join(off)}: p_s and p_t count them, the goodness of fit and the bound leave them out")
+    stray = analysis.unaccepted_matches
+    if stray:  # greedy verification never leaves one; the bound check is what a verifier that stops early fails
+        lines.append(f"note: reached nodes that matched but were not accepted in "
+                     f"{', '.join(f'{label} ({n})' for label, n in stray.items())}: greedy verification accepts "
+                     f"them; a verifier that stops early or a corrupt match column leaves them (p_s and p_t count "
+                     f"them as matched)")
     # the optimiser needs a number where no node of a kind was reached (no spine: tr; no transition: pld);
     # 0 is the only choice the data supports
     for rate, kind, meaning in (("p_s", "spine", "no spine"), ("p_t", "transition", "its transition slots add nothing")):

@@ -85,6 +85,16 @@ class Analysis:
     def violations(self) -> list[BoundCheck]:
         return [g.bound for g in self.groups if g.bound.violated]
 
+    @property
+    def unaccepted_matches(self) -> dict[str, int]:
+        """Group label -> its reached nodes that matched but were not accepted, for groups with any
+        (greedy verification leaves none: see FitCounts.unaccepted_matches)."""
+        per_cluster = self.fit.counts.unaccepted_matches
+        if per_cluster is None:
+            return {}
+        counts = {g.fit.label: int(per_cluster[g.fit.clusters].sum()) for g in self.groups}
+        return {label: n for label, n in counts.items() if n}
+
     def to_json(self, files: dict[str, str] | None = None) -> dict[str, Any]:
         """The ``--json`` object; ``files`` maps group labels to written topology files."""
         files = files or {}
@@ -97,6 +107,7 @@ class Analysis:
                 "groups": [{**g.to_json(), "file": files.get(g.label)} for g in self.groups],
                 "bound": [g.bound.to_dict() for g in self.groups], "violations": [b.label for b in self.violations],
                 "recommended": recommended, "checks": o.checks.to_dict(), "goodness_of_fit": o.gof.to_dict(),
+                "unaccepted_matches": self.unaccepted_matches,
                 "files": list(self.fit.counts.files), "bootstrap": self.fit.n_boot, "seed": self.fit.seed}
 
 

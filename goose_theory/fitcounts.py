@@ -76,6 +76,9 @@ class FitCounts:
     files: tuple[str, ...]
     parent_rank_reached: np.ndarray | None = None  # (C, 3, CAP) transition nodes by parent source, rank
     parent_rank_matched: np.ndarray | None = None
+    # (C,) reached nodes that matched but were not accepted: greedy verification never leaves one (the
+    # walk steps to the matching child); a verifier that stops early or a corrupt match column does
+    unaccepted_matches: np.ndarray | None = None
 
     @property
     def n_clusters(self) -> int:
@@ -101,6 +104,7 @@ class _Accumulator:
         self.clusters: dict[tuple[int, ...], int] = {}
         self.grids = {k: _Grid() for k in ("sr", "sm", "rr", "rm", "dr", "dm", "av")}
         self.grids.update({k: _Grid(3 * CAP) for k in ("pr", "pm")})  # columns: parent source * CAP + rank
+        self.grids["mx"] = _Grid(1)  # reached, matched, not accepted (FitCounts.unaccepted_matches)
         self.shapes = ShapeTally()
         self.keys: dict[tuple[int, ...], int] = {}  # (run_id, benchmark, prompt_id, method) codes -> id
         self.seen = SeenCycles()
@@ -136,6 +140,7 @@ class _Accumulator:
         trans = nonroot & (source == TRANSITION)
         self.grids["pr"].add(n_c, pkey[reached & trans])
         self.grids["pm"].add(n_c, pkey[matched & trans])
+        self.grids["mx"].add(n_c, np.repeat(cyc_cluster, lens)[matched & ~accepted])
         if "spine_avail" in a:  # histogram of the spine tokens the matcher offered, per cycle
             av = a["spine_avail"][roots]
             ok = av >= 0
@@ -200,7 +205,7 @@ class _Accumulator:
         return FitCounts(self.group_by, tuple(groups), np.array([gindex[v[:ng]] for v in values], dtype=np.int64),
                          cluster_prompt, g["sr"], g["sm"], g["rr"], g["rm"], g["dr"], g["dm"],
                          shapes, table, g["av"], tuple(files),
-                         g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP))
+                         g["pr"].reshape(n_c, 3, CAP), g["pm"].reshape(n_c, 3, CAP), g["mx"][:, 0])
 
 
 

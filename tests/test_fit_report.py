@@ -119,3 +119,20 @@ def test_summary_says_which_given_budgets_the_latency_profile_could_not_price(tm
     assert "not priced" not in text[7]
     assert "note: the latency profile measures trees of at most 8 tokens, so budget 8 was not priced" in text[8]
     assert "so budgets 8..30 were not priced" in text[30]
+
+
+def test_summary_names_groups_with_matched_nodes_left_unaccepted(report_analysis):
+    # greedy verification accepts a reached node that matches; the planted violation (a walk that
+    # stops at depth 1) leaves such nodes, and 64 corrupt bytes in a match column left 216, unremarked
+    # (walkthrough, 5 Dec)
+    import pandas as pd
+    a, traces = report_analysis
+    stray = a.unaccepted_matches
+    rows = pd.read_parquet(traces[1])  # the broken group's file; counted here from the rows themselves
+    rows["cycle_key"] = rows["prompt_id"] + "/" + rows["cycle"].astype(str)
+    accepted = rows.set_index(["cycle_key", "node"])["accepted"]
+    parent_accepted = accepted.reindex(list(zip(rows["cycle_key"], rows["parent"]))).to_numpy()
+    expected = int((rows["match"] & (rows["parent"] >= 0) & (parent_accepted == True) & ~rows["accepted"]).sum())  # noqa: E712
+    assert stray == {"broken": expected} and expected > 0
+    assert f"note: reached nodes that matched but were not accepted in broken ({stray['broken']}):" in summary_text(a)
+    assert a.to_json()["unaccepted_matches"] == stray
