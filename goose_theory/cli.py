@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 from .acceptance import Acceptance
-from .cli_util import (UsageError, check_not_an_input, check_output_file, format_table, print_json,
-                       print_latency_table)
+from .cli_util import (UsageError, check_not_an_input, check_output_file, file_tau, format_table, print_json,
+                       print_latency_table, regime_note)
 from .topology import load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -146,7 +145,7 @@ def cmd_yield(args: argparse.Namespace) -> int:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
         if not (math.isfinite(lbar) and lbar >= 0):
             raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
-    _regime_note(topology, args.topology, "scores")
+    regime_note(topology, args.topology, "scores")
     result = exact_yield(topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
@@ -161,15 +160,11 @@ def cmd_yield(args: argparse.Namespace) -> int:
                if bound.widths[:bound.spine_length].sum() else "no branch node leaves the spine before its end, so 0",
                "zero": "the plain bound"}.get(bound.lbar_rule, "given")
         print(f"paper lower bound = {out['lower_bound']:.6f} (lbar = {bound.lbar:.4g}: {how}); gap {out['gap']:.6f}")
+        if how == "given" and out["gap"] < -1e-9:  # the given lbar is larger than the continuations below branches
+            print(f"note: the given lbar puts the bound above E[tau]: it bounds E[tau] only for an lbar up to the "
+                  f"continuations below the tree's branches (--lbar topology takes {paper_lower_bound(topology, acceptance).lbar:.4g})")
         print(format_table([{"tau": k, "P(tau)": p} for k, p in enumerate(out["pmf"]) if k > 0]))
     return 0
-
-
-def _regime_note(topology, path: str, verb: str) -> None:
-    """A two-regime export carries the matched regime's rates but predicts a blend: a one-model score reads high."""
-    if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
-        print(f"note: {path} is a two-regime export; this {verb} its top-level (matched) tree alone under the given "
-              f"rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -193,7 +188,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.acceptance_from is None:  # a placeholder: the simulator replaces p_s per regime
             args.p_s = str(regime.p_s_repetitive)
     topology, acceptance = load_topology(args.topology), _acceptance(args)
-    _regime_note(topology, args.topology, "simulates")
+    regime_note(topology, args.topology, "simulates")
     if bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
@@ -273,15 +268,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _check_shape(args)
     acceptance = _acceptance(args)
     from .optimize import compare_rules, too_wide
-    from .yields import exact_yield
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
     # each tree's own budget: a rule may build fewer nodes than --budget (its shape or the candidate tree ends)
     trees = [(r.rule, r.topology, r.predicted_tau) for r in results]
     for path in args.topology:  # loaded and priced before anything is printed: a bad file is one line
         topology = load_topology(path)
-        _regime_note(topology, path, "prices")
-        trees.append((f"topology:{path}", topology, exact_yield(topology, acceptance).expected_tau))
+        regime_note(topology, path, "prices")
+        trees.append((f"topology:{path}", topology, file_tau(topology, acceptance, path)))
     rows = [{"rule": rule, "budget": topology.budget, "predicted_tau": tau, "spine_length": topology.spine_length,
              "widths": ",".join(str(w) for w in topology.first_level_widths[:8])} for rule, topology, tau in trees]
     if args.json:

@@ -224,3 +224,20 @@ def print_latency_table(table: list[dict], *, chosen: int) -> None:
 
 LATENCY_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
                           2048, 3072, 4096, 6144, 8192))
+
+
+def regime_note(topology: Any, path: str, verb: str) -> None:
+    """A two-regime export carries the matched regime's rates but predicts a blend: a one-model score reads high."""
+    if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
+        print(f"note: {path} is a two-regime export; this {verb} its top-level (matched) tree alone under the given "
+              f"rates; its two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
+
+
+def file_tau(topology: Any, acceptance: Any, path: str) -> float:
+    """Exact E[tau] of a topology file's tree; a tree the acceptance cannot score (the exclusive
+    model's children summing past 1) is one line naming the file (compare takes several)."""
+    from .yields import ExclusiveModelError, exact_yield  # the numba kernels: only where a tree is scored
+    try:
+        return exact_yield(topology, acceptance).expected_tau
+    except ExclusiveModelError as exc:
+        raise UsageError(f"--topology {path}: {exc}") from None

@@ -205,6 +205,14 @@ def test_optimize_refuses_to_overwrite_the_file_it_reads_its_acceptance_from(cap
     assert fitted.read_bytes() == before
 
 
+def test_a_given_lbar_that_breaks_the_bound_is_noted(capsys, topo_file):
+    # --lbar 100 printed "paper lower bound = 28.95...; gap -26.19" of a tree whose tau cannot pass 8 (walkthrough)
+    argv = ["yield", "--topology", topo_file, "--p-s", "0.6", "--p-t", "0.1", "--lbar"]
+    assert main([*argv, "100"]) == 0 and "note: the given lbar puts the bound above E[tau]" in capsys.readouterr().out
+    for fine in ("0.01", "topology", "zero"):
+        assert main([*argv, fine]) == 0 and "note:" not in capsys.readouterr().out
+
+
 def test_malformed_topology_file(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "goose-topology/1", "nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}')
