@@ -50,11 +50,11 @@ def node_label(kind: int, depth: int) -> str:
 
 
 def ranks_used(ranks: Sequence[int], top_k: int) -> str:
-    """How notes say which ranks a node drafts: "ranks 1, 2 of top_k=3 are used", "rank 2 of
-    top_k=3 is used", "no rank of top_k=3 is used"."""
+    """How notes say which ranks a node of the candidate tree may draft (a tree built from it may
+    use fewer): "ranks 1, 2 of top_k=3 may be used", "no rank of top_k=3 may be used"."""
     of = f"of top_k={top_k}"
-    return (f"ranks {', '.join(map(str, ranks))} {of} are used" if len(ranks) > 1
-            else f"rank {ranks[0]} {of} is used" if ranks else f"no rank {of} is used")
+    return (f"ranks {', '.join(map(str, ranks))} {of} may be used" if len(ranks) > 1
+            else f"rank {ranks[0]} {of} may be used" if ranks else f"no rank {of} may be used")
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Candidate:
         kept = self.rank_set(kind, depth, with_spine) if first_fit else tuple(range(cap))
         if kept and kept != tuple(range(len(kept))):  # first fit skipped a rank and kept later ones
             return f"exclusive model: at {where} {ranks_used(kept, self.top_k)} (first fit in rank order: {spine}p_t over the others would exceed 1)"
-        used = f"ranks 0..{cap - 1} of top_k={self.top_k} are used" if cap > 1 else f"rank 0 of top_k={self.top_k} is used"
+        used = f"ranks 0..{cap - 1} of top_k={self.top_k} may be used" if cap > 1 else f"rank 0 of top_k={self.top_k} may be used"
         return (f"exclusive model: at {where} only {used} ({spine}p_t summed over more ranks would exceed 1)" if cap else
                 f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1)")
 

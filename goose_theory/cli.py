@@ -289,6 +289,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if wide := too_wide(args.top_k):
             print(f"note: {', '.join(wide)} left out: K is above --top-k {args.top_k}")
         if any(r.details.get("truncated") for r in results):
-            print("note: the exclusive model caps the ranks used where p_s + the p_t of all top-k ranks would "
+            print("note: the exclusive model caps the ranks a tree may use where p_s + the p_t of all top-k ranks would "
                   "exceed 1 (goose optimize names them)")
     return 0

@@ -31,7 +31,7 @@ def test_rank_set_first_fit_keeps_later_ranks_that_still_fit():
     assert flat.rank_set(ROOT, 0, True) == (0, 1)         # equal rates: first fit is the prefix
     assert Candidate(Acceptance.parse(0.7, 0.36, "independent")).rank_set(ROOT, 0, True) == tuple(range(10))
     assert cand.truncation_note(ROOT, 0, True, first_fit=True) == (
-        "exclusive model: at the root ranks 1, 2, 3 of top_k=6 are used (first fit in rank order: "
+        "exclusive model: at the root ranks 1, 2, 3 of top_k=6 may be used (first fit in rank order: "
         "p_s(1) + p_t over the others would exceed 1)")
     assert "no transition rank fits" in cand.truncation_note(ROOT, 0, True)  # the prefix rules' note
 

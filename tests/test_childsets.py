@@ -95,12 +95,12 @@ def test_set_note_names_a_set_other_than_the_first_fit():
     cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
     assert set_note(cand, TRANSITION, 1, False, (0,)) == cand.truncation_note(TRANSITION, 1, False, first_fit=True)
     assert set_note(cand, TRANSITION, 1, False, (1, 2)) == (
-        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
+        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 may be used (the best set whose p_t fits in 1; "
         "first fit in rank order does worse)")
     trade = Candidate(Acceptance.parse(0.5, "0.3,0.25,0.25"), top_k=3)  # first fit beside the spine: rank 0
     assert child_sets(trade, ROOT, 0)[:2] == ((True, (0,)), (True, (1, 2)))
     assert set_note(trade, ROOT, 0, True, (1, 2)) == (
-        "exclusive model: at the root ranks 1, 2 of top_k=3 are used beside the spine child (the best set whose "
+        "exclusive model: at the root ranks 1, 2 of top_k=3 may be used beside the spine child (the best set whose "
         "p_s(1) + p_t fits in 1; first fit in rank order does worse)")
 
 
@@ -199,5 +199,5 @@ def test_too_many_competing_sets_is_a_clear_error(monkeypatch):
 def test_set_note_grammar():
     cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
     assert set_note(cand, TRANSITION, 1, False, (2,)).startswith(
-        "exclusive model: at transition nodes rank 2 of top_k=3 is used (the best set")
-    assert "no rank of top_k=3 is used (the best set" in set_note(cand, TRANSITION, 1, False, ())
+        "exclusive model: at transition nodes rank 2 of top_k=3 may be used (the best set")
+    assert "no rank of top_k=3 may be used (the best set" in set_note(cand, TRANSITION, 1, False, ())

@@ -72,12 +72,12 @@ def test_notes_name_the_depth_where_transition_nodes_differ():
     cand = Candidate(Acceptance.parse(0.9, "0.66,0.37,0.37"), max_spine=1, top_k=3)
     first, best = (False, (0,)), (False, (1, 2))
     assert tree_notes(cand, [(TRANSITION, 1, best), (TRANSITION, 2, best), (TRANSITION, 1, best)]) == [
-        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
+        "exclusive model: at transition nodes ranks 1, 2 of top_k=3 may be used (the best set whose p_t fits in 1; "
         "first fit in rank order does worse)"]  # one set everywhere: no depth
     assert tree_notes(cand, [(TRANSITION, 1, first), (TRANSITION, 2, best)]) == [
-        "exclusive model: at transition nodes of depth 1 only rank 0 of top_k=3 is used (p_t summed over "
+        "exclusive model: at transition nodes of depth 1 only rank 0 of top_k=3 may be used (p_t summed over "
         "more ranks would exceed 1)",
-        "exclusive model: at transition nodes of depth 2 ranks 1, 2 of top_k=3 are used (the best set whose p_t "
+        "exclusive model: at transition nodes of depth 2 ranks 1, 2 of top_k=3 may be used (the best set whose p_t "
         "fits in 1; first fit in rank order does worse)"]
     assert [n.split(" only")[0].split(" ranks")[0] for n in tree_notes(cand, [(TRANSITION, 2, first), (TRANSITION, 2, best)])] == [
         "exclusive model: at some transition nodes of depth 2"] * 2

@@ -122,7 +122,7 @@ def test_optimal_trades_a_rank_that_fits_for_two_later_ones():
     assert list(zip(res.topology.parent, res.topology.source, res.topology.rank))[1:] == [
         (0, SPINE, 0), (1, TRANSITION, 0), (2, TRANSITION, 1), (2, TRANSITION, 2)]
     assert res.predicted_tau == pytest.approx(0.9 + 0.9 * 0.66 + 2 * 0.9 * 0.66 * 0.37 + 1, rel=1e-12)
-    assert ("exclusive model: at transition nodes ranks 1, 2 of top_k=3 are used (the best set whose p_t fits in 1; "
+    assert ("exclusive model: at transition nodes ranks 1, 2 of top_k=3 may be used (the best set whose p_t fits in 1; "
             "first fit in rank order does worse)") in res.details["truncated"]
 
 
@@ -132,13 +132,13 @@ def test_optimal_notes_speak_of_drafted_child_sets_only():
     res = build_topology("optimal", Acceptance.parse(0.37, "0.62,0.57,0.39"), budget=8, max_depth=3, max_spine=2,
                          top_k=3)
     assert res.details["truncated"] == [
-        "exclusive model: at the root only rank 0 of top_k=3 is used (p_s(1) + p_t summed over more ranks would "
+        "exclusive model: at the root only rank 0 of top_k=3 may be used (p_s(1) + p_t summed over more ranks would "
         "exceed 1)",
-        "exclusive model: at spine depth 1 only rank 0 of top_k=3 is used (p_s(2) + p_t summed over more ranks "
+        "exclusive model: at spine depth 1 only rank 0 of top_k=3 may be used (p_s(2) + p_t summed over more ranks "
         "would exceed 1)",
-        "exclusive model: at transition nodes of depth 1 ranks 1, 2 of top_k=3 are used (the best set whose p_t "
+        "exclusive model: at transition nodes of depth 1 ranks 1, 2 of top_k=3 may be used (the best set whose p_t "
         "fits in 1; first fit in rank order does worse)",
-        "exclusive model: at transition nodes of depth 2 only rank 0 of top_k=3 is used (p_t summed over more "
+        "exclusive model: at transition nodes of depth 2 only rank 0 of top_k=3 may be used (p_t summed over more "
         "ranks would exceed 1)"]
     leaf = build_topology("optimal", Acceptance.parse(0.46, "0.57,0.5"), budget=3, max_depth=2, max_spine=2, top_k=2)
     assert not any("spine depth 1" in note for note in leaf.details["truncated"])  # a leaf there: no set drafted
@@ -166,7 +166,7 @@ def test_optimal_skips_a_rank_that_does_not_fit_beside_the_spine():
                   if p == 0 and s == TRANSITION]
     assert res.topology.budget == 60 and root_ranks == [1, 2, 3, 4, 5, 6]  # 0.7 + 0.36 > 1: rank 0 out
     assert res.predicted_tau == pytest.approx(4.388855397571701, rel=1e-12)  # a bare spine: 3.33
-    assert "ranks 1, 2, 3, 4, 5, 6 of top_k=10 are used (first fit" in res.details["truncated"][0]
+    assert "ranks 1, 2, 3, 4, 5, 6 of top_k=10 may be used (first fit" in res.details["truncated"][0]
 
 
 @settings(max_examples=150, deadline=None)
