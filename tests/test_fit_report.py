@@ -136,3 +136,16 @@ def test_summary_names_groups_with_matched_nodes_left_unaccepted(report_analysis
     assert stray == {"broken": expected} and expected > 0
     assert f"note: reached nodes that matched but were not accepted in broken ({stray['broken']}):" in summary_text(a)
     assert a.to_json()["unaccepted_matches"] == stray
+
+
+def test_summary_explains_a_bound_above_the_prediction():
+    # pld's row read "predicted 1.575, bound 1.639" with nothing saying the two use different models (walkthrough)
+    import os
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib.parquet")
+    a = analyze(fit_counts(count_files([traces], group_by=["method"]), n_boot=50, seed=0))
+    over = [g.label for g in a.groups if g.bound.lower_bound > g.gof.predicted]
+    assert over  # a real case from the shipped traces
+    text = summary_text(a)
+    assert f"note: bound above predicted in {', '.join(over)}: the bound takes the scalar model" in text
+    clean = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0))
+    assert clean.overall.bound.lower_bound <= clean.overall.gof.predicted and "bound above" not in summary_text(clean)
