@@ -219,6 +219,8 @@ def _config_entry(data: dict, name: str | None) -> Any:
     :data:`CONFIG_KEYS`, at the top or under ``speculative_config`` (vLLM's flag of that name)."""
     scopes = [data] + ([data["speculative_config"]] if isinstance(data.get("speculative_config"), dict) else [])
     for scope in scopes:
+        if name is None and len(found := [k for k in CONFIG_KEYS if k in scope]) > 1:  # as two lists in a source
+            raise ChoicesError(f"a JSON object with {len(found)} trees ({', '.join(found)}): pick one with --name")
         for key in (name,) if name is not None else CONFIG_KEYS:
             if key in scope:
                 return scope[key]

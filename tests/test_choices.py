@@ -201,3 +201,8 @@ def test_runtime_json_configs():
         parse_choices_text('{"mine": [[0]]}')
     with pytest.raises(ChoicesError, match="this is a JSON list"):
         parse_choices_text("[[0]]", name="x")
+    # two trees in one config: eagle_choices was taken silently (walkthrough, 5 Dec); --name picks
+    both = '{"eagle_choices": [[0]], "medusa_choices": [[0], [1]]}'
+    with pytest.raises(ChoicesError, match=r"with 2 trees \(eagle_choices, medusa_choices\): pick one with --name"):
+        parse_choices_text(both)
+    assert parse_choices_text(both, name="medusa_choices") == [[0], [1]]
