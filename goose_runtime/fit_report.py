@@ -123,6 +123,8 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     if rec is not None:
         lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",
                   format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
+        if rec.left_out:  # as goose compare says of --top-k
+            lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
     return "\n".join(lines)
 
 
@@ -166,8 +168,10 @@ def _group_section(g: GroupAnalysis) -> list[str]:
            f"observed {g.bound.observed_tau:.3f} {_ci(g.bound.ci95)} -> "
            f"{'**VIOLATED**' if g.bound.violated else 'holds'}", ""]
     if g.recommendation is not None:
-        out += [f"Recommendation (budget {g.recommendation.budget}, {g.recommendation.budget_source}):", "",
-                _md_table(pd.DataFrame(g.recommendation.rows)), ""]
+        rec = g.recommendation
+        out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(pd.DataFrame(rec.rows)), ""]
+        if rec.left_out:
+            out += [f"{', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record.", ""]
     frames = [("p_s by spine depth", g.fit.spine_by_depth), ("p_t by rank", g.fit.transition_by_rank),
               *((f"p_t by rank under a {p.source} parent", p.by_rank) for p in g.fit.p_t_by_parent)]
     for title, frame in frames:

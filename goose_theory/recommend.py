@@ -36,6 +36,8 @@ class Recommendation:
     rows: list[dict[str, Any]]
     cost_table: list[dict[str, Any]] = field(default_factory=list)
     unpriced: tuple[int, int] | None = None  # given budgets past the latency profile's largest tree
+    left_out: tuple[str, ...] = ()  # rules of ``rules`` that need more ranks than top_k
+    top_k: int = 10
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.best.rule, "budget": self.budget, "budget_source": self.budget_source,
@@ -69,4 +71,5 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
         rows.append({"rule": r.rule, "budget": r.topology.budget, "predicted_tau": r.predicted_tau,
                      "spine_length": r.topology.spine_length,
                      "gain_vs_paper": (r.predicted_tau / paper - 1.0) if paper else None})
-    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table, unpriced)
+    left_out = tuple(r for r in rules if r not in usable)
+    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table, unpriced, left_out, top_k)

@@ -149,3 +149,12 @@ def test_summary_explains_a_bound_above_the_prediction():
     assert f"note: bound above predicted in {', '.join(over)}: the bound takes the scalar model" in text
     clean = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0))
     assert clean.overall.bound.lower_bound <= clean.overall.gof.predicted and "bound above" not in summary_text(clean)
+
+
+def test_summary_and_report_name_the_rules_too_wide_for_the_traces():
+    # the traces hold 4 adjacency ranks: isotropic:5 fell out of the comparison silently (walkthrough)
+    import os
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib-b8.parquet")
+    four = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0))
+    assert "note: isotropic:5 left out: K is above the 4 ranks the traces record" in summary_text(four)
+    assert "isotropic:5 left out: K is above the 4 ranks" in render_markdown(four, {}, [])

@@ -48,3 +48,11 @@ def test_a_given_budget_is_the_most_the_cost_aware_choice_takes():
     assert given.budget == 5 and [r["budget"] for r in given.cost_table] == list(range(6))
     recorded = recommend(acc, budget=5, budget_source="recorded", latency=flat)
     assert recorded.budget > 30 and len(recorded.cost_table) == 41
+
+
+def test_rules_wider_than_top_k_are_named_as_left_out():
+    # fit-acceptance dropped isotropic:5 from its comparison without a word when the traces hold 4 ranks
+    rec = recommend(Acceptance.parse(0.6, 0.05), budget=8, top_k=4)
+    assert rec.left_out == ("isotropic:5",) and rec.top_k == 4
+    assert "isotropic:5" not in [r["rule"] for r in rec.rows] and "isotropic:3" in [r["rule"] for r in rec.rows]
+    assert recommend(Acceptance.parse(0.6, 0.05), budget=8).left_out == ()
