@@ -178,7 +178,7 @@ MAX_DECIMALS = 6
 # a cell that reads as a number, a unit or an interval after it allowed: "1.40x", "-2.3%", "+-64%", "1.76 [1.6, 1.9]";
 # not a list ("8,2,0") or a name ("iso:3")
 _NUMBER_TEXT = re.compile(r"(\+-|[-+])?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?(x|%| ?ms| ?s)?( |$)")
-_NEUTRAL = {"", "nan", "None", "inf", "-inf"}  # cells that say nothing about a column's kind
+_NEUTRAL = {"", "nan", "n/a", "inf", "-inf"}  # cells that say nothing about a column's kind
 
 
 def _format_column(values: list[Any]) -> tuple[list[str], bool]:
@@ -190,6 +190,8 @@ def _format_column(values: list[Any]) -> tuple[list[str], bool]:
         if not any("e" in s for s in shown):
             decimals = min(MAX_DECIMALS, max(len(s.partition(".")[2]) for s in shown))
     def fmt(v: Any) -> str:
+        if v is None:  # no value (speedup_vs_ar without a measured size 1): not Python's "None"
+            return "n/a"
         if _is_float(v) or (decimals is not None and _is_int(v)):
             if not math.isfinite(v):
                 return str(float(v))
@@ -197,7 +199,8 @@ def _format_column(values: list[Any]) -> tuple[list[str], bool]:
         return str(v)
     cells = [fmt(v) for v in values]
     decided = [c for c in cells if c not in _NEUTRAL]
-    right = bool(decided) and all(_NUMBER_TEXT.match(c) for c in decided)
+    # a column of missing numbers only (nan, n/a) sits on the numbers' side, as one such cell does
+    right = all(_NUMBER_TEXT.match(c) for c in decided) if decided else any(c.strip() for c in cells)
     return cells, right
 
 

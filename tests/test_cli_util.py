@@ -74,7 +74,9 @@ def test_format_table_shows_nan_and_picks_columns():
     assert [c.strip() for c in _cells(lines[0], widths)] == ["b", "a", "missing"]
     first, second = (_cells(line.ljust(len(lines[1])), widths) for line in lines[2:])
     assert first[1].strip() == second[1].strip() == "nan"  # a NaN shows as nan, never as a blank or a number
-    assert first[0].strip() == "0.5" and second[0].strip() == "None"
+    assert first[0].strip() == "0.5" and second[0].strip() == "n/a"  # None: no value, not Python's repr
+    missing = format_table([{"speedup": None, "x": 1}, {"speedup": None, "x": 2}]).splitlines()
+    assert missing[2].startswith("    n/a")  # a column of missing numbers right-aligned, as its numbers would be
     assert first[2].strip() == second[2].strip() == ""  # a column a row lacks is blank
     assert "kept out" not in "\n".join(lines)
 
