@@ -10,13 +10,14 @@ import argparse
 import time
 
 from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
-from goose_theory.topology import write_json_atomic
+from goose_theory.topology import load_topology, write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
 from .prompts import load_prompts, set_name
-from .validate_inputs import check_validate_outputs, held_out, provenance_traces, validation_trace
+from .validate_inputs import (check_validate_outputs, fitted_set, held_out, provenance_traces, topology_notes,
+                              validation_trace)
 
 
 def _num(value: float, spec: str) -> str:
@@ -48,8 +49,9 @@ def display_row(row, versus: str = "goose@B") -> dict[str, str]:
 def register(sub) -> None:
     p = sub.add_parser("validate", help="run exported topologies in the runtime: predicted vs measured tau")
     p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
-    p.add_argument("--bench", default="stdlib", help="comma-separated prompt sets (humaneval, mtbench, stdlib, "
-                   "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl)")
+    p.add_argument("--bench", default=None, help="comma-separated prompt sets (humaneval, mtbench, stdlib, "
+                   "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl); default: the sets the "
+                   "topologies were fitted on (fit-acceptance --group-by benchmark, goose loop), else stdlib")
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set (default 3)")
     p.add_argument("--holdout", action="store_true", default=True,
                    help="skip the prompts of the traces the topology was fitted on (default)")
@@ -76,6 +78,9 @@ def check_args(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
+    if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
+        args.bench = ",".join(dict.fromkeys(s for s in map(fitted_set, map(load_topology, args.topology)) if s)) or "stdlib"
+        _progress(f"--bench {args.bench} (the sets the topologies were fitted on; stdlib where none names one)")
     benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
     labels: dict[str, str] = {}
@@ -100,7 +105,10 @@ def run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prom
         shared_prior(bundle, top_k=config.top_k, log=_progress)
     for bench, files in plan:
         start = time.perf_counter()
-        _progress(f"validating on held-out {bench} prompts ({args.limit} prompts, {args.max_new_tokens} new tokens)")
+        n = len(prompts[bench])  # fewer than --limit where the set holds fewer held-out prompts
+        _progress(f"validating on held-out {bench} prompts ({n} prompt{'s' if n != 1 else ''}"
+                  + (f", all the set holds out of --limit {args.limit}" if n < args.limit else "")
+                  + f", {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
         trace = validation_trace(trace_dir, bench) if trace_dir is not None else None
         bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
@@ -134,14 +142,14 @@ def emit_report(args, rows, extra: dict) -> None:
 
 def validate_handler(args: argparse.Namespace) -> int:
     benches, config = check_args(args)
+    for note in topology_notes(args.topology, benches, prior=args.prior):
+        _progress(f"note: {note}")
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
     specs = [parse_labeled(f"topology:{path}") for path in args.topology]
     distinct_methods(specs)
     # --trace-dir is not made here: the atomic trace writer makes it with the first file, so a run
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
-    from goose_theory.topology import load_topology
-
     from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_token_cap
     fitted: dict[str, list[str]] = {}
     for path in args.topology:

@@ -32,6 +32,32 @@ def provenance_traces(topology: Topology) -> list[str]:
     return list((topology.meta.get("provenance") or {}).get("traces") or [])
 
 
+def fitted_set(topology: Topology) -> str | None:
+    """The prompt set a topology was fitted on, where its provenance names one (fit-acceptance
+    --group-by benchmark, goose loop), else None."""
+    return ((topology.meta.get("provenance") or {}).get("group_key") or {}).get("benchmark")
+
+
+def topology_notes(paths: Sequence[str], benches: Sequence[str], *, prior: bool) -> list[str]:
+    """What the validation of ``paths`` on ``benches`` should say first: a file fitted on another set
+    than one it runs on (its prediction describes that set), and a regime fit recorded with the
+    successor prior validated without it, or the other way round (as goose loop says)."""
+    from goose_theory.regimefill import prior_mismatch_note
+    from goose_theory.topology import load_topology
+
+    notes = []
+    for path in paths:
+        topology = load_topology(path)
+        fitted, others = fitted_set(topology), [set_name(b) for b in benches]
+        if fitted is not None and any(SHUFFLED_OF.get(b, b) != fitted for b in others):
+            runs = ", ".join(b for b in others if SHUFFLED_OF.get(b, b) != fitted)
+            notes.append(f"{path} was fitted on {fitted} prompts; on {runs} its prediction describes another set")
+        methods = (topology.meta.get("provenance") or {}).get("regime_methods") or []
+        if (note := prior_mismatch_note(methods, prior)) is not None:
+            notes.append(f"{path}: {note}")
+    return notes
+
+
 def fitted_prompt_ids(traces: Sequence[str], benchmark: str) -> set[str]:
     """Prompt ids of ``benchmark`` in the trace files ``traces`` (each read once); a shuffled set
     and its source are one set here (the same prompts, ids and texts in another order)."""

@@ -1,11 +1,19 @@
 """validate's and loop's checks before the model loads (the CLI tests drive them end to end; the held-out
-selection's refusal of a missing fit trace is driven through the CLI here)."""
+selection's refusal of a missing fit trace is driven through the CLI here); what validate says before it
+runs: the set a topology was fitted on (the default --bench, and a note where it runs elsewhere), the
+successor-prior mismatch, and the held-out count it will run."""
 from __future__ import annotations
 
+import json
 import os
 
+import pytest
+
+from goose_runtime.cli import main
 from goose_runtime.prompts import load_prompts
-from goose_runtime.validate_inputs import fitted_prompt_ids, holdout_prompts, picked_up_by, validation_trace
+from goose_runtime.validate_inputs import (fitted_prompt_ids, fitted_set, holdout_prompts, picked_up_by,
+                                           topology_notes, validation_trace)
+from goose_theory.topology import Topology, load_topology, save_topology
 from tests.clirun import fails
 
 
@@ -64,3 +72,54 @@ def test_validate_refuses_to_hold_out_with_a_missing_fit_trace(capsys, tmp_path,
         provenance={"traces": [str(gone)]}), topo)
     fails(capsys, ["validate", "--topology", str(topo), "--bench", "stdlib", "--limit", "1"],
            f"{topo}: its fit trace {gone} is missing, so its prompts cannot be held out; --no-holdout runs")
+
+
+TREE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0)])
+
+
+def _fitted(tmp_path, name: str, **provenance) -> str:
+    path = tmp_path / f"{name}.json"
+    save_topology(TREE.with_meta(provenance=provenance), path)
+    return str(path)
+
+
+def test_fitted_set_reads_the_provenance_group(tmp_path):
+    assert fitted_set(load_topology(_fitted(tmp_path, "h", group_key={"benchmark": "humaneval"}))) == "humaneval"
+    assert fitted_set(load_topology(_fitted(tmp_path, "all", group_key={}))) is None
+    assert fitted_set(TREE) is None
+
+
+def test_notes_name_a_file_run_on_another_set_and_a_prior_mismatch(tmp_path):
+    # validate scored a HumanEval fit on stdlib, and a +prior regime fit without the prior, unremarked (walkthrough)
+    human = _fitted(tmp_path, "h", group_key={"benchmark": "humaneval"},
+                    regime_methods=["goose+prior@8", "iso:2+prior@8"])
+    notes = topology_notes([human], ["stdlib", "humaneval-shuffled"], prior=False)
+    assert notes[0] == f"{human} was fitted on humaneval prompts; on stdlib its prediction describes another set"
+    assert notes[1].startswith(f"{human}: fitted on traces recorded with the prior (goose+prior@8, iso:2+prior@8)")
+    assert topology_notes([human], ["humaneval"], prior=True) == []  # the shuffled set is the same prompts
+    assert topology_notes([_fitted(tmp_path, "plain")], ["stdlib"], prior=True) == []  # nothing known: nothing said
+
+
+def test_validate_defaults_to_the_set_the_topology_was_fitted_on(capsys, tmp_path, no_model):
+    human = _fitted(tmp_path, "h", group_key={"benchmark": "mtbench"})
+    with pytest.raises(AssertionError, match="before the model loads"):  # no_model: the run stops at the load
+        main(["validate", "--topology", human, "--limit", "1", "--max-new-tokens", "4", "--no-holdout"])
+    err = capsys.readouterr().err
+    assert "--bench mtbench (the sets the topologies were fitted on" in err and "note:" not in err
+    plain = _fitted(tmp_path, "plain")
+    with pytest.raises(AssertionError, match="before the model loads"):
+        main(["validate", "--topology", plain, "--limit", "1", "--max-new-tokens", "4", "--no-holdout"])
+    assert "--bench stdlib (the sets the topologies were fitted on; stdlib where none names one)" in capsys.readouterr().err
+
+
+def test_validate_says_how_many_held_out_prompts_it_runs(capsys, tmp_path, monkeypatch):
+    # "(100 prompts, ...)" was --limit, on a set holding 12 held-out prompts (walkthrough)
+    import goose_runtime.model as model_mod
+
+    bundle = model_mod.tiny_random_bundle(seed=1)
+    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
+    bench = tmp_path / "set.jsonl"
+    bench.write_text("".join(json.dumps({"id": i, "prompt": f"abc abc abc {i}"}) + "\n" for i in "ab"))
+    assert main(["validate", "--topology", _fitted(tmp_path, "t"), "--bench", str(bench), "--limit", "5",
+                 "--max-new-tokens", "4", "--no-holdout", "--json"]) == 0
+    assert "(2 prompts, all the set holds out of --limit 5, 4 new tokens)" in capsys.readouterr().err
