@@ -21,6 +21,7 @@ from .errors import InputError
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by a closed pipe
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 class UsageError(InputError):
@@ -114,6 +115,9 @@ def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     except BAD_INPUT_ERRORS as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # Ctrl-C: atomic writers leave nothing half written, so no traceback to read
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader went away (``goose ... | head``): stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush cannot fail
         return EXIT_BROKEN_PIPE

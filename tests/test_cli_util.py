@@ -107,6 +107,14 @@ def test_a_message_less_input_error_names_its_type(capsys):
     assert capsys.readouterr().err == "error: ShapeError\n"
 
 
+def test_ctrl_c_is_one_line_and_exit_130(capsys):
+    # a decode interrupted 40 s in ended in a page of torch traceback (walkthrough, 5 Dec)
+    def handler(args):
+        raise KeyboardInterrupt
+    assert run_command(handler, argparse.Namespace()) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
 def test_success_returns_the_handlers_code_and_sees_the_args(capsys):
     seen = []
 
