@@ -109,6 +109,8 @@ def load_quietly(args):
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.model == model_mod.DEFAULT_NAME and not model_mod.default_model_cached():
+        say("converting the default model's GGUF file to a cached checkpoint (once, about 20 s)")
     return model_mod.load_model(args.model, device=args.device, dtype=args.dtype)
 
 

@@ -13,6 +13,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import pathlib
@@ -72,6 +73,11 @@ def _gguf_folder() -> pathlib.Path:
     return pathlib.Path(list(spec.submodule_search_locations)[0])
 
 
+def default_model_cached() -> bool:
+    """Is the default model's plain checkpoint already converted (else the first load takes ~20 s)?"""
+    return (_cache_root() / DEFAULT_CACHE_NAME / "config.json").is_file()
+
+
 def default_model_dir() -> pathlib.Path:
     """The cached plain HF checkpoint of the default model; converted from GGUF on first use.
 
@@ -79,15 +85,23 @@ def default_model_dir() -> pathlib.Path:
     so an interrupted run never leaves a half checkpoint behind.
     """
     target = _cache_root() / DEFAULT_CACHE_NAME
-    if (target / "config.json").is_file():
+    if default_model_cached():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
 
     folder = _gguf_folder()
     if not (folder / DEFAULT_GGUF).is_file():
         raise ModelLoadError(f"GGUF file {folder / DEFAULT_GGUF} is missing")
-    model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=DEFAULT_GGUF, dtype=torch.float32,
-                                                 local_files_only=True)
+    loud = getattr(gguf_utils, "tqdm", None)  # its own tqdm bar: transformers' progress-bar switch misses it
+    if loud is not None:
+        gguf_utils.tqdm = functools.partial(loud, disable=True)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(folder), gguf_file=DEFAULT_GGUF, dtype=torch.float32,
+                                                     local_files_only=True)
+    finally:
+        if loud is not None:
+            gguf_utils.tqdm = loud
     tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file=DEFAULT_GGUF, local_files_only=True)
     # the GGUF weights are already de-quantised to fp32 on load; drop the quantizer so the model
     # saves as a plain checkpoint

@@ -1,6 +1,7 @@
 """Model loading: the tiny test model, the cached default checkpoint, one-line load errors."""
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -53,6 +54,17 @@ def test_default_dir_reuses_the_cache(tmp_path, monkeypatch):
     target.mkdir()
     (target / "config.json").write_text("{}")
     assert default_model_dir() == target  # present: no conversion
+
+
+@pytest.mark.slow
+def test_first_conversion_draws_no_progress_bar(tmp_path, monkeypatch, capfd):
+    # transformers' GGUF de-quantiser has its own tqdm bar, which its progress-bar switch misses: 1.2 KB
+    # of "Converting and de-quantizing GGUF tensors...: 0%|" on stderr under --json (walkthrough, 5 Dec)
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    assert default_model_dir() == tmp_path / DEFAULT_CACHE_NAME and (tmp_path / DEFAULT_CACHE_NAME / "config.json").is_file()
+    assert "GGUF tensors" not in capfd.readouterr().err
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    assert not isinstance(gguf_utils.tqdm, functools.partial)  # put back as found
 
 
 @pytest.mark.slow
