@@ -18,7 +18,7 @@ import sys
 from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list
 
 from .cli_checks import check_model_args, check_run_args
-from .decode_cli import add_model_options, load_quietly
+from .decode_cli import add_model_options, load_quietly, say
 
 RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
 RECORD_METHODS = ("ar", "pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@16")
@@ -64,8 +64,12 @@ def profile_handler(args: argparse.Namespace) -> int:
     bundle = load_quietly(args)
     profile = profile_latency(bundle, sizes=sizes, repeats=args.repeats)
     save_latency(profile, args.out)
-    rows = [{"size": n, "ms": 1e3 * s, "x decode step": s / profile.seconds[0]}
-            for n, s in zip(profile.sizes, profile.seconds)]
+    # the ratio is to a decode step only where size 1 was measured; else to the smallest tree
+    ratio = "x decode step" if profile.sizes[0] == 1 else f"x size {profile.sizes[0]}"
+    rows = [{"size": n, "ms": 1e3 * s, ratio: s / profile.seconds[0]} for n, s in zip(profile.sizes, profile.seconds)]
+    if added := sorted(set(profile.sizes) - set(sizes)):  # with_crossover: the cost steps there
+        say(f"note: sizes {', '.join(map(str, added))} added: the linears switch from MKL to oneDNN there "
+            f"(this host's plan), and the profile interpolates linearly between sizes")
     if args.json:
         print_json({"out": args.out, "device": profile.device, "model": profile.model, "dtype": profile.dtype,
                     "sizes": list(profile.sizes), "seconds": list(profile.seconds),

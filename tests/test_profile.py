@@ -56,6 +56,20 @@ def test_cli_writes_latency_json(capsys, tmp_path, bundle, monkeypatch):
     assert json.loads(out.read_text())["schema"] == "goose-latency/1"
 
 
+def test_cli_table_names_its_ratio_and_the_sizes_it_added(capsys, tmp_path, bundle, monkeypatch):
+    # --sizes 4,8 showed size 4 as "1.000 x decode step"; --sizes 4,2,1 measured 3 too, unremarked (walkthrough)
+    import dataclasses
+    monkeypatch.setattr(model_mod, "load_model", lambda name="default", **kw: dataclasses.replace(
+        bundle, linears={**(bundle.linears or {}), "stock_rows": 2}))
+    assert main(["profile-latency", "--sizes", "4,8", "--repeats", "1", "--out", str(tmp_path / "a.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "x size 4" in out and "x decode step" not in out and "added" not in err
+    assert main(["profile-latency", "--sizes", "1,4", "--repeats", "1", "--out", str(tmp_path / "b.json")]) == 0
+    out, err = capsys.readouterr()
+    assert "x decode step" in out and "note: sizes 2, 3 added: the linears switch from MKL to oneDNN there" in err
+    assert load_latency(tmp_path / "b.json").sizes == (1, 2, 3, 4)
+
+
 @pytest.mark.parametrize("sizes", ["1,x", "0,4", ""])
 def test_cli_bad_sizes(capsys, tmp_path, sizes):
     out = tmp_path / "lat.json"
