@@ -260,15 +260,17 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
         methods = {}
         for label, (res,) in results.items():
             s = summaries[label]
-            methods[label] = {"text": res.text, "token_ids": res.token_ids, "tau": res.mean_tau,
-                              "tokens_per_s": res.tokens_per_s, "speedup_vs_ar": s.speedup_vs_ar,
-                              "matches_ar": s.matches_ar, "cycles": len(res.cycles)}
+            # the summary's fields (the table's nodes, draft and verify ms), then this prompt's text and ids
+            methods[label] = {**s.to_dict(), "text": res.text, "token_ids": res.token_ids, "tau": res.mean_tau,
+                              "tokens_per_s": res.tokens_per_s, "cycles": len(res.cycles)}
         top = methods[primary]
         report = {"prompt": args.prompt, **head, "text": top["text"], "token_ids": top["token_ids"],
-                  "tau": top["tau"], "tokens_per_s": top["tokens_per_s"], "methods": methods}
+                  "tau": top["tau"], "tokens_per_s": top["tokens_per_s"], "speedup_vs_ar": top["speedup_vs_ar"],
+                  "all_match_ar": all(x.matches_ar for x in summaries.values()), "methods": methods}
     else:
-        s = summaries[primary]
-        report = {"benchmark": args.bench, "prompts": s.prompts, **head, "tau": s.tau,
+        from .prompts import set_name
+        s = summaries[primary]  # a JSONL set by its label, as the trace rows' benchmark column has it
+        report = {"benchmark": set_name(args.bench), "prompts": s.prompts, **head, "tau": s.tau,
                   "tokens_per_s": s.tokens_per_s, "speedup_vs_ar": s.speedup_vs_ar,
                   "all_match_ar": all(x.matches_ar for x in summaries.values()),
                   "methods": {k: v.to_dict() for k, v in summaries.items()}}

@@ -41,6 +41,10 @@ def test_prompt_json_has_every_method_and_is_lossless(capsys, tiny):
         assert m["token_ids"] == ar["token_ids"] and m["matches_ar"], name
         assert m["tokens_per_s"] > 0 and m["tau"] >= 1.0
     assert out["token_ids"] == out["methods"]["goose"]["token_ids"] and out["method"] == "goose"
+    # the table's columns are in the JSON too, and the run-level fields --bench has (walkthrough, 5 Dec)
+    goose = out["methods"]["goose"]
+    assert {"mean_nodes", "draft_ms", "verify_ms", "cycles"} <= set(goose) and goose["mean_nodes"] > 0
+    assert out["speedup_vs_ar"] == goose["speedup_vs_ar"] and out["all_match_ar"] is True
     assert out["text"] == tiny.tokenizer.decode(out["token_ids"], skip_special_tokens=True)
 
 
@@ -76,7 +80,7 @@ def test_bench_json_summaries_and_trace(capsys, tiny, jsonl, tmp_path):
     trace = tmp_path / "run.parquet"
     out = run_json(capsys, ["decode", "--method", "iso:3", "--compare", "ar,pld", "--bench", jsonl, "--limit", "2",
                             "--max-new-tokens", "10", "--budget", "8", "--trace-out", str(trace), "--json"])
-    assert out["prompts"] == 2 and out["all_match_ar"] is True
+    assert out["prompts"] == 2 and out["all_match_ar"] is True and out["benchmark"] == "set"  # the label, as the rows
     assert set(out["methods"]) == {"iso:3@8", "ar", "pld@8"}
     iso = out["methods"]["iso:3@8"]
     assert iso["new_tokens"] == 20 and iso["tau"] >= 1.0 and iso["mean_nodes"] <= 8
