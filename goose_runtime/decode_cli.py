@@ -227,7 +227,7 @@ def _print_summary(args: argparse.Namespace, results, summaries, primary: str, t
     print(format_table(_table(summaries)))
     tokens = sum(len(r.token_ids) for r in results["ar"])
     if tokens < FEW_TOKENS:  # a second of load elsewhere moves a speedup this short by tens of percent
-        print(f"note: {tokens} tokens per method: too few for a steady speedup "
+        print(f"note: {tokens} token{'' if tokens == 1 else 's'} per method: too few for a steady speedup "
               f"(the benches use 5 prompts of 128 tokens)")
     if args.prompt is not None:
         print(f"\n[{primary}] {results[primary][0].text}")

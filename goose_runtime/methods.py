@@ -49,6 +49,7 @@ AUTO_MAX_BUDGET = 63
 TR_BUDGET = 80
 STORE_SUFFIX = "+store"
 KINDS = ("ar", "pld", "tr", "iso", "mixed-iso", "goose", "topology", "auto")
+SPELLINGS = KINDS + tuple(k + s for k in KINDS for s in (PRIOR_SUFFIX, STORE_SUFFIX))  # for "did you mean"
 
 
 class MethodError(InputError):
@@ -162,13 +163,15 @@ def parse_method(spec: str, *, budget: int | str | None = None, topology_path: s
     if kind == "auto":  # cost-aware optimal tree per cycle; budget = the largest it may choose
         return MethodSpec("auto", "auto", budget or AUTO_MAX_BUDGET, None)
     if kind in ("iso", "mixed-iso"):
-        k = _positive(arg or None, f"K in {kind}:K")
+        if not arg:  # "iso:" said "got None"
+            raise MethodError(f"method {spec!r} needs its K, the branching factor: {kind}:3, for example")
+        k = _positive(arg, f"K in {kind}:K")
         b = budget or DEFAULT_BUDGET
         return MethodSpec(f"{kind}:{k}", kind, b, iso_topology(k, b), k)
     if kind == "topology":
         return _topology_file_method(arg or topology_path, budget=budget)
     raise MethodError(f"unknown method {spec!r} (expected one of ar, pld, tr, iso:K, mixed-iso:K, goose, auto, "
-                      f"topology:FILE){did_you_mean(kind, KINDS)}")
+                      f"topology:FILE){did_you_mean(kind, SPELLINGS)}")
 
 
 def _topology_file_method(path: str | None, *, budget: int | None) -> MethodSpec:

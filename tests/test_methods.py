@@ -72,6 +72,11 @@ def test_bad_budget():
         parse_method("goose", budget=0)
     with pytest.raises(MethodError, match=r"^K in iso:K must be a positive integer, got '0'$"):  # no hint: K is no budget
         parse_method("iso:0")
+    # "iso:" said "got None", and goose+prio suggested goose (walkthrough, 5 Dec)
+    with pytest.raises(MethodError, match=r"^method 'mixed-iso:' needs its K, the branching factor: mixed-iso:3"):
+        parse_method("mixed-iso:")
+    with pytest.raises(MethodError, match=r"did you mean 'goose\+prior'\?$"):
+        parse_method("goose+prio")
 
 
 @pytest.mark.parametrize("spec", ["iso:+3", "iso: 3", "iso:\u0663", "iso:\u00b2", "iso:1_0", "iso:3.0", "mixed-iso:-2"])
