@@ -68,6 +68,9 @@ def trace_files(spec: str) -> list[str]:
         files = expand_paths([spec])
     except UsageError as error:
         raise UsageError(f"--traces: {error} (record them with `goose record-traces`)") from None
+    if files == [spec] and not os.path.lexists(spec):  # the default 'traces' outside the project folder
+        raise UsageError(f"--traces {spec}: no such file or folder in {os.getcwd()} (the project folder ships "
+                         f"traces/; else record them with `goose record-traces`)")
     copies = trace_copies([check_trace(f) for f in files])
     if copies:
         raise UsageError(f"--traces: {copy_problem(*copies[0])}")

@@ -52,3 +52,10 @@ def test_trace_files_reads_a_folder_or_a_glob(tmp_path):
 def test_trace_sets_names_the_prompt_sets_the_files_hold():
     assert trace_sets(["traces/stdlib-b8.parquet"]) == ["stdlib"]
     assert trace_sets(trace_files("traces/prior") + ["traces/stdlib-b8.parquet"]) == ["humaneval", "mtbench", "stdlib"]
+
+
+def test_a_missing_traces_path_names_the_folder_it_was_looked_for_in(tmp_path, monkeypatch):
+    # goose loop outside the project folder said "error: traces: no such file" (walkthrough, 5 Dec)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=rf"^--traces traces: no such file or folder in {tmp_path} \(the project "):
+        trace_files("traces")
