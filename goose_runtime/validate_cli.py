@@ -78,9 +78,10 @@ def check_args(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
+    check_model_args(args)  # before the loop's fit, and before validate reads its files for the default --bench
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
         args.bench = ",".join(dict.fromkeys(s for s in map(fitted_set, map(load_topology, args.topology)) if s)) or "stdlib"
-        _progress(f"--bench {args.bench} (the sets the topologies were fitted on; stdlib where none names one)")
+        args.bench_chosen = True  # said once every check has passed (bad input stays one line on stderr)
     benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
     labels: dict[str, str] = {}
@@ -92,7 +93,6 @@ def check_args(args):
     if getattr(args, "latency", None) is not None:  # a bad profile file is one line before the model loads
         from goose_theory.latency import load_latency
         load_latency(args.latency)
-    check_model_args(args)  # before the loop's fit
     return benches, config
 
 
@@ -142,8 +142,6 @@ def emit_report(args, rows, extra: dict) -> None:
 
 def validate_handler(args: argparse.Namespace) -> int:
     benches, config = check_args(args)
-    for note in topology_notes(args.topology, benches, prior=args.prior):
-        _progress(f"note: {note}")
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
     specs = [parse_labeled(f"topology:{path}") for path in args.topology]
@@ -160,6 +158,10 @@ def validate_handler(args: argparse.Namespace) -> int:
     metas = fit_metadata([t for traces in fitted.values() for t in traces])
     note_token_cap(metas, args.max_new_tokens)
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
+    if getattr(args, "bench_chosen", False):
+        _progress(f"--bench {args.bench} (the sets the topologies were fitted on; stdlib where none names one)")
+    for note in topology_notes(args.topology, benches, prior=args.prior):
+        _progress(f"note: {note}")
     bundle = load_quietly(args)
     note_model_mismatch(metas, model=bundle.name, dtype=args.dtype)
     encode_held_out(bundle, prompts, config, specs)
