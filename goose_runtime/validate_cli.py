@@ -15,7 +15,7 @@ from goose_theory.topology import load_topology, write_json_atomic
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
-from .prompts import load_prompts, set_name
+from .prompts import BENCHMARKS, load_prompts, set_name
 from .validate_inputs import (check_validate_outputs, fitted_set, held_out, provenance_traces, topology_notes,
                               validation_trace)
 
@@ -80,7 +80,8 @@ def check_args(args):
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     check_model_args(args)  # before the loop's fit, and before validate reads its files for the default --bench
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
-        args.bench = ",".join(dict.fromkeys(s for s in map(fitted_set, map(load_topology, args.topology)) if s)) or "stdlib"
+        known = (fitted_set(load_topology(path)) for path in args.topology)  # a JSONL set needs its file: --bench
+        args.bench = ",".join(dict.fromkeys(s for s in known if s in BENCHMARKS)) or "stdlib"
         args.bench_chosen = True  # said once every check has passed (bad input stays one line on stderr)
     benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
