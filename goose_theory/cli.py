@@ -25,6 +25,7 @@ MAX_TOP_K = 1000
 # depth multiplies the same cost: at budget 10000, depth and spine 64 take about a minute, 128 two
 # (10000 x 10000 ran out of memory); the paper's trees stop at depth 6, its spine at 20
 MAX_DEPTH = 64
+FEW_CYCLES = 100
 MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 43 PiB of chunk keys
 
 
@@ -204,6 +205,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         print(f"mean tau = {result.mean:.6f}  95% CI [{result.ci95[0]:.6f}, {result.ci95[1]:.6f}]  "
               f"std {result.std:.4f}  ({result.cycles} cycles, seed {args.seed})")
+        if result.cycles < FEW_CYCLES:  # the normal interval needs many cycles (it was [1, 1] at one)
+            print(f"note: {result.cycles} cycles are too few for the normal 95% interval; use at least {FEW_CYCLES}")
         label = "stationary-mixture E[tau]" if bursty else "exact E[tau]"
         print(f"{label} = {exact:.6f}")
     return 0

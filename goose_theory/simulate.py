@@ -93,7 +93,9 @@ def summarize(hist: np.ndarray, model: str, seed: int, inflation: float = 1.0) -
     var = (total_sq - total * total / n) / (n - 1) if n > 1 else 0.0
     std = math.sqrt(max(var, 0.0))
     half = Z95 * std * math.sqrt(max(inflation, 0.0) / n)
-    return SimulationResult(mean, std, (mean - half, mean + half), n, hist, model, seed)
+    # clipped to what tau can be (1 .. the deepest path + 1): 2 cycles gave [0.08, 7.92]
+    low, high = max(mean - half, 1.0), min(mean + half, float(hist.shape[0] - 1))
+    return SimulationResult(mean, std, (low, high), n, hist, model, seed)
 
 
 def simulate(topology: Topology, acceptance: Acceptance, *, cycles: int, seed: int) -> SimulationResult:

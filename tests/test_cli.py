@@ -213,6 +213,12 @@ def test_a_given_lbar_that_breaks_the_bound_is_noted(capsys, topo_file):
         assert main([*argv, fine]) == 0 and "note:" not in capsys.readouterr().out
 
 
+def test_simulate_notes_too_few_cycles_for_its_interval(capsys, topo_file):
+    argv = ["simulate", "--topology", topo_file, "--p-s", "0.6", "--p-t", "0.1", "--seed", "1", "--cycles"]
+    assert main([*argv, "2"]) == 0 and "note: 2 cycles are too few for the normal 95% interval" in capsys.readouterr().out
+    assert main([*argv, "100"]) == 0 and "note:" not in capsys.readouterr().out
+
+
 def test_malformed_topology_file(capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema": "goose-topology/1", "nodes": [{"source": "root"}, {"parent": 5, "source": "spine", "rank": 0}]}')

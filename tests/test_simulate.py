@@ -145,6 +145,10 @@ def test_summary_statistics_follow_the_histogram():
     assert r.ci95 == pytest.approx((r.mean - half, r.mean + half), rel=1e-12)
     one = simulate(topo, acc, cycles=1, seed=1)
     assert one.cycles == 1 and one.std == 0.0 and one.ci95 == (one.mean, one.mean)
+    # the interval stays where tau can be: 2 cycles gave [0.08, 7.92] of a tree whose tau is >= 1 (walkthrough)
+    from goose_theory.simulate import summarize
+    two = summarize(np.array([0, 1, 0, 0, 0, 0, 0, 0, 1]), "exclusive", 0)
+    assert two.mean == 4.5 and two.ci95 == (1.0, 8.0)
 
 
 def test_root_only_and_certain_trees_are_deterministic():
