@@ -209,6 +209,10 @@ def _shared_parts(args: argparse.Namespace, bundle, specs, config):
         latency, _ = device_profile(bundle, dtype=args.dtype, path=args.latency, refresh=args.refresh_latency,
                                     log=say)
         config = dataclasses.replace(config, latency=latency)
+        capped = [s for s in specs if s.kind == "auto" and s.budget > max(latency.sizes) - 1]
+        if capped:  # auto prices no tree the profile does not measure (no extrapolation)
+            say(f"note: auto's trees stop at {max(latency.sizes) - 1} nodes (budget {capped[0].budget} asked): the "
+                f"latency profile measures trees of at most {max(latency.sizes)} tokens")
     if any(s.prior for s in specs):  # built once per model (a minute or two on a CPU)
         from .prior import shared_prior
         shared_prior(bundle, top_k=config.top_k, log=say)

@@ -58,6 +58,14 @@ def test_auto_method_with_a_latency_file(capsys, tiny, tmp_path):
     assert out["methods"]["auto"]["matches_ar"]
     assert main(["decode", "--method", "auto", "--prompt", "abc", "--latency", str(tmp_path / "none.json")]) == 2
     assert "none.json: no such file" in capsys.readouterr().err
+    # a profile that stops at 16 tokens caps auto at 15 nodes, said (the README says up to 63; walkthrough);
+    # one that reaches 64 tokens does not
+    for top, note in ((64, False), (16, True)):
+        save_latency(LatencyProfile(sizes=(1, 2, top), seconds=(0.02, 0.021, 0.03)), profile)
+        assert main(["decode", "--method", "auto", "--prompt", "abc abc", "--max-new-tokens", "4",
+                     "--latency", str(profile), "--json"]) == 0
+        assert (("note: auto's trees stop at 15 nodes (budget 63 asked): the latency profile measures trees of at "
+                 "most 16 tokens") in capsys.readouterr().err) == note
 
 
 def test_refresh_latency_re_measures_the_cached_profile(capsys, tiny, tmp_path, monkeypatch):
