@@ -103,11 +103,12 @@ def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: in
     context = getattr(bundle.model.config, "max_position_embeddings", None)
     out = []
     for prompt in prompts:
+        who = "--prompt" if prompt.benchmark == "prompt" else f"prompt {prompt.id!r}"  # not its made-up hash id
         if not prompt.text.strip():
-            raise PromptLengthError(f"prompt {prompt.id!r} is empty")
+            raise PromptLengthError(f"{who} is empty")
         ids = encode_prompt(bundle, prompt)
         if context and len(ids) + max_new_tokens + margin > context:
-            raise PromptLengthError(f"prompt {prompt.id!r} has {len(ids)} tokens; with {max_new_tokens} new tokens "
+            raise PromptLengthError(f"{who} has {len(ids)} tokens; with {max_new_tokens} new tokens "
                                     f"and {margin} positions for a drafted tree it does not fit the model's "
                                     f"context of {context} tokens")
         out.append(ids)

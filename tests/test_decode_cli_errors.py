@@ -50,7 +50,7 @@ pytestmark = pytest.mark.usefixtures("keep_torch_threads")
     (["--prompt", "x", "--method", "auto", "--refresh-latency", "--latency", "l.json"],
      "--refresh-latency re-measures the cached profile; it does not apply with --latency FILE"),
     (["--prompt", "x", "--method", "tr", "--compare", "ar", "--branch-power", "2"], "applies to goose only"),
-    (["--prompt", "x" * 3000], "does not fit the model's context of 2048"),
+    (["--prompt", "x" * 3000], "--prompt has 3000 tokens; with 128 new tokens"),  # named as given, not by a hash id
     (["--prompt", "x", "--method", "tr+store"], "'+store' applies to goose and auto only"),
     (["--prompt", "x", "--store-corpus", "."], "--store-corpus applies to +store methods only"),
     (["--prompt", "x", "--method", "goose+store", "--store-corpus", "absent/dir"], "absent/dir: no such file or folder"),
