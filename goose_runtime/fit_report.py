@@ -117,7 +117,7 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
                      if g.recommendation is not None and g.recommendation.unpriced), None)
     if unpriced:  # one profile for every group
         low, high = unpriced
-        lines.append(f"note: the latency profile measures trees of at most {low} tokens, so "
+        lines.append(f"note: the latency profile measures trees of at most {low} token{'s' if low != 1 else ''}, so "
                      + (f"budget {high} was" if low == high else f"budgets {low}..{high} were") + " not priced")
     rec = analysis.overall.recommendation
     if rec is not None:

@@ -58,8 +58,8 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
         budgets = None  # every budget the profile prices; a given budget is the most it may choose
         if budget_source == "given":  # (as goose optimize --budget B --latency)
             budgets = list(range(latency.sizes[0] - 1, min(latency.sizes[-1], budget + 1))) or [budget]
-            if budget >= latency.sizes[-1]:  # no extrapolation: budgets sizes[-1].. (B + 1 tokens) went unpriced
-                unpriced = (latency.sizes[-1], budget)
+        if budget >= latency.sizes[-1]:  # no extrapolation: budgets sizes[-1].. (B + 1 tokens) went unpriced
+            unpriced = (latency.sizes[-1], budget)  # (the recorded budget too: a 1-token profile chose 0, unremarked)
         chosen = cost_aware(acceptance, latency, rule="optimal", budgets=budgets, **limits)
         budget, budget_source, cost_table = chosen.best.budget, "cost-aware", list(chosen.table)
     # isotropic:K needs K <= top_k candidates per node; leave out what the runs could not build

@@ -119,6 +119,9 @@ def test_summary_says_which_given_budgets_the_latency_profile_could_not_price(tm
     assert "not priced" not in text[7]
     assert "note: the latency profile measures trees of at most 8 tokens, so budget 8 was not priced" in text[8]
     assert "so budgets 8..30 were not priced" in text[30]
+    # the recorded budget (no --budget) too: a profile of one token chose budget 0 unremarked (walkthrough)
+    one = summary_text(analyze(fit, latency=LatencyProfile(sizes=(1,), seconds=(0.02,))))
+    assert f"measures trees of at most 1 token, so budgets 1..{fit.overall.budget} were not priced" in one
 
 
 def test_summary_names_groups_with_matched_nodes_left_unaccepted(report_analysis):
