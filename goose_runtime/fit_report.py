@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from goose_theory.cli_util import format_table
-from goose_theory.fitanalysis import Analysis, GroupAnalysis
+from goose_theory.fitanalysis import FEW_DRAWS, Analysis, GroupAnalysis
 
 
 FEW_PROMPTS = 10
@@ -63,7 +63,6 @@ def chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
     return functools.partial(charts.write_html, getattr(charts, f"{name}_chart")(frame))
 
 
-FEW_DRAWS = 200  # the 2.5% and 97.5% percentiles then rest on about 5 draws each
 
 
 def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:

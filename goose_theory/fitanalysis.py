@@ -32,6 +32,9 @@ ACCEPTANCE_NOTE = ("p_s(d) is the fitted p_s times a(d), the share of cycles who
                    "token (checks.spine_availability): a fixed tree's spine node can only match then")
 
 
+FEW_DRAWS = 200  # below this the 2.5% and 97.5% bootstrap percentiles rest on about 5 draws each
+
+
 @dataclass(frozen=True)
 class GroupAnalysis:
     """Everything fit-acceptance reports for one group."""
@@ -108,7 +111,8 @@ class Analysis:
                 "bound": [g.bound.to_dict() for g in self.groups], "violations": [b.label for b in self.violations],
                 "recommended": recommended, "checks": o.checks.to_dict(), "goodness_of_fit": o.gof.to_dict(),
                 "unaccepted_matches": self.unaccepted_matches,
-                "files": list(self.fit.counts.files), "bootstrap": self.fit.n_boot, "seed": self.fit.seed}
+                "files": list(self.fit.counts.files), "bootstrap": self.fit.n_boot, "seed": self.fit.seed,
+                "bootstrap_too_few": self.fit.n_boot < FEW_DRAWS}  # the text summary says so too
 
 
 def _analyze_group(group: GroupFit, fit: FitResult, shapes: RecordedShapes, *, budget: int | None,

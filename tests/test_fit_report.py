@@ -106,6 +106,8 @@ def test_summary_says_when_the_bootstrap_has_too_few_draws(tmp_path):
     few, enough = (summary_text(analyze(fit_counts(counts, n_boot=n, seed=0))) for n in (2, 200))
     assert "(2 draws, seed 0): too few draws for a 95% interval, use at least 200" in few
     assert "too few draws" not in enough
+    flags = [analyze(fit_counts(counts, n_boot=n, seed=0)).to_json()["bootstrap_too_few"] for n in (2, 200)]
+    assert flags == [True, False]  # --json carries it too (walkthrough)
 
 
 def test_summary_says_which_given_budgets_the_latency_profile_could_not_price(tmp_path):
