@@ -256,7 +256,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print_latency_table(extra["latency_table"], chosen=result.budget)
             if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
                 unpriced = f"budget {args.budget} was" if top + 1 == args.budget else f"budgets {top + 1}..{args.budget} were"
-                print(f"note: --latency {args.latency} measures trees of at most {max(profile.sizes)} tokens, so "
+                most = max(profile.sizes)
+                print(f"note: --latency {args.latency} measures trees of at most {most} token{'s' * (most != 1)}, so "
                       f"{unpriced} not priced")
     return 0
 

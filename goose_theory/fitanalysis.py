@@ -72,6 +72,14 @@ class GroupAnalysis:
                 "acceptance_note": ACCEPTANCE_NOTE if self.checks.availability else "the selected model as fitted"}
 
 
+def _with_file(group: dict[str, Any], file: str | None) -> dict[str, Any]:
+    """A group's JSON with its written topology file, beside the group and in its ``recommended``
+    (where the pooled ``recommended`` has it too)."""
+    if "recommended" in group:
+        group["recommended"] = {**group["recommended"], "file": file}
+    return {**group, "file": file}
+
+
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return frame.reset_index().to_dict(orient="records")
 
@@ -107,7 +115,7 @@ class Analysis:
         return {"p_s": o.fit.p_s.to_dict(), "p_t": o.fit.p_t.to_dict(), "ratio": o.fit.ratio.to_dict(),
                 "observed_tau": o.fit.observed_tau.to_dict(), "predicted_tau": o.gof.predicted,
                 "cycles": o.fit.cycles, "prompts": o.fit.prompts, "group_by": list(self.fit.counts.group_by),
-                "groups": [{**g.to_json(), "file": files.get(g.label)} for g in self.groups],
+                "groups": [_with_file(g.to_json(), files.get(g.label)) for g in self.groups],
                 "bound": [g.bound.to_dict() for g in self.groups], "violations": [b.label for b in self.violations],
                 "recommended": recommended, "checks": o.checks.to_dict(), "goodness_of_fit": o.gof.to_dict(),
                 "unaccepted_matches": self.unaccepted_matches,

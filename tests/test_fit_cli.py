@@ -264,6 +264,7 @@ def test_a_group_of_roots_only_gets_no_topology(good, tmp_path, capsys):
     assert main([str(good), str(roots), "--group-by", "method", "--bootstrap", "20", "--out", str(out), "--json"]) == 0
     groups = {g["label"]: g for g in json.loads(capsys.readouterr().out)["groups"]}
     assert groups["ar"]["file"] is None and groups["goose"]["file"] == str(out / "topology-goose.json")
+    assert groups["goose"]["recommended"]["file"] == groups["goose"]["file"]  # as the pooled recommended has it
     assert not (out / "topology-ar.json").exists()
 
 
