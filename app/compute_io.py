@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from typing import Any, Sequence
@@ -83,7 +84,8 @@ def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed:
     summary, spine, rank, calib, gof, bound = [], [], [], [], [], []
     for g in groups:
         checks = check_group(g, counts)
-        summary.append(_estimate_row(g))
+        # the share of cycles whose matcher offered a spine token: the What-if tab's trees assume every one did
+        summary.append({**_estimate_row(g), "spine_offered": checks.availability[0] if checks.availability else math.nan})
         spine.append(_curve(g.spine_by_depth, "depth", g.label))
         rank.append(_curve(g.transition_by_rank, "rank", g.label))
         calib.append(calibration(g, counts, shapes, checks.selected))

@@ -73,6 +73,12 @@ def test_load_caption_names_the_stand_ins():
         "0.6000 under a transition node. Loading rounds them to the sliders' steps (0.01 for p_s, 0.005 for p_t).")
     assert (on_slider(0.9123, 0.01), on_slider(0.1538, 0.005), on_slider(-0.1, 0.005), on_slider(0.7, 0.005, 0.5)) == (
         0.91, 0.155, 0.0, 0.5)
+    # a fitted p_s is per offered spine token: loaded into a tree whose spine always has one, the What-if
+    # tab showed 10.16 where fit-acceptance predicted 3.79 for the same traces, unexplained (walkthrough)
+    fitted = pd.Series({**row, "p_s": 0.91, "spine_offered": 0.27})
+    assert ("p_s is per spine token the matcher offered, and it offered one in 27% of these cycles; the What-if "
+            "trees assume it always does") in load_caption(fitted, "g")
+    assert "offered" not in load_caption(pd.Series({**row, "p_s": 0.91, "spine_offered": 1.0}), "g")
 
 
 def test_load_leaves_a_slider_alone_for_a_nan():

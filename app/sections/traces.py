@@ -2,6 +2,7 @@
 against observed tau, and the paper's bound against the observed tau."""
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,15 @@ def load_caption(row: pd.Series, group: str) -> str:
              for key, (value, fitted) in _parent_values(row).items()]
     p_s = (f"p_s {row['p_s']:.4f}" if pd.notna(row["p_s"]) else
            "p_s: no spine node in these traces (the slider is left as it is)")
+    offered = row.get("spine_offered", math.nan)
+    # the loaded p_s is per offered token: a what-if tree's spine always has one, so its E[tau] is a matched cycle's
+    matched = ("" if not (pd.notna(row["p_s"]) and offered < 1) else
+               f" p_s is per spine token the matcher offered, and it offered one in {offered:.0%} of these cycles; "
+               f"the What-if trees assume it always does, so their E[tau] is that of cycles with a match, above what "
+               f"`fit-acceptance` (which scales p_s by the offers) predicts for these traces.")
     return (f"Fitted ({group}; p_t by parent pooled over rank): {p_s}; p_t " + ", ".join(parts)
-            + f". Loading rounds them to the sliders' steps ({sidebar.P_S_STEP} for p_s, {sidebar.P_T_STEP} for p_t).")
+            + f". Loading rounds them to the sliders' steps ({sidebar.P_S_STEP} for p_s, {sidebar.P_T_STEP} for p_t)."
+            + matched)
 
 
 def _show(fit: dict[str, Any]) -> None:
