@@ -122,8 +122,10 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
                 f"below score the tree under the sidebar's acceptance.")
     tau = topology.get("predicted_tau")
     if _number(tau) and topology.get("acceptance"):
+        # only a fit export (provenance) has fitted rates; goose optimize and this page store the ones given
+        whose = "fitted from its traces" if topology.get("provenance") else "it was optimised for (its 'acceptance')"
         return (f"Exported with predicted tau {tau:.3f} (rule {topology.get('rule', '?')}) under the acceptance "
-                "fitted from its traces; the figures below use the sidebar's acceptance.")
+                f"{whose}; the figures below use the sidebar's acceptance.")
     return None
 
 

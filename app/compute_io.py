@@ -64,7 +64,7 @@ def _curve(frame: pd.DataFrame, x: str, label: str) -> pd.DataFrame:
 
 
 def _check_fittable(paths: Sequence[str]) -> None:
-    """What ``goose fit-acceptance`` refuses before its fit: a file that is not a trace, and the
+    """What ``fit-acceptance`` refuses before its fit: a file that is not a trace, and the
     same trace under a second name (:func:`goose_runtime.fit_inputs.trace_copies`), whose cycles
     would count twice and narrow every interval (TraceFileError, the CLI's wording)."""
     copies = trace_copies([check_trace(p) for p in paths])
@@ -76,7 +76,7 @@ def _check_fittable(paths: Sequence[str]) -> None:
 def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed: int) -> dict[str, Any]:
     _check_fittable(paths)
     fit = fit_traces(paths, group_by=tuple(group_by), n_boot=n_boot, seed=seed)
-    if fit.overall.roots_only:  # as `goose fit-acceptance`: else NaN estimates and no message
+    if fit.overall.roots_only:  # as `fit-acceptance`: else NaN estimates and no message
         raise TraceFileError(ROOTS_ONLY)
     counts = fit.counts
     shapes = recorded_shapes(counts)

@@ -208,7 +208,10 @@ def test_uploaded_note_states_the_files_own_prediction():
     plain = {k: v for k, v in regimes.items() if k not in ("regime_prediction", "regimes")}
     assert compute.uploaded_note({**plain, "predicted_tau": 10**400}) is None
     assert compute.uploaded_note({**plain, "rule": "optimal"}).startswith(
-        f"Exported with predicted tau {regimes['predicted_tau']:.3f} (rule optimal) under the acceptance")
+        f"Exported with predicted tau {regimes['predicted_tau']:.3f} (rule optimal) under the acceptance fitted from its")
+    # goose optimize's and this page's exports hold the rates they were given, not fitted ones (walkthrough)
+    given = {k: v for k, v in plain.items() if k != "provenance"}
+    assert "under the acceptance it was optimised for" in compute.uploaded_note(given)
     # found in review: the loop's single-tree file (rule regime-optimal) predicts a mix of the regimes,
     # not a tau under the one acceptance it carries
     single = compute.parse_topology_json(path.with_name("topology-mtbench-shuffled.json").read_bytes())

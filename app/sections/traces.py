@@ -101,7 +101,7 @@ def _show(fit: dict[str, Any]) -> None:
               delta_color="off", delta_arrow="off")
     c3.metric("p_s / p_t", f"{overall['ratio']:.2f}", delta=f"95% CI {overall['ratio_lo']:.2f} .. {overall['ratio_hi']:.2f}",
               delta_color="off", delta_arrow="off")
-    st.caption(f"Intervals: cluster bootstrap over prompts, {compute_io.N_BOOT} draws (`goose fit-acceptance` "
+    st.caption(f"Intervals: cluster bootstrap over prompts, {compute_io.N_BOOT} draws (`fit-acceptance` "
                "draws 1000, so an interval's ends can differ slightly); naive binomial "
                "intervals in the table, for contrast.")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
