@@ -192,7 +192,8 @@ def test_bad_topology_upload_is_a_message(at):
     at.file_uploader(key="topology_upload").set_value(("bad.json", b"{\"schema\": 1}", "application/json")).run()
     assert not at.exception
     assert any("bad.json" in e and "unknown schema" in e for e in errors(at))
-    assert "exact E[tau]" in metrics(at)  # falls back to the optimal tree
+    assert "exact E[tau]" in metrics(at)  # falls back to the optimal tree, and says so (walkthrough: it did not)
+    assert any("Until a file loads, the optimal tree is shown." in i.value for i in at.sidebar.info)
 
 
 def test_uploaded_tree_above_5000_nodes_is_drawn(at):

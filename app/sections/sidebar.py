@@ -87,6 +87,8 @@ def render() -> Params:
                 topology_json = json.dumps(parse_topology_json(data))
             except INPUT_ERRORS as exc:
                 show_error(f"topology file {name}", exc)
+                # the page goes on with the optimal tree: say so, or its figures read as the rejected file's
+                sb.info("Until a file loads, the optimal tree is shown.")
     effective_rule = "optimal" if rule == UPLOADED else rule
     return Params(p_s, p_t, model, effective_rule if topology_json is None else UPLOADED, budget,
                   max_depth, max_spine, top_k, mc_seed, topology_json, p_t_spine=p_t_spine, p_t_chain=p_t_chain)
