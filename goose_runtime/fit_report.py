@@ -63,8 +63,6 @@ def chart_writer(name: str, frame: pd.DataFrame) -> Callable[[str], None]:
     return functools.partial(charts.write_html, getattr(charts, f"{name}_chart")(frame))
 
 
-
-
 def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str:
     """The readable (non-JSON) summary printed by the CLI."""
     o = analysis.overall.fit

@@ -43,6 +43,7 @@ from goose_theory.validation import paired_ratio_ci, prompt_spread, ratio_ci, re
 
 from .prompts import Prompt, set_name
 from .records import PromptResult
+from .validate_inputs import fitted_set
 
 PAPER_BUDGET = 60
 
@@ -97,9 +98,8 @@ def fitted_prompt_count(topology: Topology, benchmark: str) -> int:
     regime = topology.meta.get("regime_fit")
     if isinstance(regime, dict) and isinstance(regime.get("prompts"), int):
         return regime["prompts"]
-    provenance = topology.meta.get("provenance") or {}
-    count, group = provenance.get("prompts"), (provenance.get("group_key") or {}).get("benchmark")
-    return count if isinstance(count, int) and group == benchmark else 0
+    count = (topology.meta.get("provenance") or {}).get("prompts")
+    return count if isinstance(count, int) and fitted_set(topology) == benchmark else 0
 
 
 def fitted_acceptance(topology: Topology) -> tuple[Acceptance | None, Acceptance | None]:

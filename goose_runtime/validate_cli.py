@@ -82,7 +82,6 @@ def check_args(args):
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
         known = (fitted_set(load_topology(path)) for path in args.topology)  # a JSONL set needs its file: --bench
         args.bench = ",".join(dict.fromkeys(s for s in known if s in BENCHMARKS)) or "stdlib"
-        args.bench_chosen = True  # said once every check has passed (bad input stays one line on stderr)
     benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
     labels: dict[str, str] = {}
@@ -142,6 +141,7 @@ def emit_report(args, rows, extra: dict) -> None:
 
 
 def validate_handler(args: argparse.Namespace) -> int:
+    default_bench = args.bench is None  # check_args fills it in; said once every check has passed (one line on errors)
     benches, config = check_args(args)
     from .runner import distinct_methods, parse_labeled
     # every file validates, and no two share a label, before the model loads
@@ -151,17 +151,18 @@ def validate_handler(args: argparse.Namespace) -> int:
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
     from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_token_cap
     fitted: dict[str, list[str]] = {}
-    for path in args.topology:
-        traces = provenance_traces(load_topology(path))
+    topologies = {path: load_topology(path) for path in args.topology}
+    for path, topology in topologies.items():
+        traces = provenance_traces(topology)
         check_provenance(path, traces)
         fitted.setdefault(path, []).extend(traces)
     check_validate_outputs(args, benches, fitted)
     metas = fit_metadata([t for traces in fitted.values() for t in traces])
     note_token_cap(metas, args.max_new_tokens)
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
-    if getattr(args, "bench_chosen", False):
+    if default_bench:
         _progress(f"--bench {args.bench} (the sets the topologies were fitted on; stdlib where none names one)")
-    for note in topology_notes(args.topology, benches, prior=args.prior):
+    for note in topology_notes(topologies, benches, prior=args.prior):
         _progress(f"note: {note}")
     bundle = load_quietly(args)
     note_model_mismatch(metas, model=bundle.name, dtype=args.dtype)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from goose_theory.cli_util import UsageError, check_not_an_input, check_output_file
 from goose_theory.topology import Topology
@@ -38,16 +38,15 @@ def fitted_set(topology: Topology) -> str | None:
     return ((topology.meta.get("provenance") or {}).get("group_key") or {}).get("benchmark")
 
 
-def topology_notes(paths: Sequence[str], benches: Sequence[str], *, prior: bool) -> list[str]:
-    """What the validation of ``paths`` on ``benches`` should say first: a file fitted on another set
-    than one it runs on (its prediction describes that set), and a regime fit recorded with the
-    successor prior validated without it, or the other way round (as goose loop says)."""
+def topology_notes(topologies: Mapping[str, Topology], benches: Sequence[str], *, prior: bool) -> list[str]:
+    """What the validation of ``topologies`` (path -> loaded file) on ``benches`` should say first: a
+    file fitted on another set than one it runs on (its prediction describes that set), and a regime
+    fit recorded with the successor prior validated without it, or the other way round (as goose
+    loop says)."""
     from goose_theory.regimefill import prior_mismatch_note
-    from goose_theory.topology import load_topology
 
     notes = []
-    for path in paths:
-        topology = load_topology(path)
+    for path, topology in topologies.items():
         fitted, others = fitted_set(topology), [set_name(b) for b in benches]
         if fitted is not None and any(SHUFFLED_OF.get(b, b) != fitted for b in others):
             runs = ", ".join(b for b in others if SHUFFLED_OF.get(b, b) != fitted)

@@ -93,11 +93,13 @@ def test_notes_name_a_file_run_on_another_set_and_a_prior_mismatch(tmp_path):
     # validate scored a HumanEval fit on stdlib, and a +prior regime fit without the prior, unremarked (walkthrough)
     human = _fitted(tmp_path, "h", group_key={"benchmark": "humaneval"},
                     regime_methods=["goose+prior@8", "iso:2+prior@8"])
-    notes = topology_notes([human], ["stdlib", "humaneval-shuffled"], prior=False)
+    loaded = {human: load_topology(human)}
+    notes = topology_notes(loaded, ["stdlib", "humaneval-shuffled"], prior=False)
     assert notes[0] == f"{human} was fitted on humaneval prompts; on stdlib its prediction describes another set"
     assert notes[1].startswith(f"{human}: fitted on traces recorded with the prior (goose+prior@8, iso:2+prior@8)")
-    assert topology_notes([human], ["humaneval"], prior=True) == []  # the shuffled set is the same prompts
-    assert topology_notes([_fitted(tmp_path, "plain")], ["stdlib"], prior=True) == []  # nothing known: nothing said
+    assert topology_notes(loaded, ["humaneval"], prior=True) == []  # the shuffled set is the same prompts
+    plain = _fitted(tmp_path, "plain")
+    assert topology_notes({plain: load_topology(plain)}, ["stdlib"], prior=True) == []  # nothing known: nothing said
 
 
 def test_validate_defaults_to_the_set_the_topology_was_fitted_on(capsys, tmp_path, no_model):
