@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from goose_theory.cli_util import format_table
+from goose_theory.cli_util import format_table, unpriced_note
 from goose_theory.fitanalysis import FEW_DRAWS, Analysis, GroupAnalysis
 
 
@@ -113,9 +113,7 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     unpriced = next((g.recommendation.unpriced for g in analysis.groups
                      if g.recommendation is not None and g.recommendation.unpriced), None)
     if unpriced:  # one profile for every group
-        low, high = unpriced
-        lines.append(f"note: the latency profile measures trees of at most {low} token{'s' if low != 1 else ''}, so "
-                     + (f"budget {high} was" if low == high else f"budgets {low}..{high} were") + " not priced")
+        lines.append(f"note: the latency profile {unpriced_note(*unpriced)}")
     rec = analysis.overall.recommendation
     if rec is not None:
         lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",

@@ -12,7 +12,7 @@ from typing import Any
 
 from .acceptance import Acceptance
 from .cli_util import (UsageError, check_not_an_input, check_output_file, file_tau, format_table, print_json,
-                       print_latency_table, regime_note)
+                       print_latency_table, regime_note, unpriced_note)
 from .topology import load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -255,10 +255,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             # the chosen row is the budget the scan priced; its tree may hold fewer nodes (the rule's shape ends)
             print_latency_table(extra["latency_table"], chosen=result.budget)
             if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
-                unpriced = f"budget {args.budget} was" if top + 1 == args.budget else f"budgets {top + 1}..{args.budget} were"
-                most = max(profile.sizes)
-                print(f"note: --latency {args.latency} measures trees of at most {most} token{'s' * (most != 1)}, so "
-                      f"{unpriced} not priced")
+                print(f"note: --latency {args.latency} {unpriced_note(max(profile.sizes), args.budget)}")
     return 0
 
 

@@ -229,6 +229,18 @@ def print_latency_table(table: list[dict], *, chosen: int) -> None:
         print(f"({len(shown)} of the {len(table)} priced budgets shown; --json lists every one)")
 
 
+def unpriced_note(most: int, budget: int) -> str:
+    """The end of a note on the budgets a latency profile of trees up to ``most`` tokens cannot
+    price, up to ``budget`` (no extrapolation: budgets ``most``.. need more tokens than it measured).
+
+    Example:
+        >>> unpriced_note(64, 200), unpriced_note(1, 1)
+        ('measures trees of at most 64 tokens, so budgets 64..200 were not priced', 'measures trees of at most 1 token, so budget 1 was not priced')
+    """
+    which = f"budget {budget} was" if most == budget else f"budgets {most}..{budget} were"
+    return f"measures trees of at most {most} token{'s' * (most != 1)}, so {which} not priced"
+
+
 LATENCY_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
                           2048, 3072, 4096, 6144, 8192))
 
