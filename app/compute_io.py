@@ -22,8 +22,10 @@ import numpy as np
 import pandas as pd
 
 from app.compute import acceptance
+from app.fitted import probabilities_text
 from goose_theory.errors import InputError
 from goose_theory.fit import PARENT_SOURCES, ROOTS_ONLY, GroupFit, fit_traces
+from goose_theory.fitanalysis import recorded_top_k
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.jsonio import loads_json
@@ -82,6 +84,7 @@ def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed:
     shapes = recorded_shapes(counts)
     groups = [fit.overall, *fit.groups] if group_by else [fit.overall]
     summary, spine, rank, calib, gof, bound = [], [], [], [], [], []
+    models: dict[str, dict[str, Any]] = {}
     for g in groups:
         checks = check_group(g, counts)
         # the share of cycles whose matcher offered a spine token: the What-if tab's trees assume every one did
@@ -93,15 +96,18 @@ def _fit_paths(paths: Sequence[str], group_by: Sequence[str], n_boot: int, seed:
         gof.append({"group": g.label, "cycles": good.cycles, "observed_tau": good.observed,
                     "lo": good.observed_ci95[0], "hi": good.observed_ci95[1], "predicted_tau": good.predicted,
                     "predicted_scalar": good.predicted_scalar, "relative_error": good.relative_error,
-                    "model": good.model, "fitted_p_s": str(checks.selected.to_dict()["p_s"]),
-                    "fitted_p_t": str(checks.selected.to_dict()["p_t"])})
+                    "model": good.model, "fitted_p_s": probabilities_text(checks.selected.p_s),
+                    "fitted_p_t": probabilities_text(checks.selected.p_t)})
+        if not g.roots_only:  # what fit-acceptance recommends with, for the sidebar (an ar group has none)
+            models[g.label] = {"acceptance": checks.for_recommendation.to_dict(), "budget": int(g.budget),
+                               "top_k": recorded_top_k(g)}
         b = bound_check(g, counts, shapes, scalar=checks.scalar)
         bound.append({"group": g.label, "lower_bound": b.lower_bound, "exact": b.exact,
                       "observed_tau": b.observed_tau, "lo": b.ci95[0], "hi": b.ci95[1],
                       "violated": b.violated, "model": b.model})
     return {"summary": pd.DataFrame(summary), "spine_curve": pd.concat(spine, ignore_index=True),
             "rank_curve": pd.concat(rank, ignore_index=True), "calibration": pd.concat(calib, ignore_index=True),
-            "gof": pd.DataFrame(gof), "bound": pd.DataFrame(bound),
+            "gof": pd.DataFrame(gof), "bound": pd.DataFrame(bound), "models": models,
             "files": [os.path.basename(p) for p in counts.files]}
 
 

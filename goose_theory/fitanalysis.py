@@ -123,6 +123,13 @@ class Analysis:
                 "bootstrap_too_few": self.fit.n_boot < FEW_DRAWS}  # the text summary says so too
 
 
+def recorded_top_k(group: GroupFit) -> int:
+    """The ranks the recommendation may use: as many as the recorded trees had (10 if none), at most 64.
+    A rank the runs never drafted has no fitted p_t."""
+    ranks = int(group.transition_by_rank.index.max()) + 1 if len(group.transition_by_rank) else 10
+    return max(1, min(ranks, 64))
+
+
 def _analyze_group(group: GroupFit, fit: FitResult, shapes: RecordedShapes, *, budget: int | None,
                    latency: Any, model: str) -> GroupAnalysis:
     counts = fit.counts
@@ -131,11 +138,10 @@ def _analyze_group(group: GroupFit, fit: FitResult, shapes: RecordedShapes, *, b
     bound = bound_check(group, counts, shapes, scalar=checks.scalar)
     calib = calibration(group, counts, shapes, checks.selected)
     use_budget = group.budget if budget is None else budget
-    top_k = int(group.transition_by_rank.index.max()) + 1 if len(group.transition_by_rank) else 10
     if group.roots_only:  # an ar group: nothing fitted, no tree to recommend
         return GroupAnalysis(group, checks, gof, bound, calib, None)
     rec = recommend(checks.for_recommendation, budget=use_budget, budget_source="recorded" if budget is None else "given",
-                    latency=latency, top_k=max(1, min(top_k, 64)))
+                    latency=latency, top_k=recorded_top_k(group))
     return GroupAnalysis(group, checks, gof, bound, calib, rec)
 
 

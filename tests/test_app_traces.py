@@ -10,6 +10,7 @@ from apptest import (assert_whatif_numbers, at, deltas, errors, expected, metric
 from app.sections.sidebar import on_slider
 from app.sections.traces import load_caption
 from goose_theory.fit import fit_traces
+from goose_theory.fitanalysis import analyze
 from goose_theory.synthetic import SyntheticSpec, write_synthetic
 from goose_theory.topology import Topology
 
@@ -145,3 +146,33 @@ def test_traces_removed_from_the_uploader_are_forgotten(at, trace_bytes):
     at.file_uploader(key="trace_upload").set_value([]).run()  # the user removes the file, the tab open
     assert "fitted p_s" not in metrics(open_tab(open_tab(at, "Cost"), "Traces"))
     assert not any(c.value.startswith("Using t.parquet") for c in at.caption)
+
+
+@pytest.mark.parametrize("name", ["stdlib-b8.parquet", "mtbench.parquet"])
+def test_the_fitted_model_makes_what_if_predict_as_fit_acceptance(at, name):
+    # a shipped trace (matcher offers in few cycles; per-parent p_t where supported): loaded with
+    # "use the fitted model", the What-if optimal tree is fit-acceptance's recommendation, its E[tau]
+    # fit-acceptance's predicted tau (the scalar sliders gave 10.16 where it predicted 3.79: stop 47)
+    from app.sections.traces import TRACES_DIR
+    analysis = analyze(fit_traces([TRACES_DIR / name], n_boot=10, seed=0))
+    rec = analysis.overall.recommendation
+    open_tab(at, "Traces")
+    at.multiselect(key="trace_files").set_value([name]).run()
+    at.button(key="trace_use_fit").click().run()
+    assert not at.exception and not errors(at)
+    open_tab(at, "What-if")
+    assert at.radio(key="acceptance_source").value == "fitted" and at.slider(key="p_s").disabled
+    assert (at.slider(key="budget").value, at.slider(key="top_k").value) == (rec.budget, rec.top_k)
+    assert metrics(at)["exact E[tau]"] == f"{rec.best.predicted_tau:.4f}"
+    assert metrics(at)["tree"] == f"{rec.best.topology.budget} nodes"
+    open_tab(at, "Export")  # the other tabs take the fitted lists too
+    assert not at.exception and f"under the acceptance fitted on {analysis.overall.label}" in at.markdown[0].value
+    open_tab(at, "Cost")
+    assert not at.exception and not errors(at)
+    open_tab(at, "What-if")
+    at.radio(key="acceptance_source").set_value("sliders").run()  # back to the sliders, as they were
+    assert not at.slider(key="p_s").disabled and at.slider(key="p_s").value == 0.5
+    assert metrics(at)["exact E[tau]"] != f"{rec.best.predicted_tau:.4f}"
+    at.radio(key="acceptance_source").set_value("fitted").run()
+    at.button(key="forget_fitted").click().run()  # forgotten: the sliders again, and no choice left
+    assert not at.slider(key="p_s").disabled and not [r for r in at.radio if r.key == "acceptance_source"]

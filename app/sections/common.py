@@ -48,10 +48,11 @@ INPUT_ERRORS: tuple[type[BaseException], ...] = (InputError,)
 
 @dataclass(frozen=True)
 class Params:
-    """The sidebar's what-if parameters."""
+    """The sidebar's what-if parameters: the sliders' scalars, or (``fitted``: its group's label)
+    the model loaded from a trace fit, whose p_s is by spine depth and p_t by rank (tuples)."""
 
-    p_s: float
-    p_t: float
+    p_s: float | tuple[float, ...]
+    p_t: float | tuple[float, ...]
     model: str
     rule: str
     budget: int
@@ -60,8 +61,9 @@ class Params:
     top_k: int
     seed: int
     topology_json: str | None = None  # an uploaded topology replaces the rule's tree
-    p_t_spine: float | None = None  # p_t under a spine node; None: as p_t (the control is off)
-    p_t_chain: float | None = None  # p_t under a transition node; None: as p_t
+    p_t_spine: float | tuple[float, ...] | None = None  # p_t under a spine node; None: as p_t (the control is off)
+    p_t_chain: float | tuple[float, ...] | None = None  # p_t under a transition node; None: as p_t
+    fitted: str | None = None  # the trace fit's group whose model replaced the sliders (app/fitted.py)
 
     @property
     def shape(self) -> dict[str, int]:
@@ -69,12 +71,14 @@ class Params:
                 "top_k": self.top_k}
 
     @property
-    def by_parent(self) -> dict[str, float | None]:
+    def by_parent(self) -> dict[str, float | tuple[float, ...] | None]:
         """The per-parent p_t keywords every compute call takes."""
         return {"p_t_spine": self.p_t_spine, "p_t_chain": self.p_t_chain}
 
     def describe(self) -> str:
         """The acceptance in words, for captions."""
+        if self.fitted is not None:
+            return f"the acceptance fitted on {self.fitted} ({self.model})"
         if self.p_t_spine is None and self.p_t_chain is None:
             return f"p_s = {self.p_s}, p_t = {self.p_t} ({self.model})"
         spine = self.p_t if self.p_t_spine is None else self.p_t_spine

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import compute_io
+from app import compute_io, fitted
 from app.sections import common, sidebar
 from app.sections.common import INPUT_ERRORS, show_error
 
@@ -44,19 +44,28 @@ def _choose() -> tuple[str, Any] | None:
     return "upload", uploads
 
 
-def _offer_load(summary: pd.DataFrame) -> None:
-    """The fitted p_s and p_t per parent source (pooled over rank) of one group, and a button that
-    puts them into the sidebar's sliders (a source the traces never reached gets the pooled p_t)."""
-    counted = summary[summary[["p_t_root_n", "p_t_spine_n", "p_t_transition_n"]].sum(axis=1) > 0]
-    if counted.empty:
-        st.caption("These traces do not count p_t by parent source, so there is nothing per parent to load.")
+def _offer_load(summary: pd.DataFrame, models: dict[str, dict[str, Any]]) -> None:
+    """For one group: a button that puts the model ``fit-acceptance`` predicts with into the
+    sidebar (p_s by depth, p_t by rank and parent: ``app.fitted``), and one that puts the fitted
+    scalars, p_t per parent source pooled over rank, into its sliders (a source the traces never
+    reached gets the pooled p_t)."""
+    groups = [g for g in summary["group"] if g in models]
+    if not groups:
         return
-    groups = list(counted["group"])
     group = groups[0] if len(groups) == 1 else st.selectbox("group to load", groups, key="trace_load_group")
-    row = counted[counted["group"] == group].iloc[0]
+    entry = models[group]
+    st.caption(f"The model `fit-acceptance` predicts with ({group}): {fitted.describe(entry)}. Loaded, it replaces "
+               f"the sidebar's p_s and p_t, and the budget and top-K become the recorded runs' ({entry['budget']}, "
+               f"{entry['top_k']}): the What-if tab's optimal tree is then the one `fit-acceptance` recommends.")
+    st.button("Use the fitted model in the sidebar", key="trace_use_fit", on_click=sidebar.load_fitted,
+              kwargs={"label": group, "entry": entry}, type="primary")
+    row = summary[summary["group"] == group].iloc[0]
+    if row[["p_t_root_n", "p_t_spine_n", "p_t_transition_n"]].sum() == 0:
+        st.caption("These traces do not count p_t by parent source, so there are no per-parent scalars to load.")
+        return
     st.caption(load_caption(row, group))
     values = {key: value for key, (value, _) in _parent_values(row).items()}
-    st.button("Load p_s and p_t by parent into the sidebar", key="trace_load_acceptance",
+    st.button("Load p_s and p_t by parent into the sliders", key="trace_load_acceptance",
               on_click=sidebar.load_acceptance, kwargs={"p_s": float(row["p_s"]), **values},
               help=f"sets p_s, p_t (under the root, capped at the slider's {sidebar.P_T_MAX}) and the "
                    f"per-parent sliders, rounded to the sliders' steps ({sidebar.P_S_STEP} and {sidebar.P_T_STEP})")
@@ -84,7 +93,8 @@ def load_caption(row: pd.Series, group: str) -> str:
     matched = ("" if not (pd.notna(row["p_s"]) and offered < 1) else
                f" p_s is per spine token the matcher offered, and it offered one in {offered:.0%} of these cycles; "
                f"the What-if trees assume it always does, so their E[tau] is that of cycles with a match, above what "
-               f"`fit-acceptance` (which scales p_s by the offers) predicts for these traces.")
+               f"`fit-acceptance` (which scales p_s by the offers, as the fitted model above does) predicts for these "
+               f"traces.")
     return (f"Fitted ({group}; p_t by parent pooled over rank): {p_s}; p_t " + ", ".join(parts)
             + f". Loading rounds them to the sliders' steps ({sidebar.P_S_STEP} for p_s, {sidebar.P_T_STEP} for p_t)."
             + matched)
@@ -105,7 +115,7 @@ def _show(fit: dict[str, Any]) -> None:
                "draws 1000, so an interval's ends can differ slightly); naive binomial "
                "intervals in the table, for contrast.")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
-    _offer_load(summary)
+    _offer_load(summary, fit["models"])
     left, right = st.columns(2)
     left.vega_lite_chart(fit["spine_spec"], width="stretch")
     right.vega_lite_chart(fit["rank_spec"], width="stretch")
