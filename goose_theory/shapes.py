@@ -213,6 +213,20 @@ def uniform_levels_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, D
         level = [builder.add(v, TRANSITION, r) for v in level for r in range(width)]
     for d in range(min(len(widths) + 1, cand.max_depth)):  # the levels the search chose widths for
         builder.note(ROOT if d == 0 else TRANSITION, d, False)
-    # no "unplaced": a uniform tree rarely fills the budget exactly, and that is its shape, not a shortfall
-    return builder, {"truncated": list(builder.notes), "level_widths": list(widths)}
+    details: Details = {"truncated": list(builder.notes), "level_widths": list(widths)}
+    # a uniform tree rarely fills the budget exactly, and that is its shape, not a shortfall; but a
+    # budget above the largest uniform tree the limits allow could not be placed by any widths
+    capacity = _largest_uniform_tree(cand)
+    if budget > capacity:
+        details["unplaced"] = budget - capacity
+    return builder, details
+
+
+def _largest_uniform_tree(cand: Candidate) -> int:
+    """Nodes of the uniform-levels tree with every level as wide as the candidate tree allows."""
+    nodes, level = 0, 1
+    for d in range(cand.max_depth):
+        level *= len(_level_gain(cand, ROOT if d == 0 else TRANSITION, d)) - 1
+        nodes += level
+    return nodes
 

@@ -196,3 +196,12 @@ def test_uniform_levels_notes_the_ranks_the_exclusive_model_drops():
     assert res.details["truncated"][0].startswith("exclusive model: at the root only ranks 0..2 of top_k=10")
     assert max(res.details["level_widths"]) <= 3
     assert build_topology("uniform-levels", Acceptance.parse(0.0, 0.05), budget=30).details["truncated"] == []
+
+
+def test_uniform_levels_says_what_the_limits_left_unplaced():
+    # found in review (stop 47): a budget past the largest uniform tree the limits allow gave no word
+    acc = Acceptance.parse(0.5, 0.05)
+    full = build_topology("uniform-levels", acc, budget=200, max_depth=3, top_k=3)
+    assert full.topology.budget == 3 + 9 + 27 and full.details["unplaced"] == 200 - 39
+    # below that a uniform tree may stop short of its budget (its shape), and nothing is unplaced
+    assert "unplaced" not in build_topology("uniform-levels", acc, budget=38, max_depth=3, top_k=3).details
