@@ -29,7 +29,7 @@ from goose_theory.fitanalysis import recorded_top_k
 from goose_theory.fitcheck import check_group
 from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, recorded_shapes
 from goose_theory.jsonio import loads_json
-from goose_theory.latency import CostAwareResult, LatencyError, LatencyProfile, cost_aware, latency_from_dict
+from goose_theory.latency import CostAwareResult, LatencyError, LatencyProfile, cost_aware, latency_from_dict, priced
 from goose_runtime.fit_inputs import copy_problem, trace_copies
 from goose_theory.traceio import TraceFileError, check_trace
 
@@ -208,6 +208,16 @@ def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tup
     for frame in (table, best_table):  # None (the profile has no t(1)) -> NaN
         frame["speedup_vs_ar"] = frame["speedup_vs_ar"].astype(float)
     return {"table": table, "best": best_table, "budgets": grid, "errors": errors}
+
+
+def tree_cost(profile_json: str, nodes: int, tau: float) -> dict[str, Any] | None:
+    """One tree (the sidebar's) priced as :func:`cost_table` prices each budget's tree (speedup
+    NaN without a size-1 measurement); None when the profile does not measure a tree that large."""
+    latency = latency_from_dict(json.loads(profile_json))
+    if nodes + 1 > latency.sizes[-1]:
+        return None
+    row = priced(latency, nodes, tau)
+    return {**row, "speedup_vs_ar": math.nan if row["speedup_vs_ar"] is None else row["speedup_vs_ar"]}
 
 
 def _rule_cost(acc, latency: LatencyProfile, rule: str, grid: tuple[int, ...], shape: dict) -> CostAwareResult:

@@ -177,6 +177,25 @@ class CostAwareResult:
     table: list[dict]
 
 
+def priced(latency: LatencyProfile, nodes: int, tau: float) -> dict[str, Any]:
+    """A tree of ``nodes`` drafted nodes and E[tau] ``tau`` under ``latency``: its cycle seconds,
+    tokens/s and speedup against plain decoding (None when the profile does not measure n = 1).
+    LatencyError past the profile's largest size (no extrapolation).
+
+    Example:
+        >>> r = priced(LatencyProfile(sizes=(1, 11), seconds=(0.02, 0.04)), 2, 1.75)
+        >>> round(r["cycle_s"], 3), round(r["tokens_per_s"], 2), round(r["speedup_vs_ar"], 3)
+        (0.024, 72.92, 1.458)
+    """
+    # a tree smaller than the profile's smallest size is priced at that size: an upper bound,
+    # as the priced cost never falls with size (isotonic), and no extrapolation
+    cycle = latency.cycle_seconds(max(nodes, latency.sizes[0] - 1))
+    rate = tau / cycle
+    ar = latency.verify_seconds(1) if latency.sizes[0] == 1 else None
+    return {"nodes": nodes, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
+            "speedup_vs_ar": None if ar is None else rate * ar}
+
+
 def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "optimal",
                budgets: Sequence[int] | None = None, max_depth: int = 6, max_spine: int = 20,
                top_k: int = 10) -> CostAwareResult:
@@ -207,15 +226,9 @@ def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "
     optimal = parse_rule(rule, top_k)[0] == "optimal"
     # optimal trees: every budget's E[tau] from one optimisation; other rules: a tree per budget
     curve, curve_nodes = optimal_curve_nodes(acceptance, budget=max(budgets), **shape) if optimal else ([], [])
-    ar = latency.verify_seconds(1) if lo == 1 else None
 
     def row(budget: int, nodes: int, tau: float) -> dict:
-        # a tree smaller than the profile's smallest size is priced at that size: an upper bound,
-        # as the priced cost never falls with size (isotonic), and no extrapolation
-        cycle = latency.cycle_seconds(max(nodes, lo - 1))
-        rate = tau / cycle
-        return {"budget": budget, "nodes": nodes, "predicted_tau": tau, "cycle_s": cycle, "tokens_per_s": rate,
-                "speedup_vs_ar": None if ar is None else rate * ar}
+        return {"budget": budget, **priced(latency, nodes, tau)}
 
     results = [None if optimal else build_topology(rule, acceptance, budget=b, **shape) for b in budgets]
     # a tree may hold fewer nodes than its budget (the rule's shape ends, or the exclusive model caps

@@ -89,3 +89,27 @@ def test_cost_tab_offers_the_shipped_profiles(at):
         load_latency(str(path))
         at.selectbox(key="latency_choice").set_value(path.name).run()
         assert not at.exception and not errors(at) and "best budget" in metrics(at)
+
+
+def test_cost_tab_prices_the_sidebars_tree(at):
+    from goose_theory.latency import cost_aware, latency_from_dict
+
+    at.selectbox(key="rule").set_value("harmonic").run()
+    at.slider(key="budget").set_value(40).run()
+    upload_profile(at, json.dumps(PROFILE).encode())
+    row = cost_aware(Acceptance.parse(0.5, 0.05), latency_from_dict(PROFILE), rule="harmonic", budgets=[40]).table[0]
+    line = next(m.value for m in at.markdown if m.value.startswith("**The sidebar's tree**"))
+    assert line == (f"**The sidebar's tree** (rule harmonic, {row['nodes']} nodes, E[tau] {row['predicted_tau']:.4f}): "
+                    f"predicted {row['tokens_per_s']:.2f} tokens/s, {row['speedup_vs_ar']:.3f}x AR.")
+    at.slider(key="budget").set_value(150).run()  # past the profile's 128 tokens: said, not extrapolated
+    assert any("larger than the profile measures: not priced" in c.value for c in at.caption)
+
+
+def test_cost_tab_offers_every_sidebar_rule(at):
+    from app.sections.sidebar import RULE_CHOICES, UPLOADED
+
+    upload_profile(at, json.dumps(PROFILE).encode())
+    assert set(at.multiselect(key="cost_rules").options) == set(RULE_CHOICES) - {UPLOADED}
+    at.multiselect(key="cost_rules").set_value(["mixed-isotropic:5", "uniform-levels"]).run()
+    assert not at.exception and not errors(at)
+    assert set(at.dataframe[0].value["rule"]) == {"mixed-isotropic:5", "uniform-levels"}

@@ -8,12 +8,11 @@ from pathlib import Path
 import streamlit as st
 
 from app import compute_io
-from app.sections import common
+from app.sections import common, sidebar, whatif
 from app.sections.common import INPUT_ERRORS, Params, chart, show_error
 
 PROFILES_DIR = Path(__file__).resolve().parents[1] / "latency"
-COST_RULES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
-              "mixed-isotropic:3", "spine-only", "transition-only")
+COST_RULES = tuple(r for r in sidebar.RULE_CHOICES if r != sidebar.UPLOADED)  # every rule the sidebar offers
 NO_BASELINE = ("the profile has no size-1 measurement (one token: plain autoregressive decoding), "
                "so there is no AR baseline to compare with")
 
@@ -43,6 +42,23 @@ def _profile() -> str | None:
         return None
 
 
+def _sidebar_tree(p: Params, profile: str) -> None:
+    """The What-if tab's tree (the sidebar's rule and budget, or the uploaded tree) priced by the profile."""
+    try:
+        r = whatif.tree_result(p)
+    except INPUT_ERRORS:
+        return  # the What-if tab says why
+    nodes = r["topology"]["budget"]
+    name = "the uploaded tree" if p.topology_json is not None else f"rule {p.rule}"
+    cost = compute_io.tree_cost(profile, nodes, r["exact"])
+    if cost is None:
+        st.caption(f"The sidebar's tree ({name}, {nodes} nodes) is larger than the profile measures: not priced.")
+        return
+    speedup = "" if math.isnan(cost["speedup_vs_ar"]) else f", {cost['speedup_vs_ar']:.3f}x AR"
+    st.markdown(f"**The sidebar's tree** ({name}, {nodes} nodes, E[tau] {r['exact']:.4f}): predicted "
+                f"{cost['tokens_per_s']:.2f} tokens/s{speedup}.")
+
+
 def render(p: Params) -> None:
     """Draw the Cost tab for the sidebar's acceptance parameters."""
     st.subheader("Predicted speed from a latency profile")
@@ -69,6 +85,7 @@ def render(p: Params) -> None:
     c2.metric("predicted speedup vs AR", f"{top['speedup_vs_ar']:.3f}x" if baseline else "n/a",
               help=None if baseline else NO_BASELINE)
     c3.metric("predicted E[tau] there", f"{top['predicted_tau']:.4f}")
+    _sidebar_tree(p, profile)
     if baseline:
         chart(out["spec"])
     else:
