@@ -113,3 +113,10 @@ def test_cost_tab_offers_every_sidebar_rule(at):
     at.multiselect(key="cost_rules").set_value(["mixed-isotropic:5", "uniform-levels"]).run()
     assert not at.exception and not errors(at)
     assert set(at.dataframe[0].value["rule"]) == {"mixed-isotropic:5", "uniform-levels"}
+
+
+def test_cost_tab_states_the_profile_in_milliseconds(at):
+    upload_profile(at, json.dumps(PROFILE).encode())
+    assert any(c.value.startswith("Profile: test, m, float32; sizes 1..128 tokens; a forward pass of 1 token 20.0 ms, "
+                                  "of 128 tokens 60.0 ms; drafting 0.500 ms a cycle + 0.0000 ms a node")
+               for c in at.caption)

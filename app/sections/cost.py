@@ -67,8 +67,8 @@ def render(p: Params) -> None:
     rules = tuple(st.multiselect("rules", COST_RULES, key="cost_rules"))
     if profile is None or not rules:
         return
-    facts = compute_io.profile_summary(profile)
-    st.caption("Profile: " + ", ".join(f"{k} = {v}" for k, v in facts.items() if k != "schema" and v != ""))
+    st.caption("Profile: " + compute_io.profile_summary(profile) + " (as measured; the cost model prices the "
+               "isotonic fit of these seconds)")
     try:
         out = common.cost_view(p.p_s, p.p_t, p.model, profile, rules, max_depth=p.max_depth,
                                max_spine=p.max_spine, top_k=p.top_k, **p.by_parent)
