@@ -75,7 +75,7 @@ def _grow_breadth_first(builder: TreeBuilder, node: int, share: int, has_spine: 
 
 
 def _details(builder: TreeBuilder, budget: int, placed: int, m: int, shares: list[int]) -> dict[str, Any]:
-    details: dict[str, Any] = {"truncated": list(builder.notes), "spine_length": m, "shares": shares}
+    details: dict[str, Any] = {"truncated": builder.note_list(), "spine_length": m, "shares": shares}
     if placed < budget:
         details["unplaced"] = budget - placed
     return details

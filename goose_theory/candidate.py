@@ -175,7 +175,8 @@ class TreeBuilder:
         self.candidate = candidate
         self.parent, self.source, self.rank, self.depth = [-1], [ROOT], [0], [0]
         self.prob = [1.0]  # path product of the keys used to grow the tree
-        self.notes: dict[str, None] = {}  # insertion-ordered set of truncation notes
+        # truncation notes -> where (a transition node?, depth): see note_list
+        self.notes: dict[str, tuple[bool, int] | None] = {}
 
     @classmethod
     def from_lists(cls, candidate: Candidate, parent: list[int], source: list[int], rank: list[int],
@@ -198,7 +199,13 @@ class TreeBuilder:
     def note(self, kind: int, depth: int, with_spine: bool, first_fit: bool = False) -> None:
         text = self.candidate.truncation_note(kind, depth, with_spine, first_fit)
         if text is not None:
-            self.notes[text] = None
+            self.notes.setdefault(text, (kind == TRANSITION, depth))
+
+    def note_list(self) -> list[str]:
+        """The notes from the root down the spine, then transition nodes, shallow first, in
+        whatever order the tree was grown (the paper's allocations grow the deepest spine node's
+        branches first); notes without a place keep their order."""
+        return sorted(self.notes, key=lambda text: self.notes[text] or (False, -1))
 
     def topology(self, meta: Mapping[str, Any] | None = None) -> Topology:
         c = self.candidate

@@ -41,7 +41,7 @@ Details = dict[str, Any]
 
 
 def _base_details(builder: TreeBuilder, budget: int, placed: int) -> Details:
-    details: Details = {"truncated": list(builder.notes)}
+    details: Details = {"truncated": builder.note_list()}
     if placed < budget:
         details["unplaced"] = budget - placed
     return details
@@ -213,7 +213,7 @@ def uniform_levels_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, D
         level = [builder.add(v, TRANSITION, r) for v in level for r in range(width)]
     for d in range(min(len(widths) + 1, cand.max_depth)):  # the levels the search chose widths for
         builder.note(ROOT if d == 0 else TRANSITION, d, False)
-    details: Details = {"truncated": list(builder.notes), "level_widths": list(widths)}
+    details: Details = {"truncated": builder.note_list(), "level_widths": list(widths)}
     # a uniform tree rarely fills the budget exactly, and that is its shape, not a shortfall; but a
     # budget above the largest uniform tree the limits allow could not be placed by any widths
     capacity = _largest_uniform_tree(cand)

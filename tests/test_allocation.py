@@ -73,3 +73,11 @@ def test_paper_without_spine_budget_goes_to_the_root():
 
 def test_docstring_examples():
     assert doctest.testmod(allocation_module).failed == 0
+
+
+def test_paper_notes_run_from_the_root_down():
+    # the paper's allocations grow the deepest spine node's branches first; their notes listed that way
+    # read "depth 5, 4, ..., the root" (a nit left in stop 47's note)
+    notes = build_topology("paper", Acceptance.parse(0.9, "0.3,0.3,0.3,0.3"), budget=60).details["truncated"]
+    assert notes[0].startswith("exclusive model: at the root") and len(notes) > 2
+    assert [int(n.split("spine depth ")[1].split()[0]) for n in notes[1:]] == list(range(1, len(notes)))
