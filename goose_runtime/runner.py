@@ -89,11 +89,14 @@ def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | 
     from .methods import MethodError, is_count, parse_method
 
     name, at, tail = spec.strip().rpartition("@")
+    a_file = spec.strip().lower().startswith("topology:")  # a file's name may hold an '@'
+    if at and "@" in name and not a_file:  # goose@8@9 was "unknown method 'goose@8'"
+        raise MethodError(f"{spec.strip()!r}: one budget, after one '@' (goose@16, for example)"[:200])
     if at and is_count(tail):  # ASCII digits: '²' passes str.isdigit, then int() raised a traceback
         if name.strip().lower() in ("ar", "ar+prior"):
             raise MethodError(f"{spec.strip()!r}: ar drafts nothing, so it takes no budget")
         return parse_method(name, budget=tail, topology_path=topology_path)
-    if at and tail.lstrip("+-").replace(".", "", 1).isdigit():  # a number, but not [0-9]+ (-3, 2.5, ², ٣)
+    if at and not a_file:  # not [0-9]+ (-3, 2.5, ², ٣, x): goose@x was "unknown method 'goose@x'"
         raise MethodError(f"{spec.strip()!r}: the budget after '@' must be a positive integer"[:200])
     return parse_method(spec, budget=budget, topology_path=topology_path)
 

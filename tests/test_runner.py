@@ -24,11 +24,24 @@ def test_labels_round_trip(spec, budget, label):
 
 
 @pytest.mark.parametrize("spec", ["goose@\u00b2", "goose@\u00b9\u2070", "goose@\u0663", "goose@+3", "goose@-3",
-                                  "goose@2.5", "ar@\u00b2"])
+                                  "goose@2.5", "ar@\u00b2", "goose@x", "goose@"])
 def test_a_budget_after_at_is_ascii_digits_only(spec):
     # '²' passes str.isdigit and int() then raised a ValueError traceback; '٣' was read as 3
     with pytest.raises(MethodError, match="the budget after '@' must be a positive integer"):
         parse_labeled(spec)
+
+
+def test_one_budget_after_one_at():
+    with pytest.raises(MethodError, match="^'goose@8@9': one budget, after one '@'"):
+        parse_labeled("goose@8@9")  # was "unknown method 'goose@8'"
+
+
+def test_a_topology_files_name_may_hold_an_at(tmp_path):
+    from goose_theory.topology import Topology, save_topology
+    path = tmp_path / "tree@v2.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), path)
+    assert parse_labeled(f"topology:{path}").topology.budget == 1
+    assert parse_labeled(f"topology:{path}@1").budget == 1
 
 
 def test_distinct_methods_merges_one_method_and_refuses_two_under_one_label(tmp_path):
