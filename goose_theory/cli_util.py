@@ -98,6 +98,12 @@ def _refuse(path: str | None, flag: str, problem_of: Callable[[str], str | None]
 class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line with exit code 2 (argparse's own convention)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a value that starts '-digit' is a value, lists too (--sizes -1,2 was "expected one argument",
+        # so the option's own check never said what was wrong): Python 3.13's rule, on 3.11
+        self._negative_number_matcher = re.compile(r"-\.?\d")
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(EXIT_BAD_INPUT, f"error: {self.prog}: {message}\n")
 

@@ -180,3 +180,11 @@ def test_file_tau_names_the_file_the_acceptance_cannot_score(tmp_path):
     assert file_tau(wide, Acceptance.parse(0.5, 0.1), "w.json") == pytest.approx(1 + 0.5 + 5 * 0.1)
     with pytest.raises(UsageError, match=r"^--topology w\.json: exclusive model: the children of node 0 .* 1\.2 > 1"):
         file_tau(wide, Acceptance.parse(0.7, 0.1), "w.json")
+
+
+def test_a_value_starting_minus_digit_reaches_its_options_check(capsys):
+    # argparse 3.11 took --p-s -0.5,0.3 for an option ("expected one argument"), so the message never
+    # said what was wrong with the value (--sizes -1,2 in stop 47's walkthrough)
+    from goose_runtime.cli import main
+    assert main(["optimize", "--p-s", "-0.5,0.3", "--p-t", "0.05", "--budget", "4", "--out", "x.json"]) == 2
+    assert capsys.readouterr().err == "error: p_s: -0.5 is not a probability in [0, 1]\n"
