@@ -1,8 +1,8 @@
 """The acceptance model fitted from traces, as the sidebar holds it once the Traces tab loads it.
 
-``fit-acceptance`` predicts and recommends with p_s by spine depth *times* a(d), the share of
-cycles whose context matcher offered a d-th spine token (a fixed tree's spine node can only match
-then), p_t by rank and, where the data support it, by parent source
+``fit-acceptance`` predicts and recommends with p_s by spine depth *times* a(d), the chance that
+the context matcher offered a d-th spine token given that it offered a (d-1)-th (a fixed tree's
+spine node can only match then), p_t by rank and, where the data support it, by parent source
 (:attr:`goose_theory.fitcheck.GroupChecks.for_recommendation`). The sidebar's sliders hold one
 p_s, which a What-if tree applies to a spine token it always has; loaded in their place, this
 model makes the What-if tab's optimal tree at the recorded budget the very tree ``fit-acceptance``
@@ -16,13 +16,14 @@ Example:
     >>> as_arguments(entry)
     {'p_s': (0.3, 0.2), 'p_t': (0.05,), 'model': 'exclusive', 'p_t_spine': None, 'p_t_chain': None}
     >>> describe(entry)
-    'p_s by spine depth (times the matcher offers) 0.300, 0.200; p_t 0.050'
+    'p_s at spine depth d times the chance the matcher offered a d-th token given a (d-1)-th 0.300, 0.200; p_t 0.050'
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 FITTED_KEY = "fitted_acceptance"  # session state: {"label": group, **entry} once loaded
+MAX_DEPTH, MAX_SPINE = 6, 20  # the tree limits fit-acceptance recommends within (goose_theory.recommend)
 WHERE = {"p_t_spine": "under a spine node", "p_t_chain": "under a transition node"}
 
 
@@ -59,7 +60,8 @@ def describe(entry: dict[str, Any]) -> str:
     """The loaded model in words (per-parent p_t where the fit kept it)."""
     acc = entry["acceptance"]
     by_parent = any(acc.get(k) is not None for k in WHERE)
-    parts = [f"p_s by spine depth (times the matcher offers) {probabilities_text(acc['p_s'])}",
+    parts = [f"p_s at spine depth d times the chance the matcher offered a d-th token given a (d-1)-th "
+             f"{probabilities_text(acc['p_s'])}",
              f"p_t{' under the root' if by_parent else ''} {probabilities_text(acc['p_t'])}"]
     parts += [f"p_t {where} {probabilities_text(acc[k])}" for k, where in WHERE.items() if acc.get(k) is not None]
     return "; ".join(parts)

@@ -29,7 +29,8 @@ from .shapeeval import RecordedShapes
 
 # why recommended.acceptance.p_s reads 0.1 where the fitted p_s is 0.9
 ACCEPTANCE_NOTE = ("p_s(d) is the fitted p_s times a(d), the share of cycles whose matcher offered a d-th spine "
-                   "token (checks.spine_availability): a fixed tree's spine node can only match then")
+                   "token among those that offered a (d-1)-th (checks.spine_availability): a fixed tree's spine "
+                   "node can only match then")
 
 
 FEW_DRAWS = 200  # below this the 2.5% and 97.5% bootstrap percentiles rest on about 5 draws each

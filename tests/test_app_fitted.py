@@ -15,7 +15,7 @@ from goose_theory.optimize import build_topology
 
 
 @pytest.mark.parametrize("module", ["app.fitted", "app.compute", "app.compute_io", "app.views", "app.charts",
-                                    "app.sections.sidebar"])
+                                    "app.sections.sidebar", "app.sections.traces"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0
@@ -43,8 +43,9 @@ def test_whatif_with_the_arguments_is_the_library_tree():
 
 def test_describe_names_every_parent():
     text = fitted.describe(ENTRY)
-    assert text == ("p_s by spine depth (times the matcher offers) 0.300, 0.250, 0.100; p_t under the root 0.400, "
-                    "0.100; p_t under a spine node 0.050; p_t under a transition node 0.600, 0.200")
+    assert text == ("p_s at spine depth d times the chance the matcher offered a d-th token given a (d-1)-th 0.300, "
+                    "0.250, 0.100; p_t under the root 0.400, 0.100; p_t under a spine node 0.050; p_t under a "
+                    "transition node 0.600, 0.200")
 
 
 def test_long_lists_are_shortened():

@@ -166,7 +166,7 @@ def test_the_fitted_model_makes_what_if_predict_as_fit_acceptance(at, name):
     assert metrics(at)["exact E[tau]"] == f"{rec.best.predicted_tau:.4f}"
     assert metrics(at)["tree"] == f"{rec.best.topology.budget} nodes"
     open_tab(at, "Export")  # the other tabs take the fitted lists too
-    assert not at.exception and f"under the acceptance fitted on {analysis.overall.label}" in at.markdown[0].value
+    assert not at.exception and f"under the acceptance fitted on {name} ({analysis.overall.label})" in at.markdown[0].value
     open_tab(at, "Cost")
     assert not at.exception and not errors(at)
     open_tab(at, "What-if")
@@ -176,3 +176,20 @@ def test_the_fitted_model_makes_what_if_predict_as_fit_acceptance(at, name):
     at.radio(key="acceptance_source").set_value("fitted").run()
     at.button(key="forget_fitted").click().run()  # forgotten: the sliders again, and no choice left
     assert not at.slider(key="p_s").disabled and not [r for r in at.radio if r.key == "acceptance_source"]
+
+
+def test_loading_the_fit_sets_the_limits_and_rule_fit_acceptance_uses(at):
+    # found in review: with max depth 3 and max spine 5 (or rule paper) the "recommended" tree was another
+    from app.sections.traces import TRACES_DIR
+    rec = analyze(fit_traces([TRACES_DIR / "stdlib-b8.parquet"], n_boot=10, seed=0)).overall.recommendation
+    for key, value in (("max_depth", 3), ("max_spine", 5)):
+        at.slider(key=key).set_value(value).run()
+    at.selectbox(key="rule").set_value("paper").run()
+    at.radio(key="model").set_value("independent").run()
+    open_tab(at, "Traces")
+    at.multiselect(key="trace_files").set_value(["stdlib-b8.parquet"]).run()
+    at.button(key="trace_use_fit").click().run()
+    open_tab(at, "What-if")
+    assert metrics(at)["exact E[tau]"] == f"{rec.best.predicted_tau:.4f}"
+    assert at.radio(key="acceptance_source").value == "fitted"
+    assert "fit of stdlib-b8.parquet (all)" in at.radio(key="acceptance_source").options

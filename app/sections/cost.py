@@ -47,7 +47,8 @@ def _sidebar_tree(p: Params, profile: str) -> None:
     try:
         r = whatif.tree_result(p)
     except INPUT_ERRORS:
-        return  # the What-if tab says why
+        st.caption("The sidebar's tree cannot be built with these settings (the What-if tab says why): not priced.")
+        return
     nodes = r["topology"]["budget"]
     name = "the uploaded tree" if p.topology_json is not None else f"rule {p.rule}"
     cost = compute_io.tree_cost(profile, nodes, r["exact"])

@@ -40,8 +40,8 @@ def on_slider(x: float, step: float, hi: float = 1.0) -> float:
 def load_acceptance(p_s: float, p_t: float, p_t_spine: float, p_t_chain: float) -> None:
     """Button callback: put fitted values, on the sliders' steps, into the sliders (runs before
     the next rerun, when writing a widget's state is allowed), turn the per-parent control
-    on, and use the sliders again if a fitted model replaced them. A NaN (the traces never reached such a node; the caller substitutes what it can) leaves
-    that slider as it is."""
+    on, and use the sliders again if a fitted model replaced them. A NaN (the traces never reached
+    such a node; the caller substitutes what it can) leaves that slider as it is."""
     values = dict(p_s=(p_s, P_S_STEP, 1.0), p_t=(p_t, P_T_STEP, P_T_MAX), p_t_spine=(p_t_spine, P_T_STEP, 1.0),
                   p_t_chain=(p_t_chain, P_T_STEP, 1.0))
     st.session_state.update({key: on_slider(x, step, hi) for key, (x, step, hi) in values.items() if math.isfinite(x)},
@@ -50,10 +50,12 @@ def load_acceptance(p_s: float, p_t: float, p_t_spine: float, p_t_chain: float) 
 
 def load_fitted(label: str, entry: dict[str, Any]) -> None:
     """Button callback: the model a trace fit recommends with (``app.fitted``) replaces the
-    sliders' p_s and p_t, and the budget and top-K become the recorded runs' (within the sliders'
-    ranges), so the What-if tab's optimal tree is the one ``fit-acceptance`` recommends."""
+    sliders' p_s and p_t; the rule becomes optimal, the model and the tree's limits
+    ``fit-acceptance``'s, the budget and top-K the largest recorded (within the sliders' ranges:
+    the caption says where they cut), so the What-if tab's tree is the one it recommends."""
     st.session_state.update({fitted.FITTED_KEY: {"label": label, **entry}, SOURCE_KEY: FITTED,
-                             "model": entry["acceptance"].get("model", "exclusive"),
+                             "model": entry["acceptance"].get("model", "exclusive"), "rule": "optimal",
+                             "max_depth": fitted.MAX_DEPTH, "max_spine": fitted.MAX_SPINE,
                              "budget": min(max(int(entry["budget"]), 1), BUDGET_MAX),
                              "top_k": min(max(int(entry["top_k"]), 1), TOP_K_MAX)})
 
@@ -63,6 +65,13 @@ def _forget_fitted() -> None:
     st.session_state[SOURCE_KEY] = SLIDERS
 
 
+def _cut_note(entry: dict[str, Any]) -> str:
+    """Where the loaded budget or top-K exceeded its slider's top (so the tree is not the recommended one)."""
+    cut = [f"the {name} slider stops at {top} (recorded {entry[key]})"
+           for name, key, top in (("budget", "budget", BUDGET_MAX), ("top-K", "top_k", TOP_K_MAX)) if entry[key] > top]
+    return f" Not quite: {' and '.join(cut)}." if cut else ""
+
+
 def _fitted_choice(sb) -> dict[str, Any] | None:
     """Once a trace fit was loaded: the choice between it and the sliders; the loaded entry while chosen."""
     entry = st.session_state.get(fitted.FITTED_KEY)
@@ -70,11 +79,14 @@ def _fitted_choice(sb) -> dict[str, Any] | None:
         return None
     source = sb.radio("acceptance from", (FITTED, SLIDERS), key=SOURCE_KEY, horizontal=True,
                       format_func=lambda s: f"fit of {entry['label']}" if s == FITTED else s)
+    sb.button("Forget the fitted model", key="forget_fitted", on_click=_forget_fitted)
     if source != FITTED:
         return None
-    sb.caption(f"The model `fit-acceptance` predicts with: {fitted.describe(entry)}. The sliders below are "
-               f"not used; the recorded runs' budget was {entry['budget']} and their top-K {entry['top_k']}.")
-    sb.button("Forget the fitted model", key="forget_fitted", on_click=_forget_fitted)
+    sb.caption(f"The model `fit-acceptance` predicts with ({entry['acceptance'].get('model', 'exclusive')}; "
+               f"the other model gives other figures): {fitted.describe(entry)}. The p_s and p_t sliders below "
+               f"are not used. Loading set the rule to optimal, max depth {fitted.MAX_DEPTH}, max spine "
+               f"{fitted.MAX_SPINE}, the largest recorded budget ({entry['budget']}) and top-K ({entry['top_k']}): "
+               f"the tree `fit-acceptance` recommends." + _cut_note(entry))
     return entry
 
 
@@ -119,8 +131,10 @@ def render() -> Params:
     seed("budget", 60)
     seed("top_k", 10)
     budget = sb.slider("budget B (tree nodes)", 1, BUDGET_MAX, step=1, key="budget")
-    max_depth = sb.slider("max depth (branches)", 1, 12, 6, 1, key="max_depth")
-    max_spine = sb.slider("max spine length", 0, 40, 20, 1, key="max_spine")
+    seed("max_depth", fitted.MAX_DEPTH)
+    seed("max_spine", fitted.MAX_SPINE)
+    max_depth = sb.slider("max depth (branches)", 1, 12, step=1, key="max_depth")
+    max_spine = sb.slider("max spine length", 0, 40, step=1, key="max_spine")
     top_k = sb.slider("top-K ranks", 1, TOP_K_MAX, step=1, key="top_k")
     rule = sb.selectbox("rule", RULE_CHOICES, key="rule")
     mc_seed = int(sb.number_input("Monte Carlo seed", 0, 2**31 - 1, 0, 1, key="seed"))

@@ -44,7 +44,19 @@ def _choose() -> tuple[str, Any] | None:
     return "upload", uploads
 
 
-def _offer_load(summary: pd.DataFrame, models: dict[str, dict[str, Any]]) -> None:
+def fitted_label(group: str, files: list[str]) -> str:
+    """The loaded model's name in the sidebar: the group and the files it was fitted on.
+
+    Example:
+        >>> fitted_label("all", ["stdlib.parquet"]), fitted_label("mtbench", ["a.parquet", "b.parquet", "c.parquet"])
+        ('stdlib.parquet (all)', 'mtbench of 3 files')
+    """
+    if len(files) <= 2:
+        return f"{', '.join(files)} ({group})"
+    return f"{group} of {len(files)} files"
+
+
+def _offer_load(summary: pd.DataFrame, models: dict[str, dict[str, Any]], files: list[str]) -> None:
     """For one group: a button that puts the model ``fit-acceptance`` predicts with into the
     sidebar (p_s by depth, p_t by rank and parent: ``app.fitted``), and one that puts the fitted
     scalars, p_t per parent source pooled over rank, into its sliders (a source the traces never
@@ -55,10 +67,11 @@ def _offer_load(summary: pd.DataFrame, models: dict[str, dict[str, Any]]) -> Non
     group = groups[0] if len(groups) == 1 else st.selectbox("group to load", groups, key="trace_load_group")
     entry = models[group]
     st.caption(f"The model `fit-acceptance` predicts with ({group}): {fitted.describe(entry)}. Loaded, it replaces "
-               f"the sidebar's p_s and p_t, and the budget and top-K become the recorded runs' ({entry['budget']}, "
-               f"{entry['top_k']}): the What-if tab's optimal tree is then the one `fit-acceptance` recommends.")
+               f"the sidebar's p_s and p_t; the rule becomes optimal, the model exclusive, the limits "
+               f"`fit-acceptance`'s, and the budget and top-K the largest recorded ({entry['budget']}, "
+               f"{entry['top_k']}): the What-if tab's tree is then the one `fit-acceptance` recommends.")
     st.button("Use the fitted model in the sidebar", key="trace_use_fit", on_click=sidebar.load_fitted,
-              kwargs={"label": group, "entry": entry}, type="primary")
+              kwargs={"label": fitted_label(group, files), "entry": entry}, type="primary")
     row = summary[summary["group"] == group].iloc[0]
     if row[["p_t_root_n", "p_t_spine_n", "p_t_transition_n"]].sum() == 0:
         st.caption("These traces do not count p_t by parent source, so there are no per-parent scalars to load.")
@@ -115,7 +128,7 @@ def _show(fit: dict[str, Any]) -> None:
                "draws 1000, so an interval's ends can differ slightly); naive binomial "
                "intervals in the table, for contrast.")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
-    _offer_load(summary, fit["models"])
+    _offer_load(summary, fit["models"], fit["files"])
     left, right = st.columns(2)
     left.vega_lite_chart(fit["spine_spec"], width="stretch")
     right.vega_lite_chart(fit["rank_spec"], width="stretch")
