@@ -53,10 +53,11 @@ def register(sub) -> None:
                    "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl); default: the sets the "
                    "topologies were fitted on (fit-acceptance --group-by benchmark, goose loop), else stdlib")
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set (default 3)")
-    p.add_argument("--holdout", action="store_true", default=True,
-                   help="skip the prompts of the traces the topology was fitted on (default)")
-    p.add_argument("--no-holdout", dest="holdout", action="store_false",
-                   help="run the first --limit prompts of each set even if the fit traces hold them (not held out)")
+    holdout = p.add_mutually_exclusive_group()
+    holdout.add_argument("--holdout", action="store_true", default=True,
+                         help="skip the prompts of the traces the topology was fitted on (default)")
+    holdout.add_argument("--no-holdout", dest="holdout", action="store_false",
+                         help="run the first --limit prompts of each set even if the fit traces hold them (not held out)")
     p.add_argument("--max-new-tokens", type=int, default=128,
                    help="tokens per prompt (default 128, as the shipped traces; use the fit traces' own)")
     p.add_argument("--out", help="write the table as JSON here")
@@ -106,7 +107,8 @@ def run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prom
     for bench, files in plan:
         start = time.perf_counter()
         n = len(prompts[bench])  # fewer than --limit where the set holds fewer held-out prompts
-        _progress(f"validating on held-out {bench} prompts ({n} prompt{'s' if n != 1 else ''}"
+        kind = "held-out" if getattr(args, "holdout", True) else "the first (not held out: --no-holdout)"
+        _progress(f"validating on {kind} {bench} prompts ({n} prompt{'s' if n != 1 else ''}"
                   + (f", all the set holds out of --limit {args.limit}" if n < args.limit else "")
                   + f", {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
@@ -169,5 +171,9 @@ def validate_handler(args: argparse.Namespace) -> int:
     encode_held_out(bundle, prompts, config, specs)
     plan = [(b, list(args.topology)) for b in benches]
     rows = run_validation(args, bundle, plan, config, prompts)
-    emit_report(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens})
+    emit_report(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens,
+                             "held_out": args.holdout})
+    if not args.holdout:  # after the table too: the rows look like a held-out check otherwise
+        _progress("note: --no-holdout: the prompts may be ones the fit used, so predicted against measured tau "
+                  "is no held-out check")
     return 0

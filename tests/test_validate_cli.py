@@ -4,6 +4,7 @@ end on the real model (``slow``). Checks shared with ``goose loop`` are tested h
 The fast tests fail before any model loads (the ``no_model`` fixture makes sure of it)."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -195,6 +196,10 @@ def test_validate_makes_the_trace_dir_with_its_first_trace(capsys, tmp_path, mon
     assert main(["validate", "--topology", topo, "--bench", bench, "--limit", "1", "--max-new-tokens", "6",
                  "--no-holdout", "--trace-dir", str(tmp_path / "new" / "deep"), "--json"]) == 0, capsys.readouterr().err
     assert [p.name for p in (tmp_path / "new" / "deep").iterdir()] == ["validation-set.parquet"]
+    out, err = capsys.readouterr()  # --no-holdout said "held-out" and its rows looked like a held-out check
+    assert json.loads(out)["held_out"] is False and "held-out" not in err.split("validating on ")[1].split("\n")[0]
+    assert err.rstrip().endswith("note: --no-holdout: the prompts may be ones the fit used, so predicted against "
+                                 "measured tau is no held-out check")
 
 
 def test_validate_notes_fit_traces_of_another_model(capsys, tmp_path, monkeypatch):
