@@ -254,7 +254,7 @@ def _naive_mean_ci(mean: float, sum_sq: float, n: float) -> tuple[float, float]:
     if not n > 1 or not math.isfinite(mean):
         return math.nan, math.nan
     half = Z95 * math.sqrt(max(sum_sq / n - mean * mean, 0.0) / n)
-    return mean - half, mean + half
+    return max(mean - half, 1.0), mean + half  # tau >= 1 (the bonus token): few cycles gave [-0.29, 5.63]
 
 
 def _by_parent(pm: np.ndarray, pr: np.ndarray, W: np.ndarray | None) -> tuple[ParentFit, ...]:

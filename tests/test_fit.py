@@ -168,3 +168,11 @@ def test_recovers_p_t_by_parent_source():
     assert sum(p.p_t.n for p in fit.overall.p_t_by_parent) == fit.overall.p_t.n
     d = fit.overall.to_dict()["p_t_by_parent"]
     assert set(d) == {"root", "spine", "transition"} and {"estimate", "ci95", "n", "by_rank"} <= set(d["spine"])
+
+
+def test_the_naive_tau_interval_stays_at_or_above_one():
+    from goose_theory.fit import _naive_mean_ci
+    # taus 1, 1, 1, 4: mean 1.75 - 1.96 * 0.65 is below 1, which no cycle can be (a one-prompt trace
+    # printed [-0.294, 5.628] in a walkthrough)
+    lo, hi = _naive_mean_ci(1.75, 19.0, 4)
+    assert lo == 1.0 and hi == pytest.approx(1.75 + 1.959963984540054 * math.sqrt((19 / 4 - 1.75 ** 2) / 4))
