@@ -35,14 +35,17 @@ def build_parser():
                 raise
             continue  # a family not built yet
         module.register(sub)
+    parser.set_defaults(command_names=tuple(sub.choices))  # for the message when none is given
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
+    if not getattr(args, "handler", None):  # one line, as every other bad input (the help went to stdout)
+        commands = ", ".join(args.command_names)
+        print(f"error: goose: a command is needed, one of {commands} (goose --help says what each does)",
+              file=sys.stderr)
         return 2
     return run_command(args.handler, args)
 

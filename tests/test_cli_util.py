@@ -188,3 +188,10 @@ def test_a_value_starting_minus_digit_reaches_its_options_check(capsys):
     from goose_runtime.cli import main
     assert main(["optimize", "--p-s", "-0.5,0.3", "--p-t", "0.05", "--budget", "4", "--out", "x.json"]) == 2
     assert capsys.readouterr().err == "error: p_s: -0.5 is not a probability in [0, 1]\n"
+
+
+def test_goose_without_a_command_is_one_line(capsys):
+    from goose_runtime.cli import main
+    assert main([]) == 2  # it printed the whole help to stdout
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: goose: a command is needed, one of yield, simulate,") and err.count("\n") == 1
