@@ -103,12 +103,16 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     for b in analysis.violations:
         lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
                      f"{b.observed_tau:.3f} {_ci(b.ci95)}")
-    for g in analysis.groups:
+    pooled = analysis.overall
+    # grouped, the pooled fit's file is written too (topology-all.json): name it, as every group's
+    shown = [*analysis.groups, *(() if any(g is pooled for g in analysis.groups) else (pooled,) if files else ())]
+    for g in shown:
         rec = g.recommendation
         if rec is None:
             continue
         where = f" -> {files[g.label]}" if files and g.label in files else ""
-        lines.append(f"recommended for {g.label}: {rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
+        lines.append(f"recommended for {g.label}{' (every trace pooled)' if g is pooled and len(shown) > 1 else ''}: "
+                     f"{rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
                      f"predicted tau {rec.best.predicted_tau:.3f}{where}")
     unpriced = next((g.recommendation.unpriced for g in analysis.groups
                      if g.recommendation is not None and g.recommendation.unpriced), None)

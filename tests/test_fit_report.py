@@ -2,6 +2,7 @@
 trace files and flags the group whose bound fails (its files: tests/test_fit_files.py)."""
 from __future__ import annotations
 
+import os
 import re
 
 from goose_runtime.fit_report import group_rows, render_markdown, summary_text
@@ -163,3 +164,15 @@ def test_summary_and_report_name_the_rules_too_wide_for_the_traces():
     four = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0))
     assert "note: isotropic:5 left out: K is above the 4 ranks the traces record" in summary_text(four)
     assert "isotropic:5 left out: K is above the 4 ranks" in render_markdown(four, {}, [])
+
+
+def test_summary_names_the_pooled_file_beside_the_groups(capsys, tmp_path):
+    # grouped, --out writes topology-all.json too, and the summary named only the groups' files
+    from goose_runtime.fit_cli import main
+    shipped = os.path.join(os.path.dirname(__file__), os.pardir, "traces")
+    traces = [os.path.join(shipped, f"{b}-b8.parquet") for b in ("mtbench", "stdlib")]
+    assert main([*traces, "--group-by", "benchmark", "--out", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("recommended for")]
+    assert [line.split(":")[0] for line in lines] == ["recommended for mtbench", "recommended for stdlib",
+                                                      "recommended for all (every trace pooled)"]
+    assert lines[-1].endswith(f"-> {tmp_path / 'topology-all.json'}")
