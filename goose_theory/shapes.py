@@ -226,7 +226,7 @@ def _largest_uniform_tree(cand: Candidate) -> int:
     """Nodes of the uniform-levels tree with every level as wide as the candidate tree allows."""
     nodes, level = 0, 1
     for d in range(cand.max_depth):
-        level *= len(_level_gain(cand, ROOT if d == 0 else TRANSITION, d)) - 1
+        level *= cand.rank_cap(ROOT if d == 0 else TRANSITION, d, False)  # the widest a level's search may go
         nodes += level
     return nodes
 
