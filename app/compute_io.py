@@ -213,10 +213,10 @@ def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tup
 def tree_cost(profile_json: str, nodes: int, tau: float) -> dict[str, Any] | None:
     """One tree (the sidebar's) priced as :func:`cost_table` prices each budget's tree (speedup
     NaN without a size-1 measurement); None when the profile does not measure a tree that large."""
-    latency = latency_from_dict(json.loads(profile_json))
-    if nodes + 1 > latency.sizes[-1]:
+    try:
+        row = priced(latency_from_dict(json.loads(profile_json)), nodes, tau)
+    except LatencyError:  # the tree is larger than the profile measures: no extrapolation
         return None
-    row = priced(latency, nodes, tau)
     return {**row, "speedup_vs_ar": math.nan if row["speedup_vs_ar"] is None else row["speedup_vs_ar"]}
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from goose_theory.acceptance import Acceptance
+
 FITTED_KEY = "fitted_acceptance"  # session state: {"label": group, **entry} once loaded
 MAX_DEPTH, MAX_SPINE = 6, 20  # the tree limits fit-acceptance recommends within (goose_theory.recommend)
 WHERE = {"p_t_spine": "under a spine node", "p_t_chain": "under a transition node"}
@@ -42,18 +44,11 @@ def probabilities_text(values: float | Sequence[float], *, head: int = 6) -> str
     return ", ".join(f"{v:.3f}" for v in values[:head]) + f", ..., {values[-1]:.3f} ({len(values)} values)"
 
 
-def _as_tuple(value: Any) -> tuple[float, ...] | None:
-    """A hashable form for the page's cached calls: a scalar or list becomes a tuple."""
-    if value is None:
-        return None
-    return tuple(float(v) for v in value) if isinstance(value, (list, tuple)) else (float(value),)
-
-
 def as_arguments(entry: dict[str, Any]) -> dict[str, Any]:
-    """The keyword arguments every compute call takes (p_s, p_t, model, p_t_spine, p_t_chain)."""
-    acc = entry["acceptance"]
-    return {"p_s": _as_tuple(acc["p_s"]), "p_t": _as_tuple(acc["p_t"]), "model": acc.get("model", "exclusive"),
-            "p_t_spine": _as_tuple(acc.get("p_t_spine")), "p_t_chain": _as_tuple(acc.get("p_t_chain"))}
+    """The keyword arguments every compute call takes (p_s, p_t, model, p_t_spine, p_t_chain), as
+    the tuples :class:`Acceptance` keeps (hashable, for the page's cached calls)."""
+    acc = Acceptance.from_dict(entry["acceptance"])
+    return {"p_s": acc.p_s, "p_t": acc.p_t, "model": acc.model, "p_t_spine": acc.p_t_spine, "p_t_chain": acc.p_t_chain}
 
 
 def describe(entry: dict[str, Any]) -> str:
