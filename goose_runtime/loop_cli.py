@@ -125,16 +125,20 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
 
 
 def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str], dict[str, list]]:
-    """The trace files and the held-out prompts of each set, checked before the fit, the model
-    load and any file written: a set the traces do not hold, or one with no prompt left over."""
+    """The trace files of the sets asked for and the held-out prompts of each set, checked before
+    the fit, the model load and any file written: a set the traces do not hold, or one with no prompt
+    left over. A file that holds none of the sets is left out, so ``--bench stdlib`` exports no
+    other set's topology into the out folder (a file holding several sets is fitted whole)."""
     from .fit_inputs import trace_files, trace_sets  # here: pyarrow is not for every command's start-up
 
-    files = trace_files(args.traces)
-    held = trace_sets(files)
+    sets_of = {f: trace_sets([f]) for f in trace_files(args.traces)}
+    held = sorted({s for sets in sets_of.values() for s in sets})
     missing = [b for b in benches if set_name(b) not in held]  # a JSONL set is labelled by its stem
     if missing:
         raise UsageError(f"the traces hold no prompt set {', '.join(map(repr, missing))} "
                          f"(they hold {', '.join(held)})")
+    wanted = {set_name(b) for b in benches}
+    files = [f for f, sets in sets_of.items() if wanted.intersection(sets)]
     # held out: prompts the fit traces (which the exports will cite) do not hold
     return files, held_out(benches, {f"--traces {args.traces}": [os.path.abspath(f) for f in files]}, args)
 

@@ -87,6 +87,22 @@ def test_loop_refuses_a_set_the_traces_lack_before_fitting(capsys, tmp_path, no_
     assert not (tmp_path / "o").exists()
 
 
+def test_loop_fits_only_the_files_of_the_sets_asked_for(capsys, tmp_path, no_model, monkeypatch):
+    # `goose loop --bench stdlib` on traces/ wrote topology-humaneval.json and -mtbench.json too
+    import goose_theory.fit
+    fitted = []
+
+    def record(files, **kwargs):
+        fitted.extend(files)
+        raise AssertionError("stop after the inputs")
+    monkeypatch.setattr(goose_theory.fit, "fit_traces", record)
+    for name in ("humaneval-b8", "stdlib-b8", "stdlib"):
+        shutil.copy(f"traces/{name}.parquet", tmp_path / f"{name}.parquet")
+    with pytest.raises(AssertionError, match="stop after the inputs"):
+        main(["loop", "--traces", str(tmp_path), "--bench", "stdlib", "--out-dir", str(tmp_path / "o")])
+    assert sorted(pathlib.Path(f).name for f in fitted) == ["stdlib-b8.parquet", "stdlib.parquet"]
+
+
 def test_loop_matches_a_jsonl_set_by_its_stem(tmp_path, no_model):
     # traces label a JSONL set by its file stem: --bench some/dir/stdlib.jsonl is the traces'
     # "stdlib", so the guard lets it through and the loop goes on to load the model
@@ -117,6 +133,7 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
     assert {"ar", "goose", f"topology:topology-stdlib{suffix}", f"topology:topology-stdlib-regimes{suffix}"} <= methods
     assert ("goose+prior" in methods) == prior
     assert all(r["lossless"] for r in report["rows"]) and (out / "report.md").exists()
+    assert not list(out.glob("topology-humaneval*")) and not list(out.glob("topology-mtbench*"))  # stdlib only
     check_validation_trace(out / "validation-stdlib.parquet", report["rows"])
     regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
     assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
