@@ -127,6 +127,8 @@ def _check_decode_flags(args, specs) -> None:
     files = [topology_file(m) for m in _method_list(args)]  # topology:FILE[+prior][+store][@B]
     check_not_an_input(args.trace_out, "--trace-out", {"--latency": args.latency, "--topology": [args.topology, *files],
                                                        "--bench": args.bench, "--store-corpus": args.store_corpus})
+    if args.budget is not None and all(s.kind == "ar" for s in specs):  # ar@5 is refused; --budget 5 was ignored
+        raise UsageError("--budget applies to the drafting methods, and this run has only ar (which drafts nothing)")
     for flag, off in (("min_score", 0.0), ("branch_power", 1.0)):
         if getattr(args, flag) != off and not any(s.kind == "goose" for s in specs):
             raise UsageError(f"--{flag.replace('_', '-')} applies to goose only, and no goose method is in this run")
@@ -147,8 +149,8 @@ def _check_decode_flags(args, specs) -> None:
         if not any(s.kind == "auto" for s in specs):
             raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "
                              "no auto method is in this run")
-        from goose_theory.latency import load_latency
-        if load_latency(args.latency).sizes[0] != 1:  # auto weighs every tree against one plain decode step
+        from goose_theory.cli_util import load_latency_option
+        if load_latency_option(args.latency).sizes[0] != 1:  # auto weighs every tree against one plain decode step
             raise UsageError(f"--latency {args.latency}: the profile must measure n = 1 (a plain decode step) too")
 
 

@@ -75,12 +75,9 @@ def _check_options(args) -> tuple[str, ...]:
 def _load_latency(path: str | None):
     if path is None:
         return None
-    from goose_theory.latency import LatencyError, load_latency
+    from goose_theory.cli_util import load_latency_option
 
-    try:
-        return load_latency(path)
-    except LatencyError as exc:
-        raise UsageError(f"--latency: {exc}") from None
+    return load_latency_option(path)
 
 
 def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:

@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 from .acceptance import Acceptance
-from .cli_util import (UsageError, check_not_an_input, check_output_file, file_tau, format_table, print_json,
-                       print_latency_table, regime_note, unpriced_note)
+from .cli_util import (UsageError, check_not_an_input, check_output_file, file_tau, format_table, load_latency_option,
+                       print_json, print_latency_table, regime_note, unpriced_note)
 from .topology import load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -223,8 +223,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.latency is not None:  # an empty path is refused, not taken as "not given"
         if not args.latency:
             raise UsageError(f"--latency: {args.latency!r} is empty (give a goose-latency/1 file or leave the flag out)")
-        from .latency import cost_aware, load_latency
-        profile = load_latency(args.latency)
+        from .latency import cost_aware
+        profile = load_latency_option(args.latency)
         low, top = profile.sizes[0] - 1, min(args.budget, max(profile.sizes) - 1)  # the trees it can price
         if top < low:
             raise UsageError(f"--latency {args.latency}: it measures trees of {profile.sizes[0]}..{profile.sizes[-1]} "

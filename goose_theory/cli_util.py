@@ -222,6 +222,17 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def load_latency_option(path: str | os.PathLike, flag: str = "--latency") -> Any:
+    """Load the latency profile a flag names; a bad one is a UsageError naming the flag, so every
+    command says ``error: --latency: FILE: no such file`` alike."""
+    from .latency import LatencyError, load_latency
+
+    try:
+        return load_latency(path)
+    except LatencyError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
 def print_latency_table(table: list[dict], *, chosen: int) -> None:
     """Print ``goose optimize --latency``'s cost-aware rows at budgets 0-4, then about 1.5x apart,
     the ``chosen`` one (marked) and the last: one row per budget made a table of 65 lines at

@@ -54,3 +54,20 @@ def test_optimize_latency_marks_the_chosen_row_when_the_tree_holds_fewer_nodes(c
     assert (f"paper: budget {best['nodes']} (requested 63; the cost-aware choice is the rule's tree at budget "
             f"{best['budget']}, {best['nodes']} nodes)") in text
     assert "each row is priced at its nodes" in text
+
+
+
+@pytest.mark.parametrize("command", [
+    ["optimize", "--budget", "8", "--p-s", "0.8", "--p-t", "0.2", "--out", "{tmp}/o.json"],
+    ["decode", "--method", "auto", "--prompt", "def f(x):"],
+    ["loop", "--out-dir", "{tmp}/out"],
+    ["fit-acceptance", "traces/stdlib-b8.parquet"]], ids=lambda argv: argv[0])
+def test_every_command_names_the_latency_flag_of_a_bad_profile(capsys, tmp_path, no_model, command):
+    # optimize, decode and loop said "error: FILE: no such file"; fit-acceptance "error: --latency: ..."
+    from goose_runtime.fit_cli import main as fit_main
+
+    missing = tmp_path / "none.json"
+    argv = [a.format(tmp=tmp_path) for a in command] + ["--latency", str(missing)]
+    assert (fit_main(argv[1:]) if argv[0] == "fit-acceptance" else main(argv)) == 2
+    assert capsys.readouterr().err.strip() == f"error: --latency: {missing}: no such file"
+    assert not list(tmp_path.iterdir())  # nothing written

@@ -36,6 +36,8 @@ pytestmark = pytest.mark.usefixtures("keep_torch_threads")
     (["--prompt", "x", "--method", "goose@5000"], "budget must be at most 1024, got 5000"),
     (["--prompt", "x", "--method", "goose@-1"], "the budget after '@' must be a positive integer"),
     (["--prompt", "x", "--method", "ar@5"], "ar drafts nothing, so it takes no budget"),
+    (["--prompt", "x", "--method", "ar", "--budget", "5"], "--budget applies to the drafting methods, and this run "
+     "has only ar"),  # was ignored, while ar@5 was refused
     (["--prompt", "x", "--compare", "ar,,pld"], "--compare: empty entry in 'ar,,pld'"),
     (["--prompt", "x", "--compare", ""], "--compare is empty"),
     (["--prompt", "x", "--threads", "100000"], "--threads must be at most 1024"),
