@@ -51,7 +51,8 @@ def register(sub) -> None:
     p.add_argument("--topology", nargs="+", required=True, help="goose-topology/1 files (e.g. from fit-acceptance --out)")
     p.add_argument("--bench", default=None, help="comma-separated prompt sets (humaneval, mtbench, stdlib, "
                    "stdlib-wide, humaneval-shuffled, mtbench-shuffled, FILE.jsonl); default: the sets the "
-                   "topologies were fitted on (fit-acceptance --group-by benchmark, goose loop), else stdlib")
+                   "topologies were fitted on (fit-acceptance --group-by benchmark, goose loop), else stdlib; a JSONL "
+                   "set must be named")
     p.add_argument("--limit", type=int, default=3, help="held-out prompts per set (default 3)")
     holdout = p.add_mutually_exclusive_group()
     holdout.add_argument("--holdout", action="store_true", default=True,
@@ -81,8 +82,7 @@ def check_args(args):
     config = make_config(max_new_tokens=args.max_new_tokens, record=True)  # the rest of DecodeConfig's ranges
     check_model_args(args)  # before the loop's fit, and before validate reads its files for the default --bench
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
-        known = (fitted_set(load_topology(path)) for path in args.topology)  # a JSONL set needs its file: --bench
-        args.bench = ",".join(dict.fromkeys(s for s in known if s in BENCHMARKS)) or "stdlib"
+        args.bench = _fitted_sets(args.topology)
     benches = split_list(args.bench, "--bench")  # validate's --out against its inputs: check_validate_outputs
     check_refresh(args)
     labels: dict[str, str] = {}
@@ -92,9 +92,20 @@ def check_args(args):
             raise UsageError(f"--bench: {labels[set_name(bench)]!r} and {bench!r} are both the set {set_name(bench)!r}")
         labels[set_name(bench)] = bench
     if getattr(args, "latency", None) is not None:  # a bad profile file is one line before the model loads
-        from goose_theory.latency import load_latency
-        load_latency(args.latency)
+        from goose_theory.cli_util import load_latency_option
+        load_latency_option(args.latency)
     return benches, config
+
+
+def _fitted_sets(topologies: list[str]) -> str:
+    """The default ``--bench``: the built-in sets the topologies were fitted on, stdlib where none
+    names one; a JSONL set (named by its label only) is refused, as it ran on stdlib unasked."""
+    fitted = {path: fitted_set(load_topology(path)) for path in topologies}
+    for path, name in fitted.items():
+        if name is not None and name not in BENCHMARKS:
+            raise UsageError(f"--topology {path} was fitted on the prompt set {name!r}, which is not built in: "
+                             f"name its JSONL file with --bench (e.g. --bench {name}.jsonl)")
+    return ",".join(dict.fromkeys(s for s in fitted.values() if s is not None)) or "stdlib"
 
 
 def run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prompts: dict[str, list]) -> list:

@@ -108,13 +108,15 @@ def test_validate_defaults_to_the_set_the_topology_was_fitted_on(capsys, tmp_pat
         main(["validate", "--topology", human, "--limit", "1", "--max-new-tokens", "4", "--no-holdout"])
     err = capsys.readouterr().err
     assert "--bench mtbench (the sets the topologies were fitted on" in err and "note:" not in err
-    plain, own = _fitted(tmp_path, "plain"), _fitted(tmp_path, "own", group_key={"benchmark": "my-prompts"})
-    for path in (plain, own):  # no set named, or a JSONL set's label (its file is not known): stdlib, said
-        with pytest.raises(AssertionError, match="before the model loads"):
-            main(["validate", "--topology", path, "--limit", "1", "--max-new-tokens", "4", "--no-holdout"])
-        err = capsys.readouterr().err
-        assert "--bench stdlib (the sets the topologies were fitted on; stdlib where none names one)" in err
-    assert f"note: {own} was fitted on my-prompts prompts; on stdlib its prediction describes another set" in err
+    plain = _fitted(tmp_path, "plain")  # no set named: stdlib, said
+    with pytest.raises(AssertionError, match="before the model loads"):
+        main(["validate", "--topology", plain, "--limit", "1", "--max-new-tokens", "4", "--no-holdout"])
+    assert "--bench stdlib (the sets the topologies were fitted on; stdlib where none names one)" in capsys.readouterr().err
+    # a JSONL set's label (its file is not known): refused; it ran on stdlib with a note (walkthrough)
+    own = _fitted(tmp_path, "own", group_key={"benchmark": "my-prompts"})
+    fails(capsys, ["validate", "--topology", human, own, "--limit", "1"],
+          f"--topology {own} was fitted on the prompt set 'my-prompts', which is not built in: name its JSONL file "
+          "with --bench (e.g. --bench my-prompts.jsonl)")
 
 
 def test_validate_says_how_many_held_out_prompts_it_runs(capsys, tmp_path, monkeypatch):
