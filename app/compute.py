@@ -34,7 +34,8 @@ from goose_theory.choices import (ChoicesError, choices_from_topology, choices_t
 from goose_theory.jsonio import loads_json
 from goose_theory.optimize import build_topology
 from goose_theory.simulate import simulate
-from goose_theory.topology import SOURCE_NAMES, Topology, TopologyError, topology_from_dict
+from goose_theory.topology import (PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, SOURCE_NAMES, Topology,
+                                   TopologyError, topology_from_dict)
 from goose_theory.yields import exact_yield
 
 MC_CYCLES = 200_000  # ~5 ms for a B=60 tree once numba is warm: fits the 300 ms answer budget
@@ -129,8 +130,8 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
     return None
 
 
-def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int = 6,
-           max_spine: int = 20, top_k: int = 10, cycles: int = MC_CYCLES, seed: int = 0,
+def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+           max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K, cycles: int = MC_CYCLES, seed: int = 0,
            topology_json: str | None = None, p_t_spine: float | None = None,
            p_t_chain: float | None = None) -> dict[str, Any]:
     """One rule's tree (or the uploaded one, given as ``topology_json``) scored three ways:
@@ -159,16 +160,17 @@ def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_de
             "notes": list(details.get("truncated", [])), "unplaced": int(details.get("unplaced", 0))}
 
 
-def optimal_tau(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6, max_spine: int = 20,
-                top_k: int = 10, p_t_spine: float | None = None, p_t_chain: float | None = None) -> float:
+def optimal_tau(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                max_spine: int = PAPER_MAX_SPINE,
+                top_k: int = PAPER_TOP_K, p_t_spine: float | None = None, p_t_chain: float | None = None) -> float:
     """E[tau] of the optimal tree of ``budget`` nodes within the page's limits: the yardstick an
     uploaded tree (a Medusa tree, say) is held against."""
     acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
     return float(_build("optimal", acc, budget, max_depth, max_spine, top_k).predicted_tau)
 
 
-def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
-                 max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                 max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K, p_t_spine: float | None = None,
                  p_t_chain: float | None = None) -> pd.DataFrame:
     """E[tau] against spine length m: linear and harmonic from their m-search curves; optimal as
     the best tree whose spine is at most m long (``optimal (spine <= m)``), m = 0..max_spine."""
@@ -183,8 +185,8 @@ def spine_curves(p_s: float, p_t: float, model: str, *, budget: int, max_depth: 
     return pd.DataFrame(rows, columns=["m", "rule", "expected_tau"])
 
 
-def width_profiles(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = 6,
-                   max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+def width_profiles(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                   max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K, p_t_spine: float | None = None,
                    p_t_chain: float | None = None) -> pd.DataFrame:
     """First-level branch widths w_i along the spine for optimal, linear and harmonic."""
     acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
@@ -228,7 +230,8 @@ def tree_layout(topology: dict[str, Any], reach: tuple[float, ...] | list[float]
     return nodes, edges
 
 
-def gain_grid(model: str, *, budget: int, max_depth: int = 6, max_spine: int = 20, top_k: int = 10,
+def gain_grid(model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE,
+              top_k: int = PAPER_TOP_K,
               p_s_values: tuple[float, ...] = tuple(np.round(np.linspace(0.1, 0.8, 8), 2)),
               p_t_values: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.08)) -> pd.DataFrame:
     """Gain of the optimal tree over the best isotropic tree (isotropic:K, K = 1..top_k) at

@@ -31,6 +31,7 @@ from goose_theory.fitpredict import bound_check, calibration, goodness_of_fit, r
 from goose_theory.jsonio import loads_json
 from goose_theory.latency import CostAwareResult, LatencyError, LatencyProfile, cost_aware, latency_from_dict, priced
 from goose_runtime.fit_inputs import copy_problem, trace_copies
+from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K
 from goose_theory.traceio import TraceFileError, check_trace
 
 MAX_BUDGETS = 20  # the Cost tab's log-spaced grid for rules other than optimal (a tree per budget)
@@ -178,7 +179,8 @@ def page_budgets(profile: LatencyProfile, limit: int = MAX_BUDGETS) -> tuple[int
 
 
 def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
-               max_depth: int = 6, max_spine: int = 20, top_k: int = 10, p_t_spine: float | None = None,
+               max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K,
+               p_t_spine: float | None = None,
                p_t_chain: float | None = None) -> dict[str, Any]:
     """Predicted speedup against budget for each rule under one latency profile, and each rule's
     best budget (:func:`_rule_cost`; ``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t).

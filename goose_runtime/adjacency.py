@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from goose_theory._numba import jit
+from goose_theory.topology import PAPER_TOP_K
 
 MULT = 1_000_003  # odd multiplier for the bigram hash (vocab sizes stay far below it)
 
@@ -35,7 +36,7 @@ MULT = 1_000_003  # odd multiplier for the bigram hash (vocab sizes stay far bel
 class AdjacencyTable:
     """Bounded bigram + unigram successor table; ``reset()`` empties it."""
 
-    def __init__(self, vocab_size: int, *, top_k: int = 10, n_slots: int = 1 << 16) -> None:
+    def __init__(self, vocab_size: int, *, top_k: int = PAPER_TOP_K, n_slots: int = 1 << 16) -> None:
         if vocab_size < 1 or top_k < 1 or n_slots < 1:
             raise ValueError("vocab_size, top_k and n_slots must be positive")
         self.vocab_size, self.top_k, self.n_slots = int(vocab_size), int(top_k), int(n_slots)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from goose_theory.allocation import PAPER_BYPASS_LEN
 from goose_theory.errors import InputError
 from goose_theory.latency import LatencyProfile
+from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K
 
 from .methods import MethodSpec
 
@@ -82,10 +83,10 @@ class DecodeConfig:
     max_new_tokens: int = 128
     reset_adjacency: bool = True
     keep_history: bool = False
-    top_k: int = 10
+    top_k: int = PAPER_TOP_K
     ngram_sizes: tuple[int, ...] = (5, 4, 3)
-    max_spine: int = 20
-    max_depth: int = 6
+    max_spine: int = PAPER_MAX_SPINE
+    max_depth: int = PAPER_MAX_DEPTH
     record: bool = True
     adjacency_slots: int = 1 << 16
     ema_alpha: float = 0.3

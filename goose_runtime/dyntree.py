@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from goose_theory.latency import LatencyProfile
-from goose_theory.topology import SPINE, TRANSITION
+from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, SPINE, TRANSITION
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
@@ -130,9 +130,9 @@ class DynamicPolicy:
 
     latency: LatencyProfile
     max_budget: int = 63
-    top_k: int = 10
-    max_depth: int = 6          # transition nodes stay within the paper's branch depth
-    max_spine: int = 20
+    top_k: int = PAPER_TOP_K
+    max_depth: int = PAPER_MAX_DEPTH  # transition nodes stay within the paper's branch depth
+    max_spine: int = PAPER_MAX_SPINE
     calibration: Calibration = field(default_factory=Calibration)
 
     def __post_init__(self) -> None:

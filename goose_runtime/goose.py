@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from goose_theory.allocation import PAPER_BYPASS_LEN, paper_spine_ratio
-from goose_theory.topology import TRANSITION, Topology
+from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
@@ -87,7 +87,8 @@ def _width(budget: int, top_k: int) -> int:
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,
-                *, budget: int, top_k: int = 10, max_depth: int = 6, max_spine: int = 20,
+                *, budget: int, top_k: int = PAPER_TOP_K, max_depth: int = PAPER_MAX_DEPTH,
+                max_spine: int = PAPER_MAX_SPINE,
                 store_token: int = -1) -> DraftTree:
     """One cycle's adaptive tree (spine nodes are tree nodes 1..m, so a spine-only path needs no
     KV-cache copy). ``store_token`` (>= 0): the retrieval store's guess, drafted in an unmatched
@@ -138,7 +139,7 @@ def _unmatched_tree(policy: GoosePolicy, match: Match, adj: AdjacencyTable | Non
     return tree
 
 
-def iso_topology(k: int, budget: int, max_depth: int = 6) -> Topology:
+def iso_topology(k: int, budget: int, max_depth: int = PAPER_MAX_DEPTH) -> Topology:
     """The K-ary adjacency-only tree, filled breadth-first up to ``budget`` nodes (``iso:K``)."""
     nodes, depth, head = [(-1, "root", 0)], [0], 0
     while len(nodes) - 1 < budget and head < len(nodes):
@@ -151,7 +152,7 @@ def iso_topology(k: int, budget: int, max_depth: int = 6) -> Topology:
     return Topology.from_nodes(nodes, max_depth=max_depth, meta={"name": f"iso:{k}"})
 
 
-def tr_topology(budget: int = 80, max_depth: int = 6, top_k: int = 10) -> Topology:
+def tr_topology(budget: int = 80, max_depth: int = PAPER_MAX_DEPTH, top_k: int = PAPER_TOP_K) -> Topology:
     """Token Recycling's kind of static tree: wide at the top, narrow deep (about 80 nodes, depth 6).
 
     Built by :func:`grow_branches`' rule on a dummy table whose every row is ranks 0..K-1, with

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from goose_theory.topology import PAPER_MAX_SPINE
+
 
 @dataclass(frozen=True)
 class Match:
@@ -50,7 +52,7 @@ class ContextMatcher:
     """Incremental n-gram index over a growing token list (prompt + accepted output)."""
 
     def __init__(self, tokens: Iterable[int] = (), *, ngram_sizes: tuple[int, ...] = (5, 4, 3),
-                 max_spine: int = 20) -> None:
+                 max_spine: int = PAPER_MAX_SPINE) -> None:
         if not ngram_sizes or min(ngram_sizes) < 1:
             raise ValueError(f"ngram_sizes must be positive integers, got {ngram_sizes!r}")
         self.ngram_sizes = tuple(sorted(set(int(n) for n in ngram_sizes), reverse=True))

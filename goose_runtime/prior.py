@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from goose_theory.fileio import atomic_output
+from goose_theory.topology import PAPER_TOP_K
 
 from .kvcache import cache_for
 from .verify import MaskBuilder, forward
@@ -83,7 +84,7 @@ def _probs(logits: np.ndarray, lse: np.ndarray) -> np.ndarray:
     return torch.exp(torch.from_numpy(logits) - torch.from_numpy(lse)[:, None]).numpy()
 
 
-def build_prior(bundle, *, top_k: int = 10, batch: int = 512, prefix: list[int] | None = None,
+def build_prior(bundle, *, top_k: int = PAPER_TOP_K, batch: int = 512, prefix: list[int] | None = None,
                 rows: range | None = None) -> Prior:
     """The prior of every token of ``bundle``'s vocabulary (see the module docstring), after
     ``prefix`` (default :func:`prefix_ids`; only the default is cached). ``rows``: only those
@@ -141,7 +142,7 @@ def _key(bundle, top_k: int) -> str:
 _MEMO: "weakref.WeakKeyDictionary[object, dict[int, Prior]]" = weakref.WeakKeyDictionary()
 
 
-def shared_prior(bundle, *, top_k: int = 10, log: Callable[[str], None] | None = None) -> Prior:
+def shared_prior(bundle, *, top_k: int = PAPER_TOP_K, log: Callable[[str], None] | None = None) -> Prior:
     """:func:`load_or_build_prior`, once per loaded model and k in this process (every decoder of a
     run shares the same arrays)."""
     per_k = _MEMO.setdefault(bundle.model, {})
@@ -150,7 +151,7 @@ def shared_prior(bundle, *, top_k: int = 10, log: Callable[[str], None] | None =
     return per_k[top_k]
 
 
-def load_or_build_prior(bundle, *, top_k: int = 10, cache_dir: pathlib.Path | None = None,
+def load_or_build_prior(bundle, *, top_k: int = PAPER_TOP_K, cache_dir: pathlib.Path | None = None,
                         log: Callable[[str], None] | None = None) -> Prior:
     """The prior of ``bundle``: from the cache folder (``cache_dir`` or the goose cache's
     ``priors/``), else from the tables the package ships (:data:`SHIPPED_DIR`), else built and saved
@@ -174,7 +175,7 @@ def _file_name(bundle, top_k: int) -> str:
     return f"prior-{_key(bundle, top_k)}.npz"
 
 
-def shipped_path(bundle, top_k: int = 10) -> pathlib.Path:
+def shipped_path(bundle, top_k: int = PAPER_TOP_K) -> pathlib.Path:
     """Where the package keeps ``bundle``'s table if it ships one (``make prior`` writes it)."""
     return SHIPPED_DIR / _file_name(bundle, top_k)
 

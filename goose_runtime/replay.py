@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from goose_theory.replayinput import RegimeRates, TraceText
-from goose_theory.topology import SPINE, TRANSITION
+from goose_theory.topology import PAPER_MAX_SPINE, SPINE, TRANSITION
 
 from .goose import GoosePolicy, build_goose
 from .matcher import ContextMatcher
@@ -157,7 +157,7 @@ def _cue_scale(prompt_ids: Sequence[int], tokens: Sequence[int], multipliers: di
 
 
 def replay_prompt(spec: MethodSpec, prompt_ids: Sequence[int], text: TraceText, rates: dict[str, RegimeRates], *,
-                  max_new_tokens: int, rng, ngram_sizes: tuple[int, ...] = (5, 4, 3), max_spine: int = 20,
+                  max_new_tokens: int, rng, ngram_sizes: tuple[int, ...] = (5, 4, 3), max_spine: int = PAPER_MAX_SPINE,
                   multipliers: dict | None = None, goose: dict | None = None) -> PromptReplay:
     """Replay ``spec`` on one prompt's recorded ``text`` (see the module docstring); ``rng``: a
     numpy Generator for the transitions (None: no transition is ever accepted); ``multipliers``:
@@ -232,7 +232,8 @@ class ReplayResult:
 
 def replay(spec: MethodSpec, items: Sequence[tuple[Sequence[int], TraceText]], rates: dict[str, RegimeRates], *,
            max_new_tokens: int, seeds: int = SEEDS, ngram_sizes: tuple[int, ...] = (5, 4, 3),
-           max_spine: int = 20, multipliers: dict | None = None, goose: dict | None = None) -> ReplayResult:
+           max_spine: int = PAPER_MAX_SPINE, multipliers: dict | None = None,
+           goose: dict | None = None) -> ReplayResult:
     """Replay ``spec`` (a fixed topology, or goose) on every (prompt ids, text) of ``items``, ``seeds``
     times; prompt i of seed s draws from ``default_rng([s, i])``, so the result is reproducible."""
     if spec.kind not in ("topology", "goose"):

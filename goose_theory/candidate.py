@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .acceptance import EXCLUSIVE_TOLERANCE, Acceptance
-from .topology import ROOT, SPINE, TRANSITION, Topology
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, ROOT, SPINE, TRANSITION, Topology
 
 # keys(kind, depth, with_spine) -> (spine child's key or None, [(rank, key), ...] in push order)
 KeyFn = Callable[[int, int, bool], tuple[float | None, list[tuple[int, float]]]]
@@ -62,9 +62,9 @@ class Candidate:
     """The candidate tree's shape and probabilities for one acceptance model."""
 
     acceptance: Acceptance
-    max_depth: int = 6
-    max_spine: int = 20
-    top_k: int = 10
+    max_depth: int = PAPER_MAX_DEPTH
+    max_spine: int = PAPER_MAX_SPINE
+    top_k: int = PAPER_TOP_K
     spine: bool = True  # False: the transition-only candidate tree (no spine anywhere)
     _cache: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 

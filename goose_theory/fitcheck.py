@@ -32,6 +32,7 @@ from scipy import special
 from .acceptance import Acceptance
 from .dispersion import OverDispersion, chi2_sf, overdispersion
 from .fit import PARENT_SOURCES, GroupFit
+from .topology import PAPER_MAX_SPINE
 
 MIN_BIN = 30
 
@@ -161,7 +162,7 @@ def parent_test(matched: np.ndarray, reached: np.ndarray, *, bins: int = 1) -> P
                       2 * int(has0.sum()) - 2 * ll0, 2 * int(has1.sum()) - 2 * ll1)
 
 
-def spine_availability(hist: np.ndarray, *, max_spine: int = 20) -> tuple[float, ...]:
+def spine_availability(hist: np.ndarray, *, max_spine: int = PAPER_MAX_SPINE) -> tuple[float, ...]:
     """a(d) = P(the matcher offers >= d spine tokens | it offered >= d - 1), d = 1..max_spine,
     from a histogram of offered tokens per cycle (``hist[v]``: cycles that offered v). Empty
     when nothing was recorded; 0 past the longest offer.

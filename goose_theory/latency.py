@@ -37,7 +37,7 @@ from .acceptance import Acceptance
 from .errors import InputError
 from .jsonio import load_json_file
 from .optimize import OptimizeResult, _check_int, build_topology, optimal_curve_nodes, parse_rule
-from .topology import write_json_atomic
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, write_json_atomic
 
 SCHEMA = "goose-latency/1"
 MAX_SIZE = 4096  # tokens in one forward: the default model's context is 8192 and trees stay far below
@@ -197,8 +197,8 @@ def priced(latency: LatencyProfile, nodes: int, tau: float) -> dict[str, Any]:
 
 
 def cost_aware(acceptance: Acceptance, latency: LatencyProfile, *, rule: str = "optimal",
-               budgets: Sequence[int] | None = None, max_depth: int = 6, max_spine: int = 20,
-               top_k: int = 10) -> CostAwareResult:
+               budgets: Sequence[int] | None = None, max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE,
+               top_k: int = PAPER_TOP_K) -> CostAwareResult:
     """Maximise E[tau] / cycle seconds over ``budgets`` (default: every budget the profile
     covers, i.e. ``sizes[0] - 1 .. sizes[-1] - 1``). ``speedup_vs_ar`` compares with plain
     decoding at 1 token per t(1); it is None when the profile does not cover n = 1.

@@ -53,7 +53,7 @@ from .candidate import Candidate
 from .errors import InputError, did_you_mean
 from .shapes import (isotropic_tree, optimal_curve, optimal_tree, source_blind_tree, spine_chain_tree,
                      transition_only_tree, uniform_levels_tree)
-from .topology import Topology
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, Topology
 from .yields import exact_yield
 
 RULES = ("optimal", "linear", "harmonic", "isotropic:K", "mixed-isotropic:K", "paper", "source-blind",
@@ -123,8 +123,8 @@ def parse_rule(rule: str, top_k: int) -> tuple[str, int | None]:
     return name, None
 
 
-def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth: int = 6,
-                   max_spine: int = 20, top_k: int = 10) -> OptimizeResult:
+def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                   max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K) -> OptimizeResult:
     """The tree ``rule`` gives for ``budget`` non-root nodes, scored exactly.
 
     The tree has exactly ``budget`` non-root nodes unless the candidate tree is too small
@@ -153,8 +153,9 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
     return _finish(rule, builder.topology(), acceptance, budget, top_k, details)
 
 
-def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
-                      top_k: int = 10) -> list[float]:
+def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                      max_spine: int = PAPER_MAX_SPINE,
+                      top_k: int = PAPER_TOP_K) -> list[float]:
     """The ``optimal`` rule's E[tau] at every budget 0..``budget`` from one optimisation (equal,
     to 1e-12, to ``build_topology("optimal", ..., budget=b).predicted_tau`` for each b).
 
@@ -165,8 +166,9 @@ def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = 6
     return optimal_curve_nodes(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)[0]
 
 
-def optimal_curve_nodes(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
-                        top_k: int = 10) -> tuple[list[float], list[int]]:
+def optimal_curve_nodes(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                        max_spine: int = PAPER_MAX_SPINE,
+                        top_k: int = PAPER_TOP_K) -> tuple[list[float], list[int]]:
     """:func:`optimal_tau_curve` and the node count of the ``optimal`` tree at every budget (equal
     to ``build_topology("optimal", ..., budget=b).topology.budget``): fewer than b where the
     candidate tree runs out or no larger tree ties the best."""
@@ -191,8 +193,9 @@ def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, 
     return OptimizeResult(topology.with_meta(**meta), rule, budget, tau, details)
 
 
-def compare_rules(acceptance: Acceptance, *, budget: int, max_depth: int = 6, max_spine: int = 20,
-                  top_k: int = 10, rules: Sequence[str] | None = None) -> list[OptimizeResult]:
+def compare_rules(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
+                  max_spine: int = PAPER_MAX_SPINE,
+                  top_k: int = PAPER_TOP_K, rules: Sequence[str] | None = None) -> list[OptimizeResult]:
     """Every rule side by side (default :data:`DEFAULT_COMPARE`, whose isotropic entries with
     K > top_k are left out; an explicit ``rules`` list is taken as given and validated)."""
     if rules is None:

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from .acceptance import Acceptance
 from .optimize import OptimizeResult, build_topology
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K
 
 COMPARE = ("optimal", "paper", "linear", "harmonic", "isotropic:3", "isotropic:5")
 
@@ -37,7 +38,7 @@ class Recommendation:
     cost_table: list[dict[str, Any]] = field(default_factory=list)
     unpriced: tuple[int, int] | None = None  # given budgets past the latency profile's largest tree
     left_out: tuple[str, ...] = ()  # rules of ``rules`` that need more ranks than top_k
-    top_k: int = 10
+    top_k: int = PAPER_TOP_K
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.best.rule, "budget": self.budget, "budget_source": self.budget_source,
@@ -46,8 +47,8 @@ class Recommendation:
 
 
 def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "given", latency: Any = None,
-              rules: Sequence[str] = COMPARE, max_depth: int = 6, max_spine: int = 20,
-              top_k: int = 10) -> Recommendation:
+              rules: Sequence[str] = COMPARE, max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE,
+              top_k: int = PAPER_TOP_K) -> Recommendation:
     """Optimal tree vs the reference rules at one budget (cost-aware budget with ``latency``: the
     best of those the profile prices, at most ``budget`` where it is ``"given"``)."""
     limits = {"max_depth": max_depth, "max_spine": max_spine, "top_k": top_k}

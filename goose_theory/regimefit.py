@@ -49,9 +49,9 @@ from .regimefill import confident_methods, fill_rates, psi_estimate
 from .rankcurve import bin_curve as _curve, rank_curve, rates_by as _rates, tail_exponent
 from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
-from .topology import SOURCE_NAMES
+from .topology import PAPER_MAX_SPINE, SOURCE_NAMES
 
-MAX_SPINE = 20
+MAX_SPINE = PAPER_MAX_SPINE
 MIN_ROWS = 30
 
 

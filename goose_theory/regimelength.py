@@ -41,7 +41,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .regimespare import SpineModel, grow_spare, spare_tau
-from .topology import Topology
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, Topology
 
 OVERFILL = 2  # slots per tree up to OVERFILL x budget: spare ones fill in for dropped ones (as regime.OVERFILL)
 
@@ -57,7 +57,8 @@ def known_length(spine: SpineModel, length: int, scale: float = 1.0) -> SpineMod
 
 
 def length_tree(acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], *, budget: int, length: int,
-                scale: float = 1.0, max_depth: int = 6, max_spine: int = 20, top_k: int = 10) -> Topology:
+                scale: float = 1.0, max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE,
+                top_k: int = PAPER_TOP_K) -> Topology:
     """The best tree for a match of ``length`` tokens (module docstring): up to ``OVERFILL x
     budget`` slots, of which the runtime places ``budget``."""
     model = known_length(spine, length, scale)

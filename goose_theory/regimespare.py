@@ -34,7 +34,7 @@ import pandas as pd
 
 from ._spare_kernels import _grow, _price, _set_slot
 from .acceptance import Acceptance
-from .topology import SOURCE_NAMES, Topology
+from .topology import PAPER_TOP_K, SOURCE_NAMES, Topology
 
 DRAWS = 64          # fill draws per match length
 PRIOR_N = 10.0      # end-of-spine rates: pseudo-count of the chain-rate prior (the traces hold 6-40 nodes)
@@ -129,7 +129,8 @@ def spare_tau(topology: Topology, acceptance: Acceptance, spine: SpineModel, fil
 
 
 def grow_spare(topology: Topology, acceptance: Acceptance, spine: SpineModel, fill: Sequence[float], budget: int, *,
-               max_slots: int, top_k: int = 10, draws: int = DRAWS, seed: int = 0, tol: float = 1e-4) -> Topology:
+               max_slots: int, top_k: int = PAPER_TOP_K, draws: int = DRAWS, seed: int = 0,
+               tol: float = 1e-4) -> Topology:
     """``topology`` plus the slots (each the lowest free transition rank below ``top_k`` or the
     spine child of a node, within its depth limits) that, added one at a time where
     :func:`spare_tau` rises most, raise it by more than ``tol``; at most ``max_slots`` non-root

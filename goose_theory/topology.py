@@ -36,6 +36,10 @@ ROOT, SPINE, TRANSITION = 0, 1, 2
 SOURCE_NAMES = ("root", "spine", "transition")
 _SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
 MAX_RANK = 32767  # the traces store rank as int16; an adjacency list is never that long
+# The paper's limits, every builder's and the runtime's defaults: transition branches reach depth
+# 6, the spine takes up to 20 matched tokens (the matcher's continuation), ranks come from the
+# adjacency table's top 10 successors.
+PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K = 6, 20, 10
 
 
 class TopologyError(InputError):
@@ -49,16 +53,16 @@ class Topology:
     parent: tuple[int, ...]
     source: tuple[int, ...]  # ROOT, SPINE or TRANSITION
     rank: tuple[int, ...]
-    max_depth: int = 6
-    max_spine: int = 20
+    max_depth: int = PAPER_MAX_DEPTH
+    max_spine: int = PAPER_MAX_SPINE
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         _validate(self.parent, self.source, self.rank, self.max_depth, self.max_spine)
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[tuple[int, str | int, int]], *, max_depth: int = 6,
-                   max_spine: int = 20, meta: Mapping[str, Any] | None = None) -> "Topology":
+    def from_nodes(cls, nodes: Iterable[tuple[int, str | int, int]], *, max_depth: int = PAPER_MAX_DEPTH,
+                   max_spine: int = PAPER_MAX_SPINE, meta: Mapping[str, Any] | None = None) -> "Topology":
         """Build from ``(parent, source, rank)`` triples; node 0 must be the root."""
         parents, sources, ranks = [], [], []
         for i, (p, s, r) in enumerate(nodes):
