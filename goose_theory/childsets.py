@@ -225,7 +225,8 @@ def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ..
     if ranks == cand.rank_set(kind, depth, with_spine):
         return cand.truncation_note(kind, depth, with_spine, first_fit=True, where=where)
     where = where or node_label(kind, depth)
-    beside = " beside the spine child" if with_spine else ""
-    spine = f"p_s({depth + 1}) + " if with_spine else ""
+    weighed = cand.spine_weighed(depth, with_spine)
+    beside = " beside the spine child" if weighed else ""
+    spine = f"p_s({depth + 1}) + " if weighed else ""
     return (f"exclusive model: at {where} {ranks_used(ranks, cand.top_k)}{beside} (the best set whose "
             f"{spine}p_t fits in 1; first fit in rank order does worse)")

@@ -34,6 +34,9 @@ def test_rank_set_first_fit_keeps_later_ranks_that_still_fit():
         "exclusive model: at the root ranks 1, 2, 3 of top_k=6 may be used (first fit in rank order: "
         "p_s(1) + p_t over the others would exceed 1)")
     assert "no transition rank fits" in cand.truncation_note(ROOT, 0, True)  # the prefix rules' note
+    bare = Candidate(Acceptance.parse(0.0, 0.4), top_k=4)  # p_s = 0: no "p_s(1) +" in the note
+    assert bare.truncation_note(ROOT, 0, True) == (
+        "exclusive model: at the root only ranks 0..1 of top_k=4 may be used (p_t summed over more ranks would exceed 1)")
 
 
 def test_independent_keys_discount_earlier_siblings_and_sort():

@@ -102,6 +102,11 @@ def test_set_note_names_a_set_other_than_the_first_fit():
     assert set_note(trade, ROOT, 0, True, (1, 2)) == (
         "exclusive model: at the root ranks 1, 2 of top_k=3 may be used beside the spine child (the best set whose "
         "p_s(1) + p_t fits in 1; first fit in rank order does worse)")
+    # p_s = 0: the spine child takes nothing, so the note does not speak of it (walkthrough)
+    bare = Candidate(Acceptance.parse(0.0, "0.66,0.37,0.37"), top_k=3)
+    assert set_note(bare, ROOT, 0, True, (1, 2)) == (
+        "exclusive model: at the root ranks 1, 2 of top_k=3 may be used (the best set whose p_t fits in 1; "
+        "first fit in rank order does worse)")
 
 
 def pairwise_undominated(q, shift, fits):
