@@ -37,7 +37,8 @@ def build_parser():
                                       "recommend an optimised topology.")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="trace files, directories (their own *.parquet, not subfolders') or globs ('**' recurses)")
-    p.add_argument("--group-by", default="", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)}")
+    p.add_argument("--group-by", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)} (default: one group "
+                   "of all the traces)")
     p.add_argument("--budget", type=int, default=None,
                    help="budget of the recommended tree (default: the recorded runs'); with --latency the most it may choose")
     p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware (at most --budget)")
@@ -57,7 +58,8 @@ def build_parser():
 
 
 def _check_options(args) -> tuple[str, ...]:
-    group_by = check_group_by(split_list(args.group_by, "--group-by") if args.group_by else [])
+    # '' is refused as '--compare ""' is (it fitted one pooled group); leave the flag out for that
+    group_by = check_group_by(split_list(args.group_by, "--group-by") if args.group_by is not None else [])
     check_output_dir(args.out, "--out")
     if args.budget is not None and args.budget < 0:  # worded as goose optimize / compare word it
         raise UsageError(f"--budget must be >= 0, got {args.budget}")
