@@ -114,6 +114,9 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
         lines.append(f"recommended for {g.label}{' (every trace pooled)' if g is pooled and len(shown) > 1 else ''}: "
                      f"{rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
                      f"predicted tau {rec.best.predicted_tau:.3f}{where}")
+    if bare := [g.label for g in shown if g.recommendation is None]:  # ar groups: said, not silently skipped
+        lines.append(f"note: no recommendation{' and no topology file' if files else ''} for {', '.join(bare)}: "
+                     "the traces reach no drafted node there (roots only: ar runs?)")
     unpriced = next((g.recommendation.unpriced for g in analysis.groups
                      if g.recommendation is not None and g.recommendation.unpriced), None)
     if unpriced:  # one profile for every group
@@ -171,6 +174,8 @@ def _group_section(g: GroupAnalysis) -> list[str]:
         out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(pd.DataFrame(rec.rows)), ""]
         if rec.left_out:
             out += [f"{', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record.", ""]
+    else:
+        out += ["No recommendation: the traces reach no drafted node in this group (roots only: ar runs?).", ""]
     frames = [("p_s by spine depth", g.fit.spine_by_depth), ("p_t by rank", g.fit.transition_by_rank),
               *((f"p_t by rank under a {p.source} parent", p.by_rank) for p in g.fit.p_t_by_parent)]
     for title, frame in frames:

@@ -28,6 +28,26 @@ def test_report_has_its_sections_and_names_every_trace_file(report_analysis):
     assert groups == [g.label for g in a.groups] and set(groups) == {"goose", "broken"}
 
 
+def test_a_group_of_roots_only_is_said_to_get_no_recommendation(tmp_path):
+    # an ar group beside drafted ones: its row showed nan, and nothing said why it had no topology (walkthrough)
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write_synthetic(tmp_path / "goose.parquet", [SyntheticSpec(0.7, 0.1, (TREE,), prompts=6, cycles=10)], seed=1)
+    table = pq.read_table(tmp_path / "goose.parquet")
+    frame: pd.DataFrame = table.to_pandas()
+    roots = frame[frame["node"] == 0].assign(tau=1, method="ar", budget=0)
+    pq.write_table(pa.Table.from_pandas(roots, schema=table.schema, preserve_index=False), tmp_path / "ar.parquet")
+    counts = count_files([tmp_path / "goose.parquet", tmp_path / "ar.parquet"], group_by=("method",))
+    a = analyze(fit_counts(counts, n_boot=20, seed=0))
+    assert [g.recommendation is None for g in a.groups] == [True, False]  # ar, then the synthetic method
+    assert ("note: no recommendation and no topology file for ar: the traces reach no drafted node there "
+            "(roots only: ar runs?)") in summary_text(a, {"goose": "fit/topology-goose.json"})
+    assert "note: no recommendation for ar:" in summary_text(a)
+    assert "No recommendation: the traces reach no drafted node in this group" in render_markdown(a, {}, [])
+
+
 def test_each_group_section_reports_its_checks_and_the_bound(report_analysis):
     a, _ = report_analysis
     groups = re.split(r"^### ", md_sections(render_markdown(a, {}, []))["Groups"], flags=re.M)[1:]
