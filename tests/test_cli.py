@@ -51,16 +51,17 @@ def test_yield_of_a_regime_file_says_it_scores_the_top_level_tree(capsys, tmp_pa
     captured = capsys.readouterr()
     want = exact_yield(tree, Acceptance.parse(0.6, 0.1)).expected_tau
     assert json.loads(captured.out)["exact"] == pytest.approx(want)
-    assert captured.err.startswith(f"note: {pair} is a two-regime export; this scores") and captured.err.count("\n") == 1
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"note: {pair} is a two-regime export; this scores its top-level (matched)")
     assert main(["yield", "--topology", str(plain), "--p-s", "0.6", "--p-t", "0.1"]) == 0
     assert capsys.readouterr().err == ""
-    # the single tree of fit-acceptance --regimes has no 'regimes', only its fit; simulate and compare say it too
+    # --regimes' single tree has no 'regimes', only its fit; simulate and compare say it too (not "(matched)")
     single = tmp_path / "single.json"
     fit = {"psi": 0.5, "matched": Acceptance.parse(0.6, 0.1).to_dict(), "unmatched": Acceptance.parse(0.0, 0.1).to_dict()}
     save_topology(tree.with_meta(regime_fit=fit), single)
     for argv, verb in ((["yield"], "scores"), (["simulate", "--cycles", "1000"], "simulates")):
         assert main([*argv, "--topology", str(single), "--p-s", "0.6", "--p-t", "0.1"]) == 0
-        assert capsys.readouterr().err.startswith(f"note: {single} is a two-regime export; this {verb}")
+        assert capsys.readouterr().err.startswith(f"note: {single} is a two-regime export; this {verb} its one tree "
+                                                  "(run in both regimes) under the given rates alone")
     assert main(["compare", "--budget", "4", "--p-s", "0.6", "--p-t", "0.1", "--topology", str(single)]) == 0
     assert capsys.readouterr().err.startswith(f"note: {single} is a two-regime export; this prices")
 
