@@ -11,8 +11,8 @@ import math
 from typing import Any
 
 from .acceptance import Acceptance
-from .cli_util import (UsageError, check_not_an_input, check_output_file, file_tau, format_table, load_latency_option,
-                       print_json, print_latency_table, regime_note, unpriced_note)
+from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_tau, format_table,
+                       load_latency_option, print_json, print_latency_table, regime_note, unpriced_note)
 from .topology import load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("simulate", help="numba Monte Carlo of verification cycles of a topology")
     p.add_argument("--topology", required=True, help="goose-topology/1 JSON file")
-    p.add_argument("--cycles", type=int, default=1_000_000, help="verification cycles to simulate (default 1000000)")
+    p.add_argument("--cycles", type=count, default=1_000_000, help="verification cycles to simulate (default 1e6)")
     p.add_argument("--seed", type=int, default=0, help="random seed; the result is the same at any thread count (default 0)")
     p.add_argument("--bursty", metavar="PS_REP,PS_NOVEL,TO_NOVEL,TO_REP",
                    help="two-state Markov regime instead of --p-s: p_s when the text is repetitive / novel, and the "
@@ -146,9 +146,9 @@ def cmd_yield(args: argparse.Namespace) -> int:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
         if not (math.isfinite(lbar) and lbar >= 0):
             raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
-    regime_note(topology, args.topology, "scores")
     result = exact_yield(topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
+    regime_note(topology, args.topology, "scores")  # after the scoring: a tree it refuses is one line
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
            "lower_bound": float(bound.lower_bound), "gap": float(bound.gap), "lbar": bound.lbar,
            "lbar_rule": bound.lbar_rule, "pmf": result.pmf.tolist(), "budget": topology.budget,
@@ -175,7 +175,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not bursty and args.p_s is None and args.acceptance_from is None:
         raise UsageError("--p-s is required (or --bursty PS_REP,PS_NOVEL,TO_NOVEL,TO_REP, or --acceptance-from)")
     if not 1 <= args.cycles <= MAX_CYCLES:
-        raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")
+        raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")  # 1e+11 is a --cycles value too
     from .simulate import BurstyRegime, simulate, simulate_bursty
     from .yields import exact_yield
     if bursty:
@@ -189,13 +189,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.acceptance_from is None:  # a placeholder: the simulator replaces p_s per regime
             args.p_s = str(regime.p_s_repetitive)
     topology, acceptance = load_topology(args.topology), _acceptance(args)
-    regime_note(topology, args.topology, "simulates")
     if bursty:
         result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
     else:
         result = simulate(topology, acceptance, cycles=args.cycles, seed=args.seed)
         exact = exact_yield(topology, acceptance).expected_tau
+    regime_note(topology, args.topology, "simulates")
     out = {"mean": result.mean, "std": result.std, "ci95": list(result.ci95), "cycles": result.cycles,
            "seed": args.seed, "exact": exact, "histogram": result.histogram.tolist(), "model": acceptance.model}
     if bursty:
@@ -204,9 +204,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print(f"mean tau = {result.mean:.6f}  95% CI [{result.ci95[0]:.6f}, {result.ci95[1]:.6f}]  "
-              f"std {result.std:.4f}  ({result.cycles} cycles, seed {args.seed})")
+              f"std {result.std:.4f}  ({result.cycles} cycle{'s' if result.cycles > 1 else ''}, seed {args.seed})")
         if result.cycles < FEW_CYCLES:  # the normal interval needs many cycles (it was [1, 1] at one)
-            print(f"note: {result.cycles} cycles are too few for the normal 95% interval; use at least {FEW_CYCLES}")
+            print(f"note: {result.cycles} cycle{'s are' if result.cycles > 1 else ' is'} too few for the normal 95% "
+                  f"interval; use at least {FEW_CYCLES}")
         label = "stationary-mixture E[tau]" if bursty else "exact E[tau]"
         print(f"{label} = {exact:.6f}")
     return 0
@@ -275,8 +276,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     trees = [(r.rule, r.topology, r.predicted_tau) for r in results]
     for path in args.topology:  # loaded and priced before anything is printed: a bad file is one line
         topology = load_topology(path)
-        regime_note(topology, path, "prices")
         trees.append((f"topology:{path}", topology, file_tau(topology, acceptance, path)))
+        regime_note(topology, path, "prices")
     rows = [{"rule": rule, "budget": topology.budget, "predicted_tau": tau, "spine_length": topology.spine_length,
              "widths": ",".join(str(w) for w in topology.first_level_widths[:8])} for rule, topology, tau in trees]
     if args.json:

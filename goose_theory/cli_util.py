@@ -46,6 +46,23 @@ def split_list(value: str, flag: str) -> list[str]:
     return items
 
 
+def count(text: str) -> int:
+    """An argparse type for a count that may be written as a float: ``1e6`` is 1000000 (``int`` refused
+    it while the error for a count out of range printed ``1e+11``); 2.5 and nan are refused.
+
+    Example:
+        >>> count("1e6"), count("250"), count("1_000")
+        (1000000, 250, 1000)
+    """
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text) if re.fullmatch(r"\s*[0-9.]+[eE][+]?[0-9]+\s*", text) else math.nan
+        if not value.is_integer():
+            raise argparse.ArgumentTypeError(f"invalid count {text!r} (a whole number: 250, 1e6)") from None
+        return int(value)
+
+
 def check_output_file(path: str | None, flag: str) -> None:
     """Refuse an output file path that could not be written, before any work (None: not asked for)."""
     from .fileio import output_file_problem

@@ -195,3 +195,31 @@ def test_goose_without_a_command_is_one_line(capsys):
     assert main([]) == 2  # it printed the whole help to stdout
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: goose: a command is needed, one of yield, simulate,") and err.count("\n") == 1
+
+
+def test_count_takes_whole_numbers_in_float_notation(capsys):
+    from goose_runtime.cli import main
+    from goose_theory.cli_util import count
+
+    assert (count("1e6"), count("1.5e3"), count("7"), count("-3")) == (1_000_000, 1500, 7, -3)  # range: the command's
+    for bad in ("2.5", "nan", "inf", "1e-3", "x", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"invalid count {bad!r}"):
+            count(bad)
+    # simulate --cycles 1e6 was "invalid int value", while its range error printed 1e+11
+    with pytest.raises(SystemExit, match="2"):  # argparse's own errors exit from the parser
+        main(["simulate", "--topology", "x.json", "--p-s", "0.5", "--cycles", "2.5"])
+    assert capsys.readouterr().err.strip().endswith("argument --cycles: invalid count '2.5' (a whole number: 250, 1e6)")
+
+
+def test_a_regime_note_never_precedes_an_error(capsys, tmp_path):
+    # the two-regime note was printed, then the refusal of the tree under the rates: two lines on stderr
+    from goose_runtime.cli import main
+    from goose_theory.topology import Topology, save_topology
+
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    fit = {"psi": 0.5, "matched": {"p_s": 0.8, "p_t": 0.2}, "unmatched": {"p_s": 0.0, "p_t": 0.2}}
+    save_topology(tree.with_meta(regime_fit=fit), tmp_path / "single.json")
+    for argv in (["yield"], ["simulate", "--cycles", "1000"], ["compare", "--budget", "3"]):
+        assert main([*argv, "--topology", str(tmp_path / "single.json"), "--p-s", "0.8", "--p-t", "0.2"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and "exclusive model" in err, err
