@@ -109,7 +109,7 @@ def check_not_an_input(path: str | None, flag: str, inputs: dict[str, Any]) -> N
 def _refuse(path: str | None, flag: str, problem_of: Callable[[str], str | None]) -> None:
     problem = None if path is None else problem_of(path)
     if problem:
-        raise UsageError(f"{flag}: {path or repr('')} {problem}")
+        raise UsageError(f"{flag}: {path if path.strip() else repr(path)} {problem}")
 
 
 class _Parser(argparse.ArgumentParser):

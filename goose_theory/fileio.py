@@ -30,12 +30,14 @@ def output_file_problem(path: str | os.PathLike) -> str | None:
     FIFO by a plain file, so only a regular file (or nothing) may stand there.
 
     Example:
-        >>> output_file_problem(""), output_file_problem("/")
-        ('is empty', 'is a directory')
+        >>> output_file_problem(""), output_file_problem("/"), output_file_problem("  ")
+        ('is empty', 'is a directory', 'is blank (white space only)')
     """
     text = os.fspath(path)
     if not text:
         return "is empty"
+    if not text.strip():  # '--out "  "' wrote a file named two spaces
+        return "is blank (white space only)"
     if os.path.isdir(text):
         return "is a directory"
     if text.endswith(os.sep):
@@ -52,6 +54,8 @@ def output_dir_problem(path: str | os.PathLike) -> str | None:
     text = os.fspath(path)
     if not text:
         return "is empty"
+    if not text.strip():
+        return "is blank (white space only)"
     absolute = os.path.abspath(text)
     reason = _too_long(absolute) or _blocked(absolute)
     return None if reason is None else f"cannot be used: {reason}"

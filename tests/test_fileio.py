@@ -59,6 +59,7 @@ def test_output_paths_checked_before_writing(tmp_path):
     (tmp_path / "file").write_text("x")
     assert output_file_problem(tmp_path / "new.json") is None and output_dir_problem(tmp_path / "a" / "b") is None
     assert output_file_problem(tmp_path) == "is a directory"
+    assert output_file_problem("  ") == output_dir_problem(" \t") == "is blank (white space only)"  # wrote a file "  "
     assert output_file_problem("/dev/null") == "exists and is not a regular file"
     assert "is not a directory" in output_file_problem(tmp_path / "file" / "x.json")
     assert "is not a directory" in output_dir_problem(tmp_path / "file" / "sub")
