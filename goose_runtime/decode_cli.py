@@ -18,7 +18,8 @@ import dataclasses
 import hashlib
 import sys
 
-from goose_theory.cli_util import UsageError, check_not_an_input, format_table, print_json, split_list
+from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, load_latency_option, print_json,
+                                   split_list)
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
 
@@ -149,7 +150,6 @@ def _check_decode_flags(args, specs) -> None:
         if not any(s.kind == "auto" for s in specs):
             raise UsageError("--latency applies to the auto method only (the one that reads a latency profile), and "
                              "no auto method is in this run")
-        from goose_theory.cli_util import load_latency_option
         if load_latency_option(args.latency).sizes[0] != 1:  # auto weighs every tree against one plain decode step
             raise UsageError(f"--latency {args.latency}: the profile must measure n = 1 (a plain decode step) too")
 

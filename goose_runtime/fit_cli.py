@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import sys
 
-from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, make_parser, print_json,
-                                   run_command, split_list)
+from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, load_latency_option, make_parser,
+                                   print_json, run_command, split_list)
 from goose_theory.cli import MAX_BUDGET
 from goose_theory.fit import ROOTS_ONLY, fit_counts
 from goose_theory.fitanalysis import analyze
@@ -74,14 +74,6 @@ def _check_options(args) -> tuple[str, ...]:
     return group_by
 
 
-def _load_latency(path: str | None):
-    if path is None:
-        return None
-    from goose_theory.cli_util import load_latency_option
-
-    return load_latency_option(path)
-
-
 def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
     """Check every file; print one line per bad one. None means: stop with exit code 2."""
     good, bad = [], []
@@ -108,7 +100,7 @@ def _usable_files(files: list[str], skip_bad: bool) -> list[TraceInfo] | None:
 
 def _handler(args) -> int:
     group_by = _check_options(args)
-    latency = _load_latency(args.latency)
+    latency = None if args.latency is None else load_latency_option(args.latency)
     if latency is not None and args.budget is not None and args.budget < latency.sizes[0] - 1:
         raise UsageError(f"--budget {args.budget} is below every tree --latency {args.latency} measures "
                          f"({latency.sizes[0]}..{latency.sizes[-1]} tokens); with --latency, --budget is the most it may choose")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from goose_theory.cli_util import UsageError, format_table, print_json, split_list, to_jsonable
+from goose_theory.cli_util import UsageError, format_table, load_latency_option, print_json, split_list, to_jsonable
 from goose_theory.topology import load_topology, write_json_atomic
 
 from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
@@ -92,7 +92,6 @@ def check_args(args):
             raise UsageError(f"--bench: {labels[set_name(bench)]!r} and {bench!r} are both the set {set_name(bench)!r}")
         labels[set_name(bench)] = bench
     if getattr(args, "latency", None) is not None:  # a bad profile file is one line before the model loads
-        from goose_theory.cli_util import load_latency_option
         load_latency_option(args.latency)
     return benches, config
 
