@@ -161,8 +161,8 @@ def whatif(p_s: float, p_t: float, model: str, rule: str, *, budget: int, max_de
 
 
 def optimal_tau(p_s: float, p_t: float, model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
-                max_spine: int = PAPER_MAX_SPINE,
-                top_k: int = PAPER_TOP_K, p_t_spine: float | None = None, p_t_chain: float | None = None) -> float:
+                max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K, p_t_spine: float | None = None,
+                p_t_chain: float | None = None) -> float:
     """E[tau] of the optimal tree of ``budget`` nodes within the page's limits: the yardstick an
     uploaded tree (a Medusa tree, say) is held against."""
     acc = acceptance(p_s, p_t, model, p_t_spine, p_t_chain)
@@ -231,8 +231,7 @@ def tree_layout(topology: dict[str, Any], reach: tuple[float, ...] | list[float]
 
 
 def gain_grid(model: str, *, budget: int, max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE,
-              top_k: int = PAPER_TOP_K,
-              p_s_values: tuple[float, ...] = tuple(np.round(np.linspace(0.1, 0.8, 8), 2)),
+              top_k: int = PAPER_TOP_K, p_s_values: tuple[float, ...] = tuple(np.round(np.linspace(0.1, 0.8, 8), 2)),
               p_t_values: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.08)) -> pd.DataFrame:
     """Gain of the optimal tree over the best isotropic tree (isotropic:K, K = 1..top_k) at
     each (p_s, p_t): optimal E[tau] / best isotropic E[tau] - 1. The expensive one: cache it."""

@@ -180,8 +180,7 @@ def page_budgets(profile: LatencyProfile, limit: int = MAX_BUDGETS) -> tuple[int
 
 def cost_table(p_s: float, p_t: float, model: str, profile_json: str, rules: tuple[str, ...], *,
                max_depth: int = PAPER_MAX_DEPTH, max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K,
-               p_t_spine: float | None = None,
-               p_t_chain: float | None = None) -> dict[str, Any]:
+               p_t_spine: float | None = None, p_t_chain: float | None = None) -> dict[str, Any]:
     """Predicted speedup against budget for each rule under one latency profile, and each rule's
     best budget (:func:`_rule_cost`; ``p_t_spine``/``p_t_chain``: p_t by parent, None = as p_t).
     ``speedup_vs_ar`` is NaN throughout when the profile does not measure size 1 (no

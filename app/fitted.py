@@ -23,10 +23,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from goose_theory.acceptance import Acceptance
-from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE
 
 FITTED_KEY = "fitted_acceptance"  # session state: {"label": group, **entry} once loaded
-MAX_DEPTH, MAX_SPINE = PAPER_MAX_DEPTH, PAPER_MAX_SPINE  # the limits fit-acceptance recommends within (recommend's)
 WHERE = {"p_t_spine": "under a spine node", "p_t_chain": "under a transition node"}
 
 

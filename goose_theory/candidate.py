@@ -130,7 +130,7 @@ class Candidate:
         if depth + 1 > self.max_depth or cap >= self.top_k:
             return None
         where = where or node_label(kind, depth)
-        spine = f"p_s({depth + 1}) + " if self.spine_weighed(depth, with_spine) else ""
+        spine = self.spine_term(depth, with_spine)
         kept = self.rank_set(kind, depth, with_spine) if first_fit else tuple(range(cap))
         if kept and kept != tuple(range(len(kept))):  # first fit skipped a rank and kept later ones
             return f"exclusive model: at {where} {ranks_used(kept, self.top_k)} (first fit in rank order: {spine}p_t over the others would exceed 1)"
@@ -138,10 +138,10 @@ class Candidate:
         return (f"exclusive model: at {where} only {used} ({spine}p_t summed over more ranks would exceed 1)" if cap else
                 f"exclusive model: at {where} no transition rank fits ({spine}p_t(0) would exceed 1)")
 
-    def spine_weighed(self, depth: int, with_spine: bool) -> bool:
-        """Whether a note on a node's ranks should name its spine child: there is one, and its q is
-        not 0 (with p_s = 0 the note spoke of a spine child that takes nothing)."""
-        return with_spine and self.acceptance.spine_q(depth + 1) > 0
+    def spine_term(self, depth: int, with_spine: bool) -> str:
+        """``"p_s(d) + "`` for a note on a node's ranks where its spine child weighs in: there is one,
+        and its q is not 0 (with p_s = 0 the note spoke of a spine child that takes nothing), else ``""``."""
+        return f"p_s({depth + 1}) + " if with_spine and self.acceptance.spine_q(depth + 1) > 0 else ""
 
     def keys(self, kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
         """The model's effective probabilities (qeff, as in :mod:`goose_theory.yields`) of a

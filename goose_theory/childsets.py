@@ -225,8 +225,7 @@ def set_note(cand, kind: int, depth: int, with_spine: bool, ranks: tuple[int, ..
     if ranks == cand.rank_set(kind, depth, with_spine):
         return cand.truncation_note(kind, depth, with_spine, first_fit=True, where=where)
     where = where or node_label(kind, depth)
-    weighed = cand.spine_weighed(depth, with_spine)
-    beside = " beside the spine child" if weighed else ""
-    spine = f"p_s({depth + 1}) + " if weighed else ""
+    spine = cand.spine_term(depth, with_spine)
+    beside = " beside the spine child" if spine else ""
     return (f"exclusive model: at {where} {ranks_used(ranks, cand.top_k)}{beside} (the best set whose "
             f"{spine}p_t fits in 1; first fit in rank order does worse)")

@@ -154,8 +154,7 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
 
 
 def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
-                      max_spine: int = PAPER_MAX_SPINE,
-                      top_k: int = PAPER_TOP_K) -> list[float]:
+                      max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K) -> list[float]:
     """The ``optimal`` rule's E[tau] at every budget 0..``budget`` from one optimisation (equal,
     to 1e-12, to ``build_topology("optimal", ..., budget=b).predicted_tau`` for each b).
 
@@ -167,8 +166,7 @@ def optimal_tau_curve(acceptance: Acceptance, *, budget: int, max_depth: int = P
 
 
 def optimal_curve_nodes(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
-                        max_spine: int = PAPER_MAX_SPINE,
-                        top_k: int = PAPER_TOP_K) -> tuple[list[float], list[int]]:
+                        max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K) -> tuple[list[float], list[int]]:
     """:func:`optimal_tau_curve` and the node count of the ``optimal`` tree at every budget (equal
     to ``build_topology("optimal", ..., budget=b).topology.budget``): fewer than b where the
     candidate tree runs out or no larger tree ties the best."""
@@ -194,8 +192,7 @@ def _finish(rule: str, topology: Topology, acceptance: Acceptance, budget: int, 
 
 
 def compare_rules(acceptance: Acceptance, *, budget: int, max_depth: int = PAPER_MAX_DEPTH,
-                  max_spine: int = PAPER_MAX_SPINE,
-                  top_k: int = PAPER_TOP_K, rules: Sequence[str] | None = None) -> list[OptimizeResult]:
+                  max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K, rules: Sequence[str] | None = None) -> list[OptimizeResult]:
     """Every rule side by side (default :data:`DEFAULT_COMPARE`, whose isotropic entries with
     K > top_k are left out; an explicit ``rules`` list is taken as given and validated)."""
     if rules is None:

@@ -51,7 +51,6 @@ from .regimespare import MAX_RANK, SpineModel, end_rates
 from .replayinput import spine_misses
 from .topology import PAPER_MAX_SPINE, SOURCE_NAMES
 
-MAX_SPINE = PAPER_MAX_SPINE
 MIN_ROWS = 30
 
 
@@ -163,13 +162,14 @@ def _select(frames, methods):
 def _spine_model(nodes: pd.DataFrame, roots: pd.DataFrame, regime: int, end: tuple[float, ...]) -> SpineModel:
     """p_s(d) given the node exists and a(d) = P(offered >= d | >= d - 1), in ``regime``."""
     spine = nodes[nodes["reached"] & (nodes["node"] > 0) & (nodes["regime"] == regime) & (nodes["source"] == "spine")]
-    p_s = _curve(*_rates(spine, by="depth", size=MAX_SPINE + 1), start=1, fallback=0.0)
-    # clipped as the plain fit clips it: a(d) for d <= MAX_SPINE reads only how many cycles offered
+    p_s = _curve(*_rates(spine, by="depth", size=PAPER_MAX_SPINE + 1), start=1, fallback=0.0)
+    # clipped as the plain fit clips it: a(d) for d <= the spine's limit reads only how many cycles offered
     # >= d, so the clip changes nothing, while np.bincount of a value past the recorded range (the
     # reader accepts any integer width) allocated memory growing with it (8 TiB at 2**40)
-    avail = np.minimum(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), MAX_SPINE)
-    hist = np.bincount(avail, minlength=MAX_SPINE + 1)
-    return SpineModel(tuple(p_s), spine_availability(hist, max_spine=MAX_SPINE) or (1.0,) * MAX_SPINE, end)
+    avail = np.minimum(roots.loc[roots["regime"] == regime, "avail"].to_numpy(dtype=np.int64), PAPER_MAX_SPINE)
+    hist = np.bincount(avail, minlength=PAPER_MAX_SPINE + 1)
+    avail_rates = spine_availability(hist, max_spine=PAPER_MAX_SPINE) or (1.0,) * PAPER_MAX_SPINE
+    return SpineModel(tuple(p_s), avail_rates, end)
 
 
 def _matched_acceptance(p_s_eff: list[float], p_t) -> Acceptance:

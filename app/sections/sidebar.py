@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import fitted
 from app.sections.common import INPUT_ERRORS, Params, parse_topology_json, seed, show_error, uploader
+from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE
 
 RULE_CHOICES = ("optimal", "linear", "harmonic", "paper", "source-blind", "isotropic:3", "isotropic:5",
                 "mixed-isotropic:3", "mixed-isotropic:5", "spine-only", "transition-only", "uniform-levels",
@@ -55,7 +56,7 @@ def load_fitted(label: str, entry: dict[str, Any]) -> None:
     the caption says where they cut), so the What-if tab's tree is the one it recommends."""
     st.session_state.update({fitted.FITTED_KEY: {"label": label, **entry}, SOURCE_KEY: FITTED,
                              "model": entry["acceptance"].get("model", "exclusive"), "rule": "optimal",
-                             "max_depth": fitted.MAX_DEPTH, "max_spine": fitted.MAX_SPINE,
+                             "max_depth": PAPER_MAX_DEPTH, "max_spine": PAPER_MAX_SPINE,
                              "budget": min(max(int(entry["budget"]), 1), BUDGET_MAX),
                              "top_k": min(max(int(entry["top_k"]), 1), TOP_K_MAX)})
 
@@ -84,8 +85,8 @@ def _fitted_choice(sb) -> dict[str, Any] | None:
         return None
     sb.caption(f"The model `fit-acceptance` predicts with ({entry['acceptance'].get('model', 'exclusive')}; "
                f"the other model gives other figures): {fitted.describe(entry)}. The p_s and p_t sliders below "
-               f"are not used. Loading set the rule to optimal, max depth {fitted.MAX_DEPTH}, max spine "
-               f"{fitted.MAX_SPINE}, the largest recorded budget ({entry['budget']}) and top-K ({entry['top_k']}): "
+               f"are not used. Loading set the rule to optimal, max depth {PAPER_MAX_DEPTH}, max spine "
+               f"{PAPER_MAX_SPINE}, the largest recorded budget ({entry['budget']}) and top-K ({entry['top_k']}): "
                f"the tree `fit-acceptance` recommends." + _cut_note(entry))
     return entry
 
@@ -131,8 +132,8 @@ def render() -> Params:
     seed("budget", 60)
     seed("top_k", 10)
     budget = sb.slider("budget B (tree nodes)", 1, BUDGET_MAX, step=1, key="budget")
-    seed("max_depth", fitted.MAX_DEPTH)
-    seed("max_spine", fitted.MAX_SPINE)
+    seed("max_depth", PAPER_MAX_DEPTH)
+    seed("max_spine", PAPER_MAX_SPINE)
     max_depth = sb.slider("max depth (branches)", 1, 12, step=1, key="max_depth")
     max_spine = sb.slider("max spine length", 0, 40, step=1, key="max_spine")
     top_k = sb.slider("top-K ranks", 1, TOP_K_MAX, step=1, key="top_k")
