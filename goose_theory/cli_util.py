@@ -176,8 +176,8 @@ def print_json(obj: Any) -> None:
 
 def format_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
     """A plain aligned text table. Numbers sit right-aligned under right-aligned headers, each float
-    column with one number of decimals (enough for every value's 4 significant digits, at most
-    :data:`MAX_DECIMALS`; in scientific notation where a value needs it), so decimal points line up;
+    column with one number of decimals (enough for every value's 4 significant digits, at least 1 and at
+    most :data:`MAX_DECIMALS`; in scientific notation where a value needs it), so decimal points line up;
     text sits left-aligned. A NaN shows as ``nan``, never as a blank or a number.
 
     Example:
@@ -215,7 +215,7 @@ def _format_column(values: list[Any]) -> tuple[list[str], bool]:
     if floats:
         shown = [f"{v:.4g}" for v in floats]
         if not any("e" in s for s in shown):
-            decimals = min(MAX_DECIMALS, max(len(s.partition(".")[2]) for s in shown))
+            decimals = min(MAX_DECIMALS, max(1, *(len(s.partition(".")[2]) for s in shown)))
     def fmt(v: Any) -> str:
         if v is None:  # no value (speedup_vs_ar without a measured size 1): not Python's "None"
             return "n/a"

@@ -55,6 +55,13 @@ def test_format_table_float_columns():
     assert [v.strip() for v in tiny] == ["1234.567800", "0.000123"]  # at most MAX_DECIMALS decimals
 
 
+def test_format_table_whole_floats_still_read_as_floats():
+    # a tau of exactly 1 (budget 0) or 17 (p_s = 1) printed as "1" looked like a count
+    body = [line.split() for line in format_table([{"budget": 0, "predicted_tau": 1.0},
+                                                   {"budget": 16, "predicted_tau": 17.0}]).splitlines()[2:]]
+    assert body == [["0", "1.0"], ["16", "17.0"]]
+
+
 @pytest.mark.parametrize("cell, right", [("1.40x", True), ("-2.3%", True), ("+9.4% [-1.0%, +3.2%]", True),
                                          ("1.764 [1.65, 1.88]", True), ("0.62 ms", True), ("12", True), ("+-64%", True),
                                          ("8,2,0", False), ("iso:3", False), ("goose@8", False), ("yes", False),
