@@ -23,6 +23,12 @@ RULE_ORDER = ["optimal", "linear", "harmonic", "paper", "source-blind", "spine-o
 PAPER_GAIN = (0.12, 0.33)  # the paper's spine-tree gain over Iso(3)/Iso(5): +12% .. +33%
 
 
+def _counting_axis(**kw) -> alt.Axis:
+    """An axis of whole numbers (depth, position, width, budget): whole ticks only, printed without
+    decimals (Vega-Lite's default put 0.5, 1.5 on a depth axis and '0.000000' on a flat one)."""
+    return alt.Axis(tickMinStep=1, format="d", **kw)
+
+
 # Every channel below is an altair channel object, never a bare "field:T" string: altair turns a
 # string into its channel with from_dict, which hashes some 500 schema classes each time (about 2 ms
 # a channel on a slow host, 60 ms of the tree chart's 64 ms on 3 Dec); an object goes straight through.
@@ -77,7 +83,7 @@ def spine_curve_chart(df: pd.DataFrame) -> alt.Chart:
     """E[tau] against spine length m, one line per rule (columns m, rule, expected_tau)."""
     _need(df, ("m", "rule", "expected_tau"), "spine_curve_chart")
     return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("m:Q", title="spine length m"),
+        x=alt.X("m:Q", title="spine length m", axis=_counting_axis()),
         y=alt.Y("expected_tau:Q", title="E[tau]", scale=alt.Scale(zero=False)),
         color=alt.Color("rule:N", title="allocation"),
         tooltip=[alt.Tooltip("rule"), alt.Tooltip("m"), alt.Tooltip("expected_tau:Q", format=".4f")],
@@ -88,10 +94,12 @@ def widths_chart(df: pd.DataFrame) -> alt.Chart:
     """First-level branch widths w_i along the spine (columns position, rule, width)."""
     _need(df, ("position", "rule", "width"), "widths_chart")
     return alt.Chart(df).mark_line(point=True, interpolate="step-after").encode(
-        x=alt.X("position:Q", title="spine position i (0 = root)"),
-        y=alt.Y("width:Q", title="branch width w_i"),
+        x=alt.X("position:Q", title="spine position i (0 = root)", axis=_counting_axis()),
+        y=alt.Y("width:Q", title="branch width w_i", axis=_counting_axis()),
+        # the same field and title in both channels: Vega-Lite merges them into one legend (a
+        # legend=None on the dash dropped the colour legend too, leaving the lines unnamed)
         color=alt.Color("rule:N", title="allocation"),
-        strokeDash=alt.StrokeDash("rule:N", legend=None),
+        strokeDash=alt.StrokeDash("rule:N", title="allocation"),
         tooltip=[alt.Tooltip("rule"), alt.Tooltip("position"), alt.Tooltip("width")],
     ).properties(title="Branch widths along the spine", height=260)
 
@@ -105,7 +113,7 @@ def tree_chart(nodes: pd.DataFrame, edges: pd.DataFrame, height: int = 320) -> a
     _need(edges, ("x", "y", "x2", "y2", "source"), "tree_chart edges")
     color = alt.Color("source:N", scale=SOURCE_COLORS, title="source")
     lines = alt.Chart(_inline(edges)).mark_rule(opacity=0.6).encode(
-        x=alt.X("x:Q", title="depth"), y=alt.Y("y:Q", axis=None), x2=alt.X2("x2:Q"), y2=alt.Y2("y2:Q"),
+        x=alt.X("x:Q", title="depth", axis=_counting_axis()), y=alt.Y("y:Q", axis=None), x2=alt.X2("x2:Q"), y2=alt.Y2("y2:Q"),
         color=color)
     points = alt.Chart(_inline(nodes)).mark_circle(size=70, opacity=1).encode(
         x=alt.X("x:Q"), y=alt.Y("y:Q"), color=color,
@@ -154,7 +162,7 @@ def speedup_chart(df: pd.DataFrame) -> alt.Chart:
     tooltip = [alt.Tooltip("rule"), alt.Tooltip("budget"), *([alt.Tooltip("nodes")] if "nodes" in df else []),
                alt.Tooltip("speedup_vs_ar:Q", format=".3f")]
     return alt.Chart(df).mark_line(point=True).encode(
-        x=alt.X("budget:Q", title="budget B (tree nodes)"),
+        x=alt.X("budget:Q", title="budget B (tree nodes)", axis=_counting_axis()),
         y=alt.Y("speedup_vs_ar:Q", title="predicted speedup vs AR", scale=alt.Scale(zero=False)),
         color=alt.Color("rule:N", title="rule"),
         tooltip=tooltip,

@@ -52,6 +52,18 @@ def test_sliders_move_the_numbers(at):
                                        max_depth=4, max_spine=10, top_k=5))
 
 
+def test_unplaced_nodes_warning_names_the_limits_that_bind(at):
+    at.slider(key="p_s").set_value(1.0)
+    at.slider(key="budget").set_value(60).run()  # exclusive: p_s = 1 leaves no room for any transition node
+    (text,) = [w.value for w in at.warning]
+    assert text.startswith("40 node(s) of the budget did not fit") and "larger top-K cannot fill" in text
+    at.radio(key="model").set_value("independent")
+    at.slider(key="max_depth").set_value(2)
+    at.slider(key="top_k").set_value(2).run()  # 2 + 2*2 + 2*2*... : far fewer than 60 candidate nodes
+    (text,) = [w.value for w in at.warning]
+    assert "raise one of them" in text and "exclusive" not in text
+
+
 def test_p_t_by_parent_sliders_move_e_tau(at):
     scalar = metrics(at)["exact E[tau]"]
     at.checkbox(key="by_parent").check().run()

@@ -38,6 +38,11 @@ def test_widths_chart_and_pmf_chart():
     spec = charts.widths_chart(w).to_dict()
     assert spec["encoding"]["y"]["field"] == "width"
     assert sum(r["width"] for r in _data(spec)) == int(w["width"].sum())
+    # one legend names the lines (colour and dash on one field and title merge; legend=None on one hid both)
+    assert spec["encoding"]["strokeDash"]["title"] == spec["encoding"]["color"]["title"] == "allocation"
+    assert "legend" not in spec["encoding"]["strokeDash"] and "legend" not in spec["encoding"]["color"]
+    for axis in ("x", "y"):  # positions and widths are counts: whole ticks, no decimals
+        assert spec["encoding"][axis]["axis"] == {"format": "d", "tickMinStep": 1}
     r = compute.whatif(0.6, 0.05, "exclusive", "optimal", budget=20, cycles=10_000)
     pspec = charts.pmf_chart(r["pmf"]).to_dict()
     assert pspec["mark"]["type"] == "bar" and pspec["encoding"]["xOffset"]["field"] == "kind"

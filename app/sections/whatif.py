@@ -30,8 +30,16 @@ def _metrics(r: dict[str, Any]) -> None:
                          f"so that every node's children's q sum stays <= 1"):
             st.markdown("\n".join(f"- {note}" for note in r["notes"]))
     if r["unplaced"]:
-        st.warning(f"{r['unplaced']} node(s) of the budget did not fit in the candidate tree "
-                   f"(raise max depth, max spine or top-K)")
+        st.warning(unplaced_text(r["unplaced"], capped=bool(r["notes"])))
+
+
+def unplaced_text(unplaced: int, *, capped: bool) -> str:
+    """Why the tree holds fewer nodes than its budget. Where the exclusive model left ranks out
+    (p_s = 1 allows no transition node at all), raising top-K or max depth may not help."""
+    why = ("max depth, max spine and top-K; the exclusive model also leaves ranks out (above), which a "
+           "larger top-K cannot fill: raise max spine or max depth, or choose the independent model" if capped else
+           "max depth, max spine and top-K: raise one of them")
+    return f"{unplaced} node(s) of the budget did not fit in the candidate tree (its limits: {why})"
 
 
 def _against_optimal(p: Params, r: dict[str, Any]) -> None:
