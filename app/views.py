@@ -85,7 +85,9 @@ def cost_view(p_s: float, p_t: float, model: str, profile_json: str, rules: tupl
 
 def fit_view(fit: dict[str, Any]) -> dict[str, Any]:
     """A trace fit plus the fitting helper's charts (goose_runtime.charts), as specs."""
-    specs = {"spine_spec": fit_charts.p_s_by_depth_chart(fit["spine_curve"]).to_dict(validate=False),
+    # no spine node reached (adjacency-only methods): no p_s chart rather than an empty one
+    spine = fit["spine_curve"]
+    specs = {"spine_spec": None if spine.empty else fit_charts.p_s_by_depth_chart(spine).to_dict(validate=False),
              "rank_spec": fit_charts.p_t_by_rank_chart(fit["rank_curve"]).to_dict(validate=False),
              "bound_spec": fit_charts.bound_check_chart(fit["bound"]).to_dict(validate=False),
              "calibration_spec": None}

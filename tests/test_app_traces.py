@@ -128,6 +128,21 @@ def test_traces_roots_only_is_a_message(at, tmp_path):
     assert "fitted p_s" not in metrics(at)
 
 
+def test_traces_without_a_spine_say_so(at, tmp_path):
+    """Adjacency-only traces (iso:K, tr): p_s and the ratio read n/a with the reason, not nan, and the
+    p_s chart is a note, not an empty frame (walkthrough: 'nan', '95% CI nan .. nan', an empty chart)."""
+    iso = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0)])
+    path = tmp_path / "iso.parquet"
+    write_synthetic(path, SyntheticSpec(0.6, 0.2, (iso,), prompts=4, cycles=30), seed=3)
+    upload_traces(at, [("iso.parquet", path.read_bytes())])
+    assert not at.exception and not errors(at)
+    shown, why = metrics(at), deltas(at)
+    assert (shown["fitted p_s"], why["fitted p_s"]) == ("n/a", "no spine node reached")
+    assert (shown["p_s / p_t"], why["p_s / p_t"]) == ("n/a", "needs both")
+    assert float(shown["fitted p_t"]) > 0 and why["fitted p_t"].startswith("95% CI ")
+    assert any(i.value.startswith("p_s by spine depth: no spine node in these traces") for i in at.info)
+
+
 def test_traces_upload_outlives_a_closed_tab(at, trace_bytes):
     upload_traces(at, [("t.parquet", trace_bytes)])
     fitted = metrics(at)

@@ -113,24 +113,34 @@ def load_caption(row: pd.Series, group: str) -> str:
             + matched)
 
 
+def _metric(column, label: str, row: pd.Series, name: str, digits: int, missing: str) -> None:
+    """A fitted value with its interval; "n/a" and why where the traces reach no node of its kind
+    (adjacency-only methods reach no spine node, pld no transition node), never "nan"."""
+    if pd.isna(row[name]):
+        column.metric(label, "n/a", delta=missing, delta_color="off", delta_arrow="off")
+        return
+    column.metric(label, f"{row[name]:.{digits}f}", delta=f"95% CI {row[name + '_lo']:.{digits}f} .. "
+                  f"{row[name + '_hi']:.{digits}f}", delta_color="off", delta_arrow="off")
+
+
 def _show(fit: dict[str, Any]) -> None:
     st.caption("Files: " + ", ".join(fit["files"]))
     summary: pd.DataFrame = fit["summary"]
     overall = summary.iloc[0]
     c1, c2, c3 = st.columns(3)
-    c1.metric("fitted p_s", f"{overall['p_s']:.4f}", delta=f"95% CI {overall['p_s_lo']:.4f} .. {overall['p_s_hi']:.4f}",
-              delta_color="off", delta_arrow="off")
-    c2.metric("fitted p_t", f"{overall['p_t']:.4f}", delta=f"95% CI {overall['p_t_lo']:.4f} .. {overall['p_t_hi']:.4f}",
-              delta_color="off", delta_arrow="off")
-    c3.metric("p_s / p_t", f"{overall['ratio']:.2f}", delta=f"95% CI {overall['ratio_lo']:.2f} .. {overall['ratio_hi']:.2f}",
-              delta_color="off", delta_arrow="off")
+    _metric(c1, "fitted p_s", overall, "p_s", 4, "no spine node reached")
+    _metric(c2, "fitted p_t", overall, "p_t", 4, "no transition node reached")
+    _metric(c3, "p_s / p_t", overall, "ratio", 2, "needs both")
     st.caption(f"Intervals: cluster bootstrap over prompts, {compute_io.N_BOOT} draws (`fit-acceptance` "
                "draws 1000, so an interval's ends can differ slightly); naive binomial "
                "intervals in the table, for contrast.")
     st.dataframe(summary, hide_index=True, key="trace_summary_table")
     _offer_load(summary, fit["models"], fit["files"])
     left, right = st.columns(2)
-    left.vega_lite_chart(fit["spine_spec"], width="stretch")
+    if fit["spine_spec"] is None:
+        left.info("p_s by spine depth: no spine node in these traces (adjacency-only methods such as tr, iso:K)")
+    else:
+        left.vega_lite_chart(fit["spine_spec"], width="stretch")
     right.vega_lite_chart(fit["rank_spec"], width="stretch")
     left, right = st.columns(2)
     if fit["calibration_spec"] is not None:
