@@ -122,7 +122,10 @@ def test_uploaded_topology_survives_a_rule_switch(at):
                                                        "application/json")).run()
     expected_tau = f"{exact_yield(tree, Acceptance.parse(0.5, 0.05)).expected_tau:.4f}"
     assert metrics(at)["exact E[tau]"] == expected_tau
+    # the rule curves stay the sidebar's, and say so (walkthrough: they silently drew another tree's budget)
+    assert any(c.value.endswith("the uploaded tree is not among them.") for c in at.main.caption)
     at.selectbox(key="rule").set_value("paper").run()
+    assert not any("uploaded tree is not among" in c.value for c in at.main.caption)
     assert metrics(at)["exact E[tau]"] != expected_tau
     at.selectbox(key="rule").set_value("uploaded topology").run()
     assert not at.exception and not errors(at)

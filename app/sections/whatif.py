@@ -60,6 +60,9 @@ def _curves(p: Params) -> None:
     except INPUT_ERRORS as exc:
         show_error("E[tau] against spine length and branch widths", exc)
         return
+    if p.topology_json is not None:  # the curves compare the rules; the uploaded tree is none of them
+        st.caption(f"The two charts below compare the allocation rules at the sidebar's budget B = "
+                   f"{p.shape['budget']} under the sliders; the uploaded tree is not among them.")
     left, right = st.columns(2)
     with left:
         chart(view["curve_spec"])
