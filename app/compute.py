@@ -64,7 +64,7 @@ def parse_topology_json(data: bytes) -> dict[str, Any]:
     if not data:
         raise TopologyError("the topology file is empty")
     try:
-        obj = loads_json(data.decode("utf-8"))
+        obj = loads_json(data.decode("utf-8-sig"))  # a leading BOM (Windows editors) is dropped, as the CLI does
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TopologyError(f"not a JSON file ({exc})") from None
     if isinstance(obj, list):  # Medusa's, EAGLE's, vLLM's rank paths

@@ -160,7 +160,7 @@ def parse_latency(data: bytes, name: str = "latency.json") -> str:
     if not data:
         raise LatencyError(f"{name}: the file is empty (0 bytes)")
     try:
-        profile = latency_from_dict(loads_json(data.decode("utf-8")))
+        profile = latency_from_dict(loads_json(data.decode("utf-8-sig")))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LatencyError(f"{name}: not a JSON file ({exc})") from None
     except LatencyError as exc:

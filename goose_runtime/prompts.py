@@ -189,7 +189,7 @@ def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
     check_text(benchmark, f"{path}: the file name (the prompt set's label)")
     prompts: list[Prompt] = []
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a leading BOM (Windows editors) is dropped
             for lineno, line in enumerate(fh, start=1):
                 if line.strip():
                     prompts.append(_parse_line(line, path=path, lineno=lineno, benchmark=benchmark))

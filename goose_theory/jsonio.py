@@ -96,7 +96,7 @@ def read_text_file(path: str | os.PathLike, error: type[Exception], *, max_bytes
         mode = os.stat(path).st_mode if os.path.exists(path) else 0
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
             raise error(f"{path}: is a device, not {what}")  # a pipe (/dev/stdin, <(...)) is fine
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a leading BOM (Windows editors) is dropped, not refused
             text = fh.read(max_bytes + 1)
         if len(text) > max_bytes:
             raise error(f"{path}: larger than {max_bytes >> 20} MB, more than {what} of this toolkit holds")

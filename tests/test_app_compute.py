@@ -115,6 +115,7 @@ def test_uploaded_choices_list_is_a_topology():
     assert topology_from_dict(topo).parent == (-1, 0, 0, 1) and topo["rule"] == "tree-choices"
     with pytest.raises(ChoicesError, match=r"path \[0, 1\] has no parent"):
         compute.parse_topology_json(b"[[0, 1]]")
+    assert compute.parse_topology_json(b"\xef\xbb\xbf[[0], [1], [0, 0]]") == topo  # a BOM (Windows editors) is dropped
 
 
 def test_choices_download_only_without_a_spine():

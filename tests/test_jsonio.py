@@ -62,3 +62,10 @@ def test_load_json_file_prefixes_the_parse_error_with_the_path(tmp_path):
         load_json_file(path, parse, InputError)
     path.write_text('{"n": 4}')
     assert load_json_file(path, parse, InputError) == 4
+
+
+def test_a_leading_byte_order_mark_is_dropped(tmp_path):
+    # Windows editors save UTF-8 with a BOM; json refused it ("Unexpected UTF-8 BOM") in every loader
+    path = tmp_path / "bom.json"
+    path.write_bytes(b'\xef\xbb\xbf{"n": 1}')
+    assert read_json(str(path), InputError) == {"n": 1}

@@ -80,6 +80,8 @@ def test_jsonl_fields_ids_and_blank_lines(tmp_path):
     prompts = load_prompts(str(path))
     assert prompts == [Prompt("x", "a", "mine"), Prompt("3", "b", "mine"), Prompt("4", "c", "mine"),
                        Prompt("81", "e", "mine"), Prompt("6", "f", "mine")]  # null: not given (was "None")
+    path.write_bytes(b'\xef\xbb\xbf{"prompt": "a", "id": "x"}\n')  # a BOM (Windows editors): line 1 was "not valid JSON"
+    assert load_prompts(str(path)) == [Prompt("x", "a", "mine")]
 
 
 @pytest.mark.parametrize("content, message", [
