@@ -62,6 +62,8 @@ def test_unplaced_nodes_warning_names_the_limits_that_bind(at):
     at.slider(key="top_k").set_value(2).run()  # 2 + 2*2 + 2*2*... : far fewer than 60 candidate nodes
     (text,) = [w.value for w in at.warning]
     assert "raise one of them" in text and "exclusive" not in text
+    at.slider(key="budget").set_value(1).run()
+    assert metrics(at)["tree"] == "1 node"  # was "1 nodes"
 
 
 def test_p_t_by_parent_sliders_move_e_tau(at):

@@ -23,7 +23,8 @@ def _metrics(r: dict[str, Any]) -> None:
     lo, hi = r["mc_ci95"]
     c3.metric("Monte Carlo mean", f"{r['mc_mean']:.4f}", delta=f"95% CI {lo:.4f} .. {hi:.4f}",
               delta_color="off", delta_arrow="off", help=f"{r['mc_cycles']:,} simulated cycles")
-    c4.metric("tree", f"{r['topology']['budget']} nodes", delta=f"spine {r['spine_length']}",
+    nodes = r["topology"]["budget"]
+    c4.metric("tree", f"{nodes} node{'' if nodes == 1 else 's'}", delta=f"spine {r['spine_length']}",
               delta_color="off", delta_arrow="off")
     if r["notes"]:  # the optimizer cut ranks where p_s + sum p_t would exceed 1 (exclusive model)
         with st.expander(f"Exclusive model: fewer than top-K ranks at {len(r['notes'])} place(s), "
