@@ -34,6 +34,8 @@ def test_traces_upload_shows_the_fit(at, trace_bytes, tmp_path):
     assert shown_delta["fitted p_t"] == f"95% CI {fit.p_t.ci95[0]:.4f} .. {fit.p_t.ci95[1]:.4f}"
     assert shown_delta["p_s / p_t"] == f"95% CI {fit.ratio.ci95[0]:.2f} .. {fit.ratio.ci95[1]:.2f}"
     assert any("bound holds" in s.value for s in at.success)
+    # the gof and bound tables can count different fallback cycles (curves vs scalars): the page says why
+    assert any(c.value.startswith("model: where the fitted rates") for c in at.caption)
 
 
 @pytest.fixture(scope="module")

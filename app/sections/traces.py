@@ -149,6 +149,10 @@ def _show(fit: dict[str, Any]) -> None:
     bound: pd.DataFrame = fit["bound"]
     right.vega_lite_chart(fit["bound_spec"], width="stretch")
     right.dataframe(bound, hide_index=True, key="trace_bound_table")
+    right.caption("model: where the fitted rates would push a recorded tree past the exclusive model's limit (a "
+                  "node's children's acceptances summing over 1), that tree is scored under the independent model. "
+                  "The goodness of fit (left) uses the depth and rank curves, the bound the scalar p_s and p_t, so "
+                  "their counts of such cycles can differ.")
     violated = bound[bound["violated"]]
     if violated.empty:
         right.success("The paper's bound holds in every group (bound <= upper end of the observed interval).")
