@@ -113,6 +113,9 @@ def test_cost_tab_offers_every_sidebar_rule(at):
     at.multiselect(key="cost_rules").set_value(["mixed-isotropic:5", "uniform-levels"]).run()
     assert not at.exception and not errors(at)
     assert set(at.dataframe[0].value["rule"]) == {"mixed-isotropic:5", "uniform-levels"}
+    at.multiselect(key="cost_rules").set_value([]).run()  # no rule: a hint, not a blank tab
+    assert not at.dataframe and [i.value for i in at.info] == [
+        "Choose one or more rules above to price them under this profile."]
 
 
 def test_cost_tab_states_the_profile_in_milliseconds(at):

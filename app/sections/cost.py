@@ -66,7 +66,10 @@ def render(p: Params) -> None:
     profile = _profile()
     common.seed("cost_rules", ["optimal", "paper", "isotropic:3"])
     rules = tuple(st.multiselect("rules", COST_RULES, key="cost_rules"))
-    if profile is None or not rules:
+    if profile is None:
+        return
+    if not rules:
+        st.info("Choose one or more rules above to price them under this profile.")
         return
     st.caption("Profile: " + compute_io.profile_summary(profile) + " (as measured; the cost model prices the "
                "isotonic fit of these seconds)")
