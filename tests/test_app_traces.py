@@ -210,3 +210,10 @@ def test_loading_the_fit_sets_the_limits_and_rule_fit_acceptance_uses(at):
     assert metrics(at)["exact E[tau]"] == f"{rec.best.predicted_tau:.4f}"
     assert at.radio(key="acceptance_source").value == "fitted"
     assert "fit of stdlib-b8.parquet (all)" in at.radio(key="acceptance_source").options
+
+
+def test_no_shipped_file_chosen_is_a_hint(at):
+    open_tab(at, "Traces")
+    at.multiselect(key="trace_files").set_value([]).run()
+    assert not at.exception and not errors(at)  # was a red "cannot fit these traces: no trace files chosen"
+    assert "Choose one or more trace files to fit." in [i.value for i in at.info]

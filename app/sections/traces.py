@@ -34,8 +34,10 @@ def _choose() -> tuple[str, Any] | None:
             return None
         common.seed("trace_files", [f.name for f in files])
         chosen = st.multiselect("trace files", [f.name for f in files], key="trace_files")
-        paths = tuple(str(TRACES_DIR / name) for name in chosen)
-        return "shipped", paths
+        if not chosen:  # the user's choice, not a fault: a hint rather than an error box
+            st.info("Choose one or more trace files to fit.")
+            return None
+        return "shipped", tuple(str(TRACES_DIR / name) for name in chosen)
     uploads = common.uploader("goose trace files (parquet, goose_trace_version=1)", "trace_upload",
                               type=["parquet"], accept_multiple_files=True)
     if not uploads:
