@@ -59,7 +59,7 @@ def packed_sdpa(module: Any, query: torch.Tensor, key: torch.Tensor, value: torc
 
 AttentionInterface.register(NAME, packed_sdpa)
 
-_forward = threading.local()  # .memo: (mask object, groups, tiled mask) within one forward pass
+_forward = threading.local()  # .memo: {(id(mask), groups): (mask, tiled mask)} within one forward pass
 
 
 @contextmanager
@@ -78,10 +78,13 @@ def _tiled(mask: torch.Tensor, groups: int) -> torch.Tensor:
     """``mask`` (1, 1, q, L) tiled ``groups`` times down its rows: (1, 1, groups * q, L)."""
     if not getattr(_forward, "active", False):
         return mask.repeat(1, 1, groups, 1)
-    memo = _forward.memo
-    if memo is None or memo[0] is not mask or memo[1] != groups:
-        memo = _forward.memo = (mask, groups, mask.repeat(1, 1, groups, 1))
-    return memo[2]
+    memo = _forward.memo  # a model with sliding-window layers alternates two masks (goose_runtime.windows)
+    if memo is None:
+        memo = _forward.memo = {}
+    key = (id(mask), groups)
+    if key not in memo:  # the entry holds the mask itself, so its id is not reused within the block
+        memo[key] = (mask, mask.repeat(1, 1, groups, 1))
+    return memo[key][1]
 
 
 def use_packed_attention(model: Any) -> bool:

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import os
 import pathlib
@@ -29,6 +30,7 @@ from goose_theory.errors import InputError
 from .attention import use_packed_attention
 from .cpu_speed import tune_for_cpu
 from .linear_plan import plan_linears
+from .windows import layout_of
 
 DEFAULT_NAME = "default"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -178,6 +180,26 @@ def model_path(name: str) -> str:
     return path
 
 
+def cache_label(name: str) -> str:
+    """The model's part of a cache file's name (latency profile, linear plan): the name itself for a
+    plain name such as the default's label, else the folder's (or HF id's) last part plus a digest of
+    the whole, so two models whose folders share a last part (``runs/a/final``, ``runs/b/final``; a
+    fine-tune named like its base under another org) never share a cached profile or plan.
+
+    Example:
+        >>> cache_label("SmolLM2-135M-Instruct")
+        'SmolLM2-135M-Instruct'
+        >>> cache_label("Qwen/Qwen3-8B")
+        'Qwen3-8B-c296ed0a'
+    """
+    if os.sep not in name and "/" not in name and not os.path.isdir(name):
+        return name
+    # a local folder is keyed by where it really is (a relative path depends on the working folder)
+    whole = os.path.realpath(os.path.expanduser(name)) if os.path.isdir(os.path.expanduser(name)) else name
+    last = os.path.basename(os.path.normpath(whole)) or "model"
+    return f"{last}-{hashlib.sha1(whole.encode('utf-8')).hexdigest()[:8]}"
+
+
 def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "float32") -> ModelBundle:
     """Load ``name`` ("default", a local folder or a cached HF id) for greedy decoding, eval mode.
 
@@ -187,10 +209,12 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     label = "SmolLM2-135M-Instruct" if name == DEFAULT_NAME else name
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # its weight-loading bar would break one-line errors on stderr
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        layout_of(config)  # layers a tree cannot be verified through (recurrent state...): refused before the load
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch_dtype, local_files_only=True)
     except (OSError, ValueError) as exc:
         # transformers' messages run over several lines (a list of tokenizer files tried...): the
         # whole text, on one line; where the folder holds no model at all, that alone (its text
@@ -204,7 +228,7 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     # of 2..64 tokens than MKL's small-batch path (docs/bench-cpu-speed.md); a no-op elsewhere
     tune_for_cpu(model)
     try:  # ... except where MKL is faster for the fewest rows (some Intel hosts): measured once, cached
-        linears = plan_linears(model, cache_dir=str(_cache_root()), model_name=label)
+        linears = plan_linears(model, cache_dir=str(_cache_root()), model_name=cache_label(label))
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
     # tree forwards attend on the KV heads directly instead of copying the cache 3x per layer

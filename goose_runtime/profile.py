@@ -160,11 +160,11 @@ def cached_profile_path(bundle, *, dtype: str) -> str:
     """Where :func:`device_profile` caches the profile of this model, device, thread count and dtype."""
     import os
 
-    from .model import _cache_root
+    from .model import _cache_root, cache_label
 
     from .linear_plan import cpu_digest
 
-    name = os.path.basename(str(bundle.name))
+    name = cache_label(str(bundle.name))
     # on a CPU the thread count changes the shape of the curve (more threads: wider trees are
     # cheaper), and so does the host: a VM may wake up on another CPU (the digest)
     where = bundle.device.type if bundle.device.type != "cpu" else f"cpu{torch.get_num_threads()}t-{cpu_digest()}"

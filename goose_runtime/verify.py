@@ -19,7 +19,7 @@ import torch
 
 from goose_theory._numba import jit
 
-from . import readout
+from . import readout, windows
 from .attention import one_forward
 from .trees import DraftTree
 
@@ -101,9 +101,12 @@ class MaskBuilder:
 
 def forward(model: Any, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
     """Logits (q, vocab) of one forward pass that appends q positions to ``cache``."""
+    layout = getattr(model, "_goose_layout", None)
+    if layout is None:  # how its layers attend (sliding windows?): read once per model
+        layout = model._goose_layout = windows.layout_of(model.config)
     with one_forward():  # every layer gets the same mask: tile it for packed attention once
-        out = model(input_ids=ids[None], attention_mask=mask, position_ids=positions[None], cache=cache,
-                    use_cache=True)
+        out = model(input_ids=ids[None], attention_mask=windows.masks_for(layout, mask, positions),
+                    position_ids=positions[None], cache=cache, use_cache=True)
     return out.logits[0]
 
 
