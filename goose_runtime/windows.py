@@ -18,7 +18,10 @@ at position k (the cache keeps only the accepted path, ``kvcache.compact``), and
 
 Layers that are not attention over a cache the decoder can roll back (recurrent state, chunked
 or compressed attention) are refused when the model loads: their output for a rejected branch
-cannot be undone or masked the same way.
+cannot be undone or masked the same way. So are ALiBi models (BLOOM, MPT, Falcon with ``alibi``):
+their position bias comes from a key's index in the sequence, not from ``position_ids``, so two
+siblings in a tree would sit at different distances from their parent (a tiny MPT's ``tr`` decoded
+other tokens than its ``ar``).
 
 Example:
     >>> from types import SimpleNamespace
@@ -52,8 +55,18 @@ class UnsupportedLayers(ValueError):
     """The model has layers the tree verification cannot mask (one line: which)."""
 
 
+def _alibi(config: Any) -> bool:
+    # BLOOM always, MPT and Falcon by a switch (the families of transformers that use ALiBi)
+    attn = getattr(config, "attn_config", None)
+    return (getattr(config, "model_type", None) == "bloom" or getattr(config, "alibi", False) is True
+            or getattr(attn, "alibi", False) is True or (isinstance(attn, dict) and attn.get("alibi") is True))
+
+
 def layout_of(config: Any) -> Layout:
     """How the model's layers attend, from its config (see the module docstring)."""
+    if _alibi(config):
+        raise UnsupportedLayers("it encodes positions as ALiBi biases from each key's index in the sequence, not "
+                                "from position_ids, so a tree's side branches would be scored at the wrong distances")
     types = getattr(config, "layer_types", None)
     window = getattr(config, "sliding_window", None)
     if types:

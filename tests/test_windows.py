@@ -14,6 +14,7 @@ from goose_runtime.windows import FULL, SLIDING, Layout, UnsupportedLayers, layo
 @pytest.mark.parametrize("config, layout", [
     (dict(), Layout(None, False)),  # Llama: no window at all
     (dict(sliding_window=None), Layout(None, False)),
+    (dict(model_type="falcon", alibi=False), Layout(None, False)),  # rotary Falcon
     (dict(sliding_window=4096), Layout(4096, False)),  # Mistral: every layer
     (dict(layer_types=[FULL, FULL], sliding_window=4096), Layout(None, False)),  # Qwen2 without use_sliding_window
     (dict(layer_types=[SLIDING, FULL], sliding_window=512), Layout(512, True)),  # Gemma 2/3
@@ -27,6 +28,9 @@ def test_layout_follows_the_config(config, layout):
     (dict(layer_types=["chunked_attention", FULL]), "'chunked_attention'"),
     (dict(layer_types=[SLIDING], sliding_window=None), "sliding_window is None"),
     (dict(sliding_window=0), "not a positive integer"),
+    (dict(model_type="bloom"), "ALiBi"),
+    (dict(model_type="falcon", alibi=True), "ALiBi"),
+    (dict(model_type="mpt", attn_config=SimpleNamespace(alibi=True)), "ALiBi"),
 ])
 def test_layers_a_tree_cannot_pass_are_refused(config, needle):
     with pytest.raises(UnsupportedLayers, match=needle):
