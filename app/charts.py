@@ -19,7 +19,13 @@ import numpy as np
 import pandas as pd
 
 SOURCE_COLORS = alt.Scale(domain=["root", "spine", "transition"], range=["#444444", "#d62728", "#1f77b4"])
-RULE_ORDER = ["optimal", "linear", "harmonic", "paper", "source-blind", "spine-only", "transition-only"]
+# one colour per rule on every tab (Vega-Lite's default colours by order of appearance, so the
+# same rule changed colour between the What-if curves and the Cost tab's chosen rules)
+RULE_COLORS = {"optimal": "#1f77b4", "linear": "#ff7f0e", "harmonic": "#2ca02c", "paper": "#d62728",
+               "source-blind": "#9467bd", "isotropic:3": "#8c564b", "isotropic:5": "#e377c2",
+               "mixed-isotropic:3": "#7f7f7f", "mixed-isotropic:5": "#bcbd22", "spine-only": "#17becf",
+               "transition-only": "#aec7e8", "uniform-levels": "#ffbb78"}
+_SPARE_COLORS = ("#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
 PAPER_GAIN = (0.12, 0.33)  # the paper's spine-tree gain over Iso(3)/Iso(5): +12% .. +33%
 
 
@@ -73,6 +79,24 @@ def _column_values(col: pd.Series) -> list | None:
     return values
 
 
+def rule_color(rule: str) -> str:
+    """The colour of a rule on every chart; a variant ("optimal (spine <= m)") takes its rule's.
+
+    Example:
+        >>> rule_color("optimal (spine <= m)") == rule_color("optimal") == "#1f77b4"
+        True
+    """
+    base = rule.split(" (")[0]
+    if base in RULE_COLORS:
+        return RULE_COLORS[base]
+    return _SPARE_COLORS[sum(base.encode()) % len(_SPARE_COLORS)]  # stable across runs (no hash seed)
+
+
+def _rule_channel(df: pd.DataFrame, title: str) -> alt.Color:
+    names = list(dict.fromkeys(df["rule"].astype(str)))
+    return alt.Color("rule:N", title=title, scale=alt.Scale(domain=names, range=[rule_color(n) for n in names]))
+
+
 def _need(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
@@ -85,7 +109,7 @@ def spine_curve_chart(df: pd.DataFrame) -> alt.Chart:
     return alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("m:Q", title="spine length m", axis=_counting_axis()),
         y=alt.Y("expected_tau:Q", title="E[tau]", scale=alt.Scale(zero=False)),
-        color=alt.Color("rule:N", title="allocation"),
+        color=_rule_channel(df, "allocation"),
         tooltip=[alt.Tooltip("rule"), alt.Tooltip("m"), alt.Tooltip("expected_tau:Q", format=".4f")],
     ).properties(title="E[tau] against spine length", height=260)
 
@@ -98,8 +122,9 @@ def widths_chart(df: pd.DataFrame) -> alt.Chart:
         y=alt.Y("width:Q", title="branch width w_i", axis=_counting_axis()),
         # the same field and title in both channels: Vega-Lite merges them into one legend (a
         # legend=None on the dash dropped the colour legend too, leaving the lines unnamed)
-        color=alt.Color("rule:N", title="allocation"),
-        strokeDash=alt.StrokeDash("rule:N", title="allocation"),
+        color=_rule_channel(df, "allocation"),
+        strokeDash=alt.StrokeDash("rule:N", title="allocation",  # the colour's order: one merged legend
+                                  scale=alt.Scale(domain=list(dict.fromkeys(df["rule"].astype(str))))),
         tooltip=[alt.Tooltip("rule"), alt.Tooltip("position"), alt.Tooltip("width")],
     ).properties(title="Branch widths along the spine", height=260)
 
@@ -164,6 +189,6 @@ def speedup_chart(df: pd.DataFrame) -> alt.Chart:
     return alt.Chart(df).mark_line(point=True).encode(
         x=alt.X("budget:Q", title="budget B (tree nodes)", axis=_counting_axis()),
         y=alt.Y("speedup_vs_ar:Q", title="predicted speedup vs AR", scale=alt.Scale(zero=False)),
-        color=alt.Color("rule:N", title="rule"),
+        color=_rule_channel(df, "rule"),
         tooltip=tooltip,
     ).properties(title="Predicted speedup against budget", height=280)

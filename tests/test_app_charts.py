@@ -33,6 +33,25 @@ def test_spine_curve_chart_encodes_rules():
     assert {r["rule"] for r in rows} == {"linear", "harmonic", "optimal (spine <= m)"}
 
 
+def test_a_rule_has_one_colour_on_every_chart():
+    # Vega-Lite's default colours follow the order of appearance: "optimal" was blue on the What-if
+    # curves and another colour on the Cost tab, where other rules came first
+    def colours(spec):
+        scale = spec["encoding"]["color"]["scale"]
+        return dict(zip(scale["domain"], scale["range"]))
+    curves = colours(charts.spine_curve_chart(compute.spine_curves(0.6, 0.05, "exclusive", budget=12)).to_dict())
+    widths = colours(charts.widths_chart(compute.width_profiles(0.6, 0.05, "exclusive", budget=12)).to_dict())
+    cost = pd.DataFrame({"budget": [4, 8, 4, 8], "rule": ["paper", "paper", "optimal", "optimal"],
+                         "speedup_vs_ar": [1.1, 1.2, 1.3, 1.4]})
+    speed = colours(charts.speedup_chart(cost).to_dict())
+    assert curves["optimal (spine <= m)"] == widths["optimal"] == speed["optimal"] == charts.RULE_COLORS["optimal"]
+    assert curves["linear"] == widths["linear"] and speed["paper"] == charts.RULE_COLORS["paper"]
+    assert len(set(charts.RULE_COLORS.values())) == len(charts.RULE_COLORS)  # no two rules alike
+    from app.sections.sidebar import RULE_CHOICES, UPLOADED
+    assert set(RULE_CHOICES) - {UPLOADED} <= set(charts.RULE_COLORS)  # every rule the page offers has its own
+    assert charts.rule_color("isotropic:7") == charts.rule_color("isotropic:7")  # off the list: still fixed
+
+
 def test_widths_chart_and_pmf_chart():
     w = compute.width_profiles(0.6, 0.05, "exclusive", budget=20)
     spec = charts.widths_chart(w).to_dict()
