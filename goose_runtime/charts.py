@@ -84,7 +84,8 @@ def predicted_vs_observed_chart(df: pd.DataFrame) -> alt.Chart:
     bars = base.mark_rule().encode(y=alt.Y("lo:Q", title="observed mean tau", scale=alt.Scale(zero=False)),
                                    y2=alt.Y2("hi:Q"))
     points = base.mark_point(filled=True).encode(y=alt.Y("observed:Q"), size=alt.Size("n:Q", legend=None))
-    return alt.layer(diagonal, bars, points).properties(title="Predicted vs observed tau", width=420, height=300)
+    return alt.layer(diagonal, bars, points).properties(title="Predicted vs observed tau (dashed: y = x)", width=420,
+                                                        height=300)
 
 
 def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
@@ -93,14 +94,21 @@ def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
     observed_tau, lo, hi, lower_bound, violated."""
     _require(df, ["group", "observed_tau", "lo", "hi", "lower_bound", "violated"])
     base = alt.Chart(df).encode(y=alt.Y("group:N", title=None))
-    interval = base.mark_rule(strokeWidth=3, color="steelblue").encode(x=alt.X("lo:Q", title="tau"),
-                                                                       x2=alt.X2("hi:Q"))
-    observed = base.mark_point(filled=True, color="steelblue", size=60).encode(
-        x=alt.X("observed_tau:Q"), tooltip=[alt.Tooltip("group"), alt.Tooltip("observed_tau:Q", format=".3f"),
-                                            alt.Tooltip("lower_bound:Q", format=".3f"), alt.Tooltip("violated")])
-    bound = base.mark_tick(color="firebrick", thickness=3, size=18).encode(
-        x=alt.X("lower_bound:Q"), opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
+    # a legend names the two colours (the marks alone left the reader to guess which is which)
+    legend = alt.Scale(domain=[OBSERVED, BOUND], range=["steelblue", "firebrick"])
+    interval = base.mark_rule(strokeWidth=3).transform_calculate(what=f"'{OBSERVED}'").encode(
+        x=alt.X("lo:Q", title="tau"), x2=alt.X2("hi:Q"), color=alt.Color("what:N", scale=legend, title=None))
+    observed = base.mark_point(filled=True, size=60).transform_calculate(what=f"'{OBSERVED}'").encode(
+        x=alt.X("observed_tau:Q"), color=alt.Color("what:N", scale=legend, title=None),
+        tooltip=[alt.Tooltip("group"), alt.Tooltip("observed_tau:Q", format=".3f"),
+                 alt.Tooltip("lower_bound:Q", format=".3f"), alt.Tooltip("violated")])
+    bound = base.mark_tick(thickness=3, size=18).transform_calculate(what=f"'{BOUND}'").encode(
+        x=alt.X("lower_bound:Q"), color=alt.Color("what:N", scale=legend, title=None),
+        opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
     return alt.layer(interval, observed, bound).properties(title="Paper's lower bound vs observed tau", width=420)
+
+
+OBSERVED, BOUND = "observed mean tau, 95% interval", "paper's lower bound (solid: violated)"
 
 
 def write_html(chart: alt.Chart, path: str | os.PathLike) -> None:

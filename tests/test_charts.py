@@ -50,6 +50,11 @@ def test_bound_chart_marks_bound_and_interval():
                        "lower_bound": [2.2, 2.3], "violated": [False, True]})
     spec = charts.bound_check_chart(df).to_dict()
     assert {"lower_bound", "observed_tau", "lo", "hi"} <= _fields(spec)
+    # one legend names both colours: every layer colours by the same field and scale
+    colours = [layer["encoding"]["color"] for layer in spec["layer"]]
+    assert all(c["field"] == "what" and c["scale"]["domain"] == [charts.OBSERVED, charts.BOUND] for c in colours)
+    assert [layer["transform"][0]["calculate"] for layer in spec["layer"]] == [
+        f"'{charts.OBSERVED}'", f"'{charts.OBSERVED}'", f"'{charts.BOUND}'"]
 
 
 def test_missing_column_is_a_clear_error():
