@@ -92,8 +92,13 @@ def rule_color(rule: str) -> str:
     return _SPARE_COLORS[sum(base.encode()) % len(_SPARE_COLORS)]  # stable across runs (no hash seed)
 
 
+def _rule_names(df: pd.DataFrame) -> list[str]:
+    """The frame's rules in order of appearance (the legend's order)."""
+    return list(dict.fromkeys(df["rule"].astype(str)))
+
+
 def _rule_channel(df: pd.DataFrame, title: str) -> alt.Color:
-    names = list(dict.fromkeys(df["rule"].astype(str)))
+    names = _rule_names(df)
     return alt.Color("rule:N", title=title, scale=alt.Scale(domain=names, range=[rule_color(n) for n in names]))
 
 
@@ -124,7 +129,7 @@ def widths_chart(df: pd.DataFrame) -> alt.Chart:
         # legend=None on the dash dropped the colour legend too, leaving the lines unnamed)
         color=_rule_channel(df, "allocation"),
         strokeDash=alt.StrokeDash("rule:N", title="allocation",  # the colour's order: one merged legend
-                                  scale=alt.Scale(domain=list(dict.fromkeys(df["rule"].astype(str))))),
+                                  scale=alt.Scale(domain=_rule_names(df))),
         tooltip=[alt.Tooltip("rule"), alt.Tooltip("position"), alt.Tooltip("width")],
     ).properties(title="Branch widths along the spine", height=260)
 

@@ -88,6 +88,9 @@ def predicted_vs_observed_chart(df: pd.DataFrame) -> alt.Chart:
                                                         height=300)
 
 
+OBSERVED, BOUND = "observed mean tau, 95% interval", "paper's lower bound (solid: violated)"  # its legend
+
+
 def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
     """Per group: observed mean tau with its 95% interval against the paper's lower bound at the
     fitted parameters (red tick; a filled red bound marks a violation). Columns: group,
@@ -95,20 +98,17 @@ def bound_check_chart(df: pd.DataFrame) -> alt.Chart:
     _require(df, ["group", "observed_tau", "lo", "hi", "lower_bound", "violated"])
     base = alt.Chart(df).encode(y=alt.Y("group:N", title=None))
     # a legend names the two colours (the marks alone left the reader to guess which is which)
-    legend = alt.Scale(domain=[OBSERVED, BOUND], range=["steelblue", "firebrick"])
+    colour = alt.Color("what:N", title=None,
+                       scale=alt.Scale(domain=[OBSERVED, BOUND], range=["steelblue", "firebrick"]))
     interval = base.mark_rule(strokeWidth=3).transform_calculate(what=f"'{OBSERVED}'").encode(
-        x=alt.X("lo:Q", title="tau"), x2=alt.X2("hi:Q"), color=alt.Color("what:N", scale=legend, title=None))
+        x=alt.X("lo:Q", title="tau"), x2=alt.X2("hi:Q"), color=colour)
     observed = base.mark_point(filled=True, size=60).transform_calculate(what=f"'{OBSERVED}'").encode(
-        x=alt.X("observed_tau:Q"), color=alt.Color("what:N", scale=legend, title=None),
+        x=alt.X("observed_tau:Q"), color=colour,
         tooltip=[alt.Tooltip("group"), alt.Tooltip("observed_tau:Q", format=".3f"),
                  alt.Tooltip("lower_bound:Q", format=".3f"), alt.Tooltip("violated")])
     bound = base.mark_tick(thickness=3, size=18).transform_calculate(what=f"'{BOUND}'").encode(
-        x=alt.X("lower_bound:Q"), color=alt.Color("what:N", scale=legend, title=None),
-        opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
+        x=alt.X("lower_bound:Q"), color=colour, opacity=alt.condition("datum.violated", alt.value(1.0), alt.value(0.5)))
     return alt.layer(interval, observed, bound).properties(title="Paper's lower bound vs observed tau", width=420)
-
-
-OBSERVED, BOUND = "observed mean tau, 95% interval", "paper's lower bound (solid: violated)"
 
 
 def write_html(chart: alt.Chart, path: str | os.PathLike) -> None:

@@ -192,10 +192,12 @@ def cache_label(name: str) -> str:
         >>> cache_label("Qwen/Qwen3-8B")
         'Qwen3-8B-c296ed0a'
     """
-    if os.sep not in name and "/" not in name and not os.path.isdir(name):
+    folder = os.path.expanduser(name)
+    is_folder = os.path.isdir(folder)
+    if "/" not in name and os.sep not in name and not is_folder:
         return name
     # a local folder is keyed by where it really is (a relative path depends on the working folder)
-    whole = os.path.realpath(os.path.expanduser(name)) if os.path.isdir(os.path.expanduser(name)) else name
+    whole = os.path.realpath(folder) if is_folder else name
     last = os.path.basename(os.path.normpath(whole)) or "model"
     return f"{last}-{hashlib.sha1(whole.encode('utf-8')).hexdigest()[:8]}"
 

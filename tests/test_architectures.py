@@ -20,12 +20,10 @@ import pytest
 import torch
 
 from goose_runtime.model import cache_label
+from tests.test_lossless import CPU_PROFILE  # auto's latency profile there: one measured on the 2-core CPU
 
 METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@8", "auto", "goose+store"]
 NEW_TOKENS = 48
-# a latency profile for auto (one `goose profile-latency` of the default model on the 2-core CPU)
-PROFILE = dict(sizes=(1, 2, 4, 8, 16, 32, 64), seconds=(0.0244, 0.0253, 0.0251, 0.0304, 0.0333, 0.0451, 0.0719),
-               draft_s=0.00073, draft_s_per_node=3.4e-05)
 
 
 def _configs(vocab: int, bos: int, eos: int) -> dict:
@@ -98,7 +96,7 @@ def test_every_method_matches_ar_on_another_family(folders, prompt_text, family,
     assert reference == stock_greedy(folders[family], ids)  # ar is the model's own greedy decoding
     drafted = 0
     for method in METHODS:
-        config = DecodeConfig(max_new_tokens=NEW_TOKENS, latency=LatencyProfile(**PROFILE))
+        config = DecodeConfig(max_new_tokens=NEW_TOKENS, latency=LatencyProfile(**CPU_PROFILE))
         result = Decoder(bundle, parse_labeled(method), config).decode(ids, prompt_id=family)
         assert result.token_ids == reference, f"{method} diverged from ar on {family}"
         assert sum(c.tau for c in result.cycles) == NEW_TOKENS
