@@ -123,3 +123,21 @@ def test_cost_tab_states_the_profile_in_milliseconds(at):
     assert any(c.value.startswith("Profile: test, m, float32; sizes 1..128 tokens; a forward pass of 1 token 20.0 ms, "
                                   "of 128 tokens 60.0 ms; drafting 0.500 ms a cycle + 0.0000 ms a node")
                for c in at.caption)
+
+
+def test_cost_tab_says_when_a_best_budget_is_above_the_slider(at):
+    # found in review: under the H200 profile the paper rule's best budget (229) was one the sidebar cannot set, unsaid
+    from app.sections.cost import above_slider_text
+    from app.sections.sidebar import BUDGET_MAX
+
+    open_tab(at, "Cost")
+    at.selectbox(key="latency_choice").set_value("gpu-nvidia-h200-fp32_2026-11-30.json").run()
+    assert not at.exception and not errors(at)
+    table = at.dataframe[0].value
+    best = dict(zip(table["rule"], table["budget"].astype(int)))
+    assert best["paper"] > BUDGET_MAX >= best["optimal"]
+    assert above_slider_text(best) in [c.value for c in at.caption]
+    assert above_slider_text(best).startswith(f"Rule paper: best budget {best['paper']}, above")
+    at.selectbox(key="latency_choice").set_value("cpu-amd-epyc-2threads-fp32_2026-12-02.json").run()
+    assert max(at.dataframe[0].value["budget"]) <= BUDGET_MAX
+    assert not any("above the sidebar's budget slider" in c.value for c in at.caption)

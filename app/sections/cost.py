@@ -60,6 +60,23 @@ def _sidebar_tree(p: Params, profile: str) -> None:
                 f"{cost['tokens_per_s']:.2f} tokens/s{speedup}.")
 
 
+def above_slider_text(best_budgets: dict[str, int]) -> str | None:
+    """Which rules' best budgets the sidebar's budget slider cannot set (a GPU profile can put
+    one past it), and where those trees come from instead; None when every one fits.
+
+    Example:
+        >>> above_slider_text({"optimal": 63, "paper": 229})[:46]
+        'Rule paper: best budget 229, above the sidebar'
+    """
+    above = {rule: b for rule, b in best_budgets.items() if b > sidebar.BUDGET_MAX}
+    if not above:
+        return None
+    rules = "; ".join(f"rule {rule}: best budget {b}" for rule, b in above.items())
+    return (f"{rules[0].upper()}{rules[1:]}, above the sidebar's budget slider (it stops at {sidebar.BUDGET_MAX}): "
+            "the What-if tab cannot show that tree; `goose optimize --rule RULE --budget B` with the "
+            "sidebar's acceptance builds it.")
+
+
 def render(p: Params) -> None:
     """Draw the Cost tab for the sidebar's acceptance parameters."""
     st.subheader("Predicted speed from a latency profile")
@@ -102,3 +119,5 @@ def render(p: Params) -> None:
         "log-spaced budgets, then at every budget around each one's best."))
     st.markdown("**Best budget per rule**")
     st.dataframe(best, hide_index=True, key="cost_best_table")
+    if note := above_slider_text(dict(zip(best["rule"], best["budget"].astype(int)))):
+        st.caption(note)
