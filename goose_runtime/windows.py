@@ -88,12 +88,13 @@ def layout_of(config: Any) -> Layout:
 
 def narrowed(mask: torch.Tensor, positions: torch.Tensor, *, window: int) -> torch.Tensor:
     """``mask`` (1, 1, q, L) with every key at or before ``position - window`` hidden, row by row;
-    the first ``L - q`` keys are the cache (key k at position k), the last q the queries themselves."""
+    the first ``L - q`` keys are the cache (key k at position k), the last q the queries themselves,
+    at positions below L (``past + depth``)."""
     q, length = mask.shape[-2], mask.shape[-1]
+    if length <= window:  # every position < L <= window: nothing is that old. Decided from the shape,
+        return mask       # not from the tensors, so a CUDA forward does not wait on a device sync
     keys = torch.cat([torch.arange(length - q, device=mask.device), positions.to(mask.device)])
     too_old = keys[None, :] <= positions.to(mask.device)[:, None] - window
-    if not bool(too_old.any()):  # short contexts: the window changes nothing
-        return mask
     return mask.masked_fill(too_old[None, None], torch.finfo(mask.dtype).min)
 
 

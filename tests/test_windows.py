@@ -58,6 +58,16 @@ def test_a_window_longer_than_the_context_changes_nothing():
     assert masks_for(Layout(None, False), mask, torch.arange(3, 8)) is mask
 
 
+@pytest.mark.parametrize("window", [7, 8, 9])
+def test_the_shape_shortcut_agrees_with_the_rule_at_its_edge(window):
+    # 8 keys (positions 0..7): window 8 or more hides nothing (decided from the shape, no device sync); 7 hides key 0 from 7
+    mask = MaskBuilder(torch.float32, torch.device("cpu")).causal_mask(3, past=5)
+    out = narrowed(mask, torch.arange(5, 8), window=window)[0, 0] == 0
+    want = [[j <= i and j > i - window for j in range(8)] for i in range(5, 8)]
+    assert out.tolist() == want
+    assert (window >= 8) == (narrowed(mask, torch.arange(5, 8), window=window) is mask)
+
+
 def test_per_layer_models_get_both_masks():
     mask = MaskBuilder(torch.float32, torch.device("cpu")).causal_mask(8)
     both = masks_for(Layout(2, True), mask, torch.arange(8))
