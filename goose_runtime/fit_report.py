@@ -73,7 +73,25 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
              f"p_t = {o.p_t.estimate:.4f} {_ci(o.p_t.ci95, 4)}  naive {_ci(o.p_t.naive_ci95, 4)}  n = {o.p_t.n}",
              f"p_s/p_t = {o.ratio.estimate:.2f} {_ci(o.ratio.ci95, 2)}",
              *_parent_lines(analysis), "",
-             format_table(group_rows(analysis)), ""]
+             format_table(group_rows(analysis)), "",
+             *_data_notes(analysis)]
+    for b in analysis.violations:
+        lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
+                     f"{b.observed_tau:.3f} {_ci(b.ci95)}")
+    lines += _recommendation_lines(analysis, files)
+    rec = analysis.overall.recommendation
+    if rec is not None:
+        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",
+                  format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
+        if rec.left_out:  # as goose compare says of --top-k
+            lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
+    return "\n".join(lines)
+
+
+def _data_notes(analysis: Analysis) -> list[str]:
+    """Notes on what the traces can and cannot support: few prompts, the bound's scalar model, trees off
+    the topology contract, matches left unaccepted, rates never reached."""
+    lines = []
     few = [f"{g.label} ({g.fit.prompts})" for g in analysis.groups if 0 < g.fit.prompts < FEW_PROMPTS]
     if few:
         lines.append(f"note: fewer than {FEW_PROMPTS} prompts in {', '.join(few)}: a cluster bootstrap over so few "
@@ -100,9 +118,12 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
         if unknown:
             lines.append(f"note: no {kind} node was reached in {', '.join(unknown)}: {rate} is unknown there, and its "
                          f"recommendation assumes 0 ({meaning})")
-    for b in analysis.violations:
-        lines.append(f"BOUND VIOLATED in group {b.label}: bound {b.lower_bound:.3f} > observed tau "
-                     f"{b.observed_tau:.3f} {_ci(b.ci95)}")
+    return lines
+
+
+def _recommendation_lines(analysis: Analysis, files: dict[str, str] | None) -> list[str]:
+    """One line per group's recommended tree (and the file it went to), and the groups without one."""
+    lines = []
     pooled = analysis.overall
     # grouped, the pooled fit's file is written too (topology-all.json): name it, as every group's
     shown = [*analysis.groups, *(() if any(g is pooled for g in analysis.groups) else (pooled,) if files else ())]
@@ -121,13 +142,7 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
                      if g.recommendation is not None and g.recommendation.unpriced), None)
     if unpriced:  # one profile for every group
         lines.append(f"note: the latency profile {unpriced_note(*unpriced)}")
-    rec = analysis.overall.recommendation
-    if rec is not None:
-        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",
-                  format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
-        if rec.left_out:  # as goose compare says of --top-k
-            lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
-    return "\n".join(lines)
+    return lines
 
 
 def _parent_lines(analysis: Analysis) -> list[str]:
