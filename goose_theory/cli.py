@@ -79,9 +79,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("compare", help="every rule side by side at one budget")
     _add_shape(p)
-    p.add_argument("--topology", action="append", default=[], metavar="FILE",
-                   help="also a tree of yours (goose-topology/1; e.g. from goose choices import), at its own budget; "
-                        "repeatable")
+    p.add_argument("--topology", action="extend", nargs="+", default=[], metavar="FILE",
+                   help="also trees of yours (goose-topology/1; e.g. from goose choices import), each at its own "
+                        "budget; several after one flag, or the flag repeated")
     _add_acceptance(p)
     p.set_defaults(handler=cmd_compare)
 

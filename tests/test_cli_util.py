@@ -230,3 +230,21 @@ def test_a_regime_note_never_precedes_an_error(capsys, tmp_path):
         assert main([*argv, "--topology", str(tmp_path / "single.json"), "--p-s", "0.8", "--p-t", "0.2"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and "exclusive model" in err, err
+
+
+def test_compare_takes_several_trees_after_one_flag(capsys, tmp_path):
+    # the README writes `goose compare ... --topology mine.json ...`; the flag took one file, so a second
+    # was "unrecognized arguments" (walkthrough, 6 Dec); the repeated flag still works
+    import json
+
+    from goose_runtime.cli import main
+    from goose_theory.topology import Topology, save_topology
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)]), a)
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "transition", 0)]), b)
+    flags = ["compare", "--budget", "4", "--p-s", "0.6", "--p-t", "0.1", "--json"]
+    for files in (["--topology", str(a), str(b)], ["--topology", str(a), "--topology", str(b)]):
+        assert main([*flags, *files]) == 0
+        rows = json.loads(capsys.readouterr().out)["rules"][-2:]
+        assert [r["rule"] for r in rows] == [f"topology:{a}", f"topology:{b}"]
+        assert [r["predicted_tau"] for r in rows] == pytest.approx([1.6, 1.1])
