@@ -1,7 +1,7 @@
 """``goose choices export|import``: topologies as the tree choices of Medusa, EAGLE, TensorRT-LLM, vLLM.
 
-``export TOPOLOGY.json [--out FILE] [--regime unmatched]`` prints (or writes) the rank paths of a
-transition-only tree (or of a regime file's unmatched tree);
+``export TOPOLOGY.json [--out FILE] [--regime unmatched [--all-slots]]`` prints (or writes) the rank
+paths of a transition-only tree (or of a regime file's unmatched tree, cut to the file's budget);
 ``import CHOICES --out TOPOLOGY.json`` turns a choices list (JSON or a Python literal) into a
 ``goose-topology/1`` file that ``goose yield``, ``compare`` and ``decode --method topology:FILE``
 read. See :mod:`goose_theory.choices` for the convention.
@@ -14,7 +14,7 @@ from typing import Any
 
 from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes, save_choices
 from .cli_util import UsageError, check_not_an_input, check_output_file, print_json
-from .topology import load_topology, save_topology
+from .topology import Topology, load_topology, save_topology
 
 
 def register(sub: Any) -> None:
@@ -25,7 +25,11 @@ def register(sub: Any) -> None:
     e.add_argument("topology", help="goose-topology/1 JSON file (no spine nodes)")
     e.add_argument("--out", help="write the list to this file (default: print it)")
     e.add_argument("--regime", choices=["unmatched"], help="of a regime file (fit-acceptance --regimes): export "
-                   "its unmatched tree, the one drafted without a context match (its other trees have a spine)")
+                   "its unmatched tree, the one drafted without a context match (its other trees have a spine): "
+                   "its first BUDGET slots in goose's fill order, as goose drafts it when every slot has a candidate")
+    e.add_argument("--all-slots", action="store_true", help="with --regime unmatched: every slot of the tree, the "
+                   "spare ones past the file's budget included (goose fills them only where earlier slots found no "
+                   "candidate)")
     e.set_defaults(handler=cmd_export)
     i = way.add_parser("import", help="a choices list (JSON or Python literal, e.g. [(0,), (1,), (0, 0)]) as "
                                       "topology JSON")
@@ -53,7 +57,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         if unmatched is None:
             raise UsageError(f"--regime unmatched: {args.topology} is not a regime file with an unmatched tree "
                              f"(fit-acceptance --regimes --out writes one)")
-        topology = unmatched
+        topology = unmatched if args.all_slots else _budget_cut(unmatched, topology.budget, args.topology)
+    elif args.all_slots:
+        raise UsageError("--all-slots goes with --regime unmatched (a plain tree has no spare slots)")
     try:
         paths = choices_from_topology(topology)
     except ChoicesError as exc:
@@ -67,6 +73,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     for note in portability_notes(paths):  # stderr: stdout stays the bare list a config can take
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _budget_cut(unmatched: Topology, budget: int, name: str) -> Topology:
+    """The unmatched tree as goose drafts it where every slot finds a candidate: its first ``budget``
+    slots in the fill order (a regime file gives it up to twice the file's budget in spare slots,
+    which a runtime that drafts every path of a list, such as vLLM's or Medusa's, would all verify)."""
+    from .regimefill import first_nodes
+
+    if unmatched.budget <= budget:
+        return unmatched
+    print(f"note: {name}'s unmatched tree has {unmatched.budget} slots for the file's budget of {budget}: goose fills "
+          f"them in order and stops at {budget} nodes, using the spare ones where a slot finds no candidate; "
+          f"exported: the first {budget} (--all-slots: all {unmatched.budget})", file=sys.stderr)
+    return first_nodes(unmatched, budget)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

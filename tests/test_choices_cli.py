@@ -48,7 +48,7 @@ def test_export_refuses_a_spine_and_names_the_file(tmp_path, capsys):
 
 
 def test_export_takes_a_regime_files_unmatched_tree(tmp_path, capsys):
-    spine = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    spine = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (2, "spine", 0)])  # TREE's budget
     save_topology(spine.with_meta(regimes={"unmatched": TREE.to_dict()}), tmp_path / "r.json")
     assert main(["choices", "export", str(tmp_path / "r.json")]) == 2  # its own tree has a spine
     assert "it is a regime file: --regime unmatched exports" in capsys.readouterr().err
@@ -58,6 +58,23 @@ def test_export_takes_a_regime_files_unmatched_tree(tmp_path, capsys):
     assert main(["choices", "export", str(tmp_path / "plain.json"), "--regime", "unmatched"]) == 2
     err = capsys.readouterr().err
     assert "is not a regime file with an unmatched tree" in err and err.count("\n") == 1
+
+
+def test_export_cuts_the_unmatched_trees_spare_slots_to_the_files_budget(tmp_path, capsys):
+    # found in review: a regime file of budget 9 exported its unmatched tree's 18 slots, silently; a runtime
+    # that drafts every listed path would verify twice the nodes the budget was chosen for
+    spine = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])  # budget 2
+    wide = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1), (1, "transition", 0),
+                                (0, "transition", 2)])  # fill order: ranks 0, 1, 2 under the root, then [0, 0]
+    save_topology(spine.with_meta(regimes={"unmatched": wide.to_dict()}), tmp_path / "r.json")
+    assert main(["choices", "export", str(tmp_path / "r.json"), "--regime", "unmatched"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == [[0], [1]]
+    assert "unmatched tree has 4 slots for the file's budget of 2" in err and err.count("\n") == 1
+    assert main(["choices", "export", str(tmp_path / "r.json"), "--regime", "unmatched", "--all-slots"]) == 0
+    assert json.loads(capsys.readouterr().out) == [[0], [1], [2], [0, 0]]
+    assert main(["choices", "export", str(tmp_path / "r.json"), "--all-slots"]) == 2
+    assert "--all-slots goes with --regime unmatched" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text,needle", [("[[0, 1]]", "has no parent"), ("{}", "a JSON object without speculative_token_tree"),
