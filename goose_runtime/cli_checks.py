@@ -1,7 +1,8 @@
 """Checks the runtime CLIs (``goose decode``, ``profile-latency``, ``record-traces``, ``validate``,
 ``loop``) share: counts and their ranges, output paths, the refresh flag, and DecodeConfig's
 ranges named by flag. Each raises a one-line :class:`~goose_theory.cli_util.UsageError` before
-the model loads, so bad input never costs a run.
+the model loads, so bad input never costs a run. Also the note they share on a run too short
+for its speedups.
 """
 from __future__ import annotations
 
@@ -88,3 +89,20 @@ def check_model_args(args) -> None:
     name = getattr(args, "model", DEFAULT_NAME)
     if name != DEFAULT_NAME:
         model_path(name)
+
+
+FEW_TOKENS = 256  # below this many tokens per method the tables say their speedups are noise
+
+
+def few_tokens_note(tokens: int) -> str | None:
+    """What a speedup measured over so few tokens is worth (None from ``FEW_TOKENS`` up): a second of
+    load elsewhere moves it by tens of percent.
+
+    Example:
+        >>> few_tokens_note(16)
+        '16 tokens per method: too few for a steady speedup (the benches use 5 prompts of 128 tokens)'
+    """
+    if tokens >= FEW_TOKENS:
+        return None
+    return (f"{tokens} token{'' if tokens == 1 else 's'} per method: too few for a steady speedup "
+            f"(the benches use 5 prompts of 128 tokens)")

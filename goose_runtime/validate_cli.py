@@ -12,13 +12,14 @@ import time
 from goose_theory.cli_util import UsageError, format_table, load_latency_option, print_json, split_list, to_jsonable
 from goose_theory.topology import load_topology, write_json_atomic
 
-from .cli_checks import check_model_args, check_refresh, check_run_args, make_config
+from .cli_checks import check_model_args, check_refresh, check_run_args, few_tokens_note, make_config
 from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
 from .prompts import BENCHMARKS, load_prompts, set_name
 from .validate_inputs import (check_validate_outputs, fitted_set, held_out, provenance_traces, topology_notes,
                               validation_trace)
 
+SPEEDUP_SLACK = 1.1  # a speedup this far above tau is timing noise, not speculation (see speed_notes)
 
 def _num(value: float, spec: str) -> str:
     """``value`` formatted by ``spec`` for the table; blank for NaN (a column that does not apply)."""
@@ -150,6 +151,24 @@ def emit_report(args, rows, extra: dict) -> None:
     else:
         versus = "goose+prior@B" if args.prior else "goose@B"  # both parsers define --prior
         print(format_table([display_row(r, versus) for r in rows]))
+        for note in speed_notes(rows):
+            print(f"note: {note}")
+
+
+def speed_notes(rows) -> list[str]:
+    """Where a set's speedups cannot be read: too few tokens (``ar``'s row counts them: one a cycle),
+    or a speedup above the row's tau, which only a change of load during the run produces (every
+    verification forward costs at least a decode step)."""
+    notes = []
+    for bench in dict.fromkeys(r.benchmark for r in rows):
+        ar = next((r for r in rows if r.benchmark == bench and r.method == "ar"), None)
+        if ar is not None and (note := few_tokens_note(ar.cycles)):
+            notes.append(f"{bench}: {note}")
+        fast = [r.method for r in rows if r.benchmark == bench and r.speedup_vs_ar > SPEEDUP_SLACK * r.measured_tau]
+        if fast:
+            notes.append(f"{bench}: speedup above tau in {', '.join(fast)}: the machine's load changed during the "
+                         "run; run it again on a quiet machine before reading the speedups")
+    return notes
 
 
 def validate_handler(args: argparse.Namespace) -> int:
