@@ -40,7 +40,7 @@ def build_parser():
     p.add_argument("--group-by", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)} (default: one group "
                    "of all the traces)")
     p.add_argument("--budget", type=int, default=None,
-                   help="budget of the recommended tree (default: the recorded runs'); with --latency the most it may choose")
+                   help="budget of the recommended tree (default: the largest budget in the traces); with --latency the most it may choose")
     p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware (at most --budget)")
     p.add_argument("--out", default=None, help="write topology-<group>.json, report.md and charts (*.html) here")
     p.add_argument("--regimes", action="store_true",
@@ -132,6 +132,10 @@ def _handler(args) -> int:
         print_json({**analysis.to_json(files), **({"regime_exports": exports} if args.regimes else {})})
     else:
         print(summary_text(analysis, files))
+        if exports:  # two predictions for one group: say which one a measurement should be held against
+            print("--regimes: the exports below fit the cycles with and without a context match apart, so their "
+                  "predicted tau, not the recommendation's (a spine offered in every cycle), is the one to hold "
+                  "against measured tau")
         for e in exports:
             print(f"exported (--regimes) for {export_line(e)}")
         if args.out:

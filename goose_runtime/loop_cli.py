@@ -27,7 +27,8 @@ def register(sub) -> None:
     p.add_argument("--traces", default="traces", help="a trace file, a folder (its own *.parquet) or a glob ('**' recurses), read as "
                    "fit-acceptance reads its PATHs (default: traces/)")
     p.add_argument("--bench", default="humaneval,mtbench,stdlib",
-                   help="built-in sets or JSONL paths; a JSONL set is matched to its traces by its file stem")
+                   help="comma-separated built-in sets or JSONL paths (default: humaneval,mtbench,stdlib); a JSONL set "
+                        "is matched to its traces by its file stem")
     # 5: two held-out prompts missed the prediction by 10-42% from prompt variation alone; five took
     # 3 min on the quiet 2-core CPU and landed within 3% on every set (README, "The main job")
     p.add_argument("--limit", type=int, default=5, help="held-out prompts per set (default 5)")

@@ -44,9 +44,9 @@ def _add_acceptance(p: argparse.ArgumentParser) -> None:
 
 def _add_shape(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, required=True, help="non-root nodes of the tree")
-    p.add_argument("--max-depth", type=int, default=6, help="depth bound of transition nodes (paper: 6)")
-    p.add_argument("--max-spine", type=int, default=20, help="spine length bound (paper: 20)")
-    p.add_argument("--top-k", type=int, default=10, help="transition candidates per node (paper: 10)")
+    p.add_argument("--max-depth", type=int, default=6, help="depth bound of transition nodes (default 6, the paper's)")
+    p.add_argument("--max-spine", type=int, default=20, help="spine length bound (default 20, the paper's)")
+    p.add_argument("--top-k", type=int, default=10, help="transition candidates per node (default 10, the paper's)")
 
 
 def register(sub: Any) -> None:

@@ -283,7 +283,7 @@ def regime_note(topology: Any, path: str, verb: str) -> None:
     """A two-regime export carries the matched regime's rates but predicts a blend: a one-model score reads high."""
     if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
         # a regime file's top-level tree is its matched one; --regimes' single tree runs in both regimes
-        tree = "top-level (matched) tree alone" if topology.meta.get("regimes") else "one tree (run in both regimes)"
+        tree = "top-level (matched) tree" if topology.meta.get("regimes") else "one tree (run in both regimes)"
         print(f"note: {path} is a two-regime export; this {verb} its {tree} under the given rates alone; its "
               f"two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
 

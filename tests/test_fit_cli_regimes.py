@@ -38,6 +38,12 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     spec = parse_method(f"topology:{pair}")
     assert spec.unmatched is not None and spec.topology.budget <= 4
     assert load_topology(pair).meta["predicted_tau"] > 1.0
+    # as text, the two predictions of one group come with which one a measurement is held against
+    assert main([*files, "--group-by", "benchmark", "--budget", "4", "--out", str(tmp_path / "fit2"), "--regimes",
+                 "--bootstrap", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("exported (--regimes) for mtbench at budget 4"))
+    assert lines[at - 1].startswith("--regimes: the exports below fit the cycles with and without a context match")
 
 
 def test_regimes_with_latency_export_where_the_regime_files_rate_peaks(tmp_path, capsys):
