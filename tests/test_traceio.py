@@ -144,3 +144,15 @@ def test_string_view_columns_are_strings(good, tmp_path):
     pq.write_table(_string_view(pq.read_table(good)), path)
     info = check_trace(path)
     assert info.schema.field("run_id").type == pa.string_view() and info.metadata()["synthetic"] is True
+
+
+def test_a_file_name_that_is_not_utf8_is_one_line(good, tmp_path):
+    # bad-input sweep, 6 Dec: pyarrow raised UnicodeEncodeError (a traceback) on a listed name with byte 0xff,
+    # so one such file in a folder stopped fit-acceptance, --skip-bad included
+    import os
+    import shutil
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/tr\xffx.parquet")
+    shutil.copy(good, name)
+    with pytest.raises(TraceFileError, match=r"tr\ufffdx\.parquet: the file's name is not UTF-8 text") as err:
+        check_trace(name)
+    assert "\n" not in str(err.value)
