@@ -72,8 +72,8 @@ def _fill_counts(part: pd.DataFrame, topo: Topology) -> tuple[np.ndarray, np.nda
             base = i
             continue
         p = base + int(par[i])
-        v = slot[p]
-        c = spine_of.get(v) if src[i] == "spine" else kids_of[v].get(int(rank[i]))
+        v = slot[p]  # -1: the parent is in no slot (a tree off its recorded topology), nor then is the node
+        c = None if v < 0 else spine_of.get(v) if src[i] == "spine" else kids_of[v].get(int(rank[i]))
         slot[i] = -1 if c is None else c
         if src[i] == "transition":
             filled[p] = filled.get(p, 0) + 1

@@ -229,6 +229,7 @@ def config_problem(raw: bytes | None) -> str | None:
     cap = (config.get("decode") or {}).get("max_new_tokens")
     if cap is not None and (not isinstance(cap, int) or isinstance(cap, bool) or cap < 1):
         return f"decode.max_new_tokens is not a positive integer: {cap!r}"[:200]  # 10**1000 stays one short line
+    labels: set[str] = set()
     for i, method in enumerate(config.get("methods") or []):
         if not isinstance(method, dict):
             return f"methods[{i}] is not an object"
@@ -236,6 +237,11 @@ def config_problem(raw: bytes | None) -> str | None:
         if misfit:
             key, what, value = misfit
             return f"methods[{i}].{key} is not {what}: {value!r}"[:200]
+        if isinstance(method.get("budget"), int) and method["budget"] < 0:  # ar records 0; a log of it warned
+            return f"methods[{i}].budget is negative: {method['budget']}"[:200]
+        if method["label"] in labels:  # the fit finds a method's topology by its label (the rows name it)
+            return f"methods[{i}].label {method['label']!r} names an earlier method too"[:200]
+        labels.add(method["label"])
     return None
 
 

@@ -164,3 +164,15 @@ def test_prior_mismatch_note_reads_only_a_numeric_tail_as_the_budget():
     from goose_theory.regimefill import prior_mismatch_note
     assert prior_mismatch_note(["topology:run@night+prior", "goose+prior@15"], True) is None
     assert prior_mismatch_note(["topology:run@night"], False) is None
+
+
+def test_slot_fill_passes_over_a_node_off_its_topology_and_its_children():
+    # bad-input sweep, 6 Dec: a transition of a rank the topology has no slot for, with a child,
+    # was a KeyError traceback in fit-acceptance --regimes and goose loop (plain fit-acceptance took it)
+    rows = [(0, 0, -1, "root", 0), (0, 1, 0, "transition", 0), (0, 2, 1, "transition", 0),
+            (1, 0, -1, "root", 0), (1, 1, 0, "transition", 7), (1, 2, 1, "transition", 0)]
+    frame = pd.DataFrame([{"method": "iso:1@2", "cycle": c, "node": n, "parent": p, "source": s, "rank": r}
+                          for c, n, p, s, r in rows])
+    meta = _frames(prompts=1, cycles=1)[0][1]
+    root, _, chain = slot_fill([(frame, meta)])
+    assert root == pytest.approx(1.0) and chain == pytest.approx(1.0)  # cycle 1's rank-7 subtree is in no slot

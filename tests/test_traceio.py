@@ -84,6 +84,8 @@ def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
     (b'{"methods": [{"name": "ar", "budget": 0}]}', "methods[0].label is not a string: None"),
     (b'{"methods": [{"label": "goose@8", "budget": true}]}', "methods[0].budget is not an integer: True"),
     (b'{"methods": [{"label": "t", "topology": "tree.json"}]}', "methods[0].topology is not a topology object"),
+    (b'{"methods": [{"label": "goose@8", "budget": -5}]}', "methods[0].budget is negative: -5"),  # a numpy warning
+    (b'{"methods": [{"label": "a"}, {"label": "a"}]}', "methods[1].label 'a' names an earlier method too"),
 ])
 def test_a_config_the_fit_cannot_read_is_one_line_naming_the_file(good, tmp_path, config, problem):
     # the fit's readers index config.methods[i].label / .budget / .topology: a hand-edited
