@@ -35,7 +35,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .fitcounts import CAP, FitCounts, count_files
+from .fitcounts import CAP, POOLED, FitCounts, count_files
 from .traceio import TraceFileError
 
 Z95 = 1.959963984540054
@@ -277,7 +277,7 @@ def fit_counts(counts: FitCounts, *, n_boot: int = 1000, seed: int = 0) -> FitRe
     if counts.n_clusters == 0:
         raise TraceFileError("no cycles in the traces")
     every = np.arange(counts.n_clusters)
-    overall = _fit_group("all", {}, every, counts, counts.cluster_prompt, n_boot, np.random.default_rng([seed, 0]))
+    overall = _fit_group(POOLED, {}, every, counts, counts.cluster_prompt, n_boot, np.random.default_rng([seed, 0]))
     if len(counts.groups) == 1 and not counts.group_by:  # the one group is everything
         return FitResult(counts, overall, (overall,), n_boot, seed)
     groups = []

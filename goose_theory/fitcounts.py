@@ -46,6 +46,7 @@ from .tracecheck import (PER_CYCLE, REPEAT_KEY, SAME_IN_CYCLE, Cycles, batch_arr
 from .traceio import TraceFileError, TraceInfo, check_trace
 
 GROUP_COLUMNS = ("model", "benchmark", "method")
+POOLED = "all"  # the label of the fit of every trace pooled (its file: topology-all.json)
 CLUSTER_COLUMNS = ("run_id", "benchmark", "prompt_id")
 PROMPT_COLUMNS = ("benchmark", "prompt_id")  # what identifies a prompt across runs (its text)
 LEGACY_PROMPT_ID = "prompt"  # benchmark and id of `decode --prompt` traces before ids named the text: per run
@@ -86,12 +87,13 @@ class FitCounts:
 
     def group_label(self, g: int) -> str:
         """The group's values joined by "-" ("humaneval-goose@8"); where that joins two groups'
-        values to one label (("x-y", "goose") and ("x", "y-goose")), each of them is labelled by its
-        values as a JSON list instead: a label names one group (files, the report, --json)."""
+        values to one label (("x-y", "goose") and ("x", "y-goose")), or to "all", the pooled fit's
+        label, each of them is labelled by its values as a JSON list instead: a label names one group
+        (files, the report, --json)."""
         if not self.groups[g]:
-            return "all"
+            return POOLED
         label = "-".join(self.groups[g])
-        if sum("-".join(values) == label for values in self.groups) > 1:
+        if label == POOLED or sum("-".join(values) == label for values in self.groups) > 1:
             return json.dumps(list(self.groups[g]))
         return label
 

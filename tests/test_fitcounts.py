@@ -232,10 +232,14 @@ def test_groups_whose_values_join_to_one_label_keep_apart():
 
     specs = [SyntheticSpec(0.7, 0.1, (TREE,), prompts=3, cycles=10, benchmark="x-y", method="goose", run_id="r1"),
              SyntheticSpec(0.1, 0.3, (TREE,), prompts=3, cycles=10, benchmark="x", method="y-goose", run_id="r2"),
-             SyntheticSpec(0.5, 0.2, (TREE,), prompts=3, cycles=10, benchmark="z", method="goose", run_id="r3")]
-    counts = fitcounts.count_tables([synthetic_table(specs, seed=0)], group_by=("benchmark", "method"))
+             SyntheticSpec(0.5, 0.2, (TREE,), prompts=3, cycles=10, benchmark="z", method="goose", run_id="r3"),
+             SyntheticSpec(0.5, 0.2, (TREE,), prompts=3, cycles=10, benchmark="all", method="goose", run_id="r4")]
+    counts = fitcounts.count_tables([synthetic_table(specs[:3], seed=0)], group_by=("benchmark", "method"))
     labels = {counts.groups[g]: counts.group_label(g) for g in range(len(counts.groups))}
     assert labels == {("x-y", "goose"): '["x-y", "goose"]', ("x", "y-goose"): '["x", "y-goose"]',
                       ("z", "goose"): "z-goose"}  # a label no other group shares stays as it was
+    # a set named "all" is not the pooled fit "all": its topology-all.json replaced the pooled one (sweep, 6 Dec)
+    by_set = fitcounts.count_tables([synthetic_table(specs[2:], seed=0)], group_by=("benchmark",))
+    assert sorted(by_set.group_label(g) for g in range(2)) == ['["all"]', "z"]
     fit = fit_counts(counts, n_boot=20, seed=0)
     assert sorted(g.label for g in fit.groups) == sorted(labels.values())
