@@ -98,7 +98,7 @@ def _acceptance(args: argparse.Namespace) -> Acceptance:
     missing = [flag for flag in ("--p-s", "--p-t") if flag not in flags]
     if missing:
         raise UsageError(f"{' and '.join(missing)} required (or --acceptance-from TOPOLOGY)")
-    return Acceptance.parse(args.p_s, args.p_t, args.model or "exclusive", p_t_spine=args.p_t_spine,
+    return Acceptance.parse(args.p_s, args.p_t, "exclusive" if args.model is None else args.model, p_t_spine=args.p_t_spine,
                             p_t_chain=args.p_t_chain)
 
 

@@ -248,3 +248,10 @@ def test_compare_takes_several_trees_after_one_flag(capsys, tmp_path):
         rows = json.loads(capsys.readouterr().out)["rules"][-2:]
         assert [r["rule"] for r in rows] == [f"topology:{a}", f"topology:{b}"]
         assert [r["predicted_tau"] for r in rows] == pytest.approx([1.6, 1.1])
+
+
+def test_an_empty_acceptance_model_is_refused(capsys):
+    # bad-input sweep, 6 Dec: --model '' ran as the default (exclusive) while --model bogus was refused
+    from goose_runtime.cli import main
+    assert main(["compare", "--budget", "4", "--p-s", "0.6", "--p-t", "0.1", "--model", ""]) == 2
+    assert capsys.readouterr().err == "error: model: unknown acceptance model '' (expected one of exclusive, independent)\n"
