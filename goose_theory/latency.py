@@ -76,6 +76,11 @@ def _number(name: str, value: Any, *, positive: bool) -> float:
         raise LatencyError(f"{name} must be a finite number, got {value!r}")
     if (number <= 0) if positive else (number < 0):
         raise LatencyError(f"{name} must be {'> 0' if positive else '>= 0'}, got {value!r}"[:200])
+    # no device runs a forward in under a nanosecond or a cycle's drafting for more than a day: such a
+    # number (1e-320, 1e308) is a typo, and priced it made tokens/s inf or 0 without a word
+    if (positive and number < 1e-9) or number > 86400:
+        raise LatencyError(f"{name} must be {'between 1e-9 and' if positive else 'at most'} 86400 seconds "
+                           f"(a day), got {value!r}"[:200])
     return number
 
 

@@ -59,6 +59,9 @@ def test_round_trip(tmp_path):
     ({"draft_s": 10**400}, "draft_s must be a finite number, got an integer too large for a float"),
     ({"draft_s_per_node": -10**400}, "draft_s_per_node must be a finite number, got an integer too large"),
     ({"draft_s": True}, "draft_s must be a finite number, got True"),
+    # bad-input sweep, 6 Dec: priced, these made tokens/s inf (and chose budget 0) or 0
+    ({"sizes": [1, 2], "seconds": [1e-320, 0.2]}, "seconds entry must be between 1e-9 and 86400 seconds (a day), got 1e-320"),
+    ({"draft_s_per_node": 1e308}, "draft_s_per_node must be at most 86400 seconds (a day), got 1e+308"),
     ({"sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": -1}, "draft_s"),
     ({"sizes": [], "seconds": []}, "non-empty"),
     ({"sizes": 3, "seconds": [0.1]}, "lists"),
