@@ -239,9 +239,24 @@ def config_problem(raw: bytes | None) -> str | None:
             return f"methods[{i}].{key} is not {what}: {value!r}"[:200]
         if isinstance(method.get("budget"), int) and method["budget"] < 0:  # ar records 0; a log of it warned
             return f"methods[{i}].budget is negative: {method['budget']}"[:200]
+        if (problem := _topology_problem(method.get("topology"))) is not None:
+            return f"methods[{i}].topology: {problem}"[:200]
         if method["label"] in labels:  # the fit finds a method's topology by its label (the rows name it)
             return f"methods[{i}].label {method['label']!r} names an earlier method too"[:200]
         labels.add(method["label"])
+    return None
+
+
+def _topology_problem(data: dict | None) -> str | None:
+    """Why a method's recorded topology does not load (the --regimes fit loads it; its error named
+    neither the trace nor its metadata), or None."""
+    if data is None:
+        return None
+    from .topology import TopologyError, topology_from_dict  # here: topology's numpy is not every reader's
+    try:
+        topology_from_dict(data)
+    except TopologyError as exc:
+        return str(exc)
     return None
 
 

@@ -86,6 +86,7 @@ def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
     (b'{"methods": [{"label": "t", "topology": "tree.json"}]}', "methods[0].topology is not a topology object"),
     (b'{"methods": [{"label": "goose@8", "budget": -5}]}', "methods[0].budget is negative: -5"),  # a numpy warning
     (b'{"methods": [{"label": "a"}, {"label": "a"}]}', "methods[1].label 'a' names an earlier method too"),
+    (b'{"methods": [{"label": "t", "topology": {"nodes": []}}]}', "methods[0].topology: no 'schema' key"),  # named no file
 ])
 def test_a_config_the_fit_cannot_read_is_one_line_naming_the_file(good, tmp_path, config, problem):
     # the fit's readers index config.methods[i].label / .budget / .topology: a hand-edited
@@ -100,9 +101,10 @@ def test_a_config_the_fit_cannot_read_is_one_line_naming_the_file(good, tmp_path
 
 def test_a_recorded_config_and_none_at_all_pass(good, tmp_path):
     table = pq.read_table(good)
-    recorded = (b'{"decode": {"max_new_tokens": 128}, "methods": [{"label": "goose@8", "name": "goose", '
-                b'"budget": 8, "topology": null}, {"label": "t", "name": "topology", "budget": 2, '
-                b'"topology": {"schema": "goose-topology/1"}, "min_score": 0.0}]}')
+    import json
+    recorded = json.dumps({"decode": {"max_new_tokens": 128}, "methods": [
+        {"label": "goose@8", "name": "goose", "budget": 8, "topology": None},
+        {"label": "t", "name": "topology", "budget": 2, "topology": TREE.to_dict(), "min_score": 0.0}]}).encode()
     for name, config in (("recorded", recorded), ("null", b"null")):
         path = tmp_path / f"{name}.parquet"
         pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"config": config}), path)
