@@ -156,12 +156,16 @@ def emit_report(args, rows, extra: dict) -> None:
 
 
 def speed_notes(rows) -> list[str]:
-    """Where a set's speedups cannot be read: too few tokens (``ar``'s row counts them: one a cycle),
-    or a speedup above the row's tau, which only a change of load during the run produces (every
-    verification forward costs at least a decode step)."""
+    """Where a set's figures cannot be read: one prompt (no spread, so the interval columns are
+    blank), too few tokens (``ar``'s row counts them: one a cycle), or a speedup above the row's
+    tau, which only a change of load during the run produces (every verification forward costs at
+    least a decode step)."""
     notes = []
     for bench in dict.fromkeys(r.benchmark for r in rows):
         ar = next((r for r in rows if r.benchmark == bench and r.method == "ar"), None)
+        if ar is not None and ar.prompts < 2:
+            notes.append(f"{bench}: 1 prompt: the intervals, the noise band and the comparison's interval need the "
+                         "spread over two or more prompts, so they are blank")
         if ar is not None and (note := few_tokens_note(ar.cycles)):
             notes.append(f"{bench}: {note}")
         fast = [r.method for r in rows if r.benchmark == bench and r.speedup_vs_ar > SPEEDUP_SLACK * r.measured_tau]

@@ -1,5 +1,5 @@
-"""The notes under validate's and loop's table when a set's speedups cannot be read (too few
-tokens, or a speedup above tau: a change of load during the run)."""
+"""The notes under validate's and loop's table when a set's figures cannot be read (one prompt, too
+few tokens, or a speedup above tau: a change of load during the run)."""
 from __future__ import annotations
 
 import dataclasses
@@ -29,3 +29,9 @@ def test_a_speedup_above_tau_is_called_noise():
     regime = dataclasses.replace(GOOSE, method="topology:t", speedup_vs_ar=2.9)  # within 10% of its tau 2.8
     notes = speed_notes([AR, loaded, regime])
     assert len(notes) == 1 and notes[0].startswith("stdlib: speedup above tau in goose@9: the machine's load changed")
+
+
+def test_one_prompt_says_why_the_interval_columns_are_blank():
+    one = [dataclasses.replace(AR, prompts=1, cycles=300), dataclasses.replace(GOOSE, prompts=1)]
+    assert speed_notes(one) == ["stdlib: 1 prompt: the intervals, the noise band and the comparison's interval need "
+                                "the spread over two or more prompts, so they are blank"]
