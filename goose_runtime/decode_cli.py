@@ -96,8 +96,9 @@ def _decode_options(parser) -> None:
 def add_refresh_option(parser) -> None:
     """``--refresh-latency``, for every command that reads the cached device profile."""
     parser.add_argument("--refresh-latency", action="store_true",
-                        help="re-measure this device's cached latency profile (about 10 s) and overwrite it: "
-                        "speeds drift (a VM's from day to day); not with --latency FILE")
+                        help="re-measure this device's cached latency profile (about 10 s) and overwrite it, "
+                        "and on a CPU the linear-kernel plan it is measured under (about 2 s): speeds drift (a "
+                        "VM's from day to day); not with --latency FILE")
 
 
 def load_quietly(args):
@@ -113,7 +114,9 @@ def load_quietly(args):
         torch.set_num_threads(args.threads)
     if args.model == model_mod.DEFAULT_NAME and not model_mod.default_model_cached():
         say("converting the default model's GGUF file to a cached checkpoint (once, about 20 s)")
-    return model_mod.load_model(args.model, device=args.device, dtype=args.dtype)
+    # --refresh-latency re-measures the device: the kernel plan the profile is measured under too
+    return model_mod.load_model(args.model, device=args.device, dtype=args.dtype,
+                                refresh_plan=getattr(args, "refresh_latency", False))
 
 
 def _method_list(args) -> list[str]:

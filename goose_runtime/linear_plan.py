@@ -172,10 +172,12 @@ def _env_rows() -> int | None:
     return int(text)
 
 
-def plan_linears(model, *, cache_dir: str, model_name: str) -> dict[str, Any]:
+def plan_linears(model, *, cache_dir: str, model_name: str, refresh: bool = False) -> dict[str, Any]:
     """Set the model's MKL/oneDNN crossover (``GOOSE_STOCK_ROWS``, else cached, else measured and
     cached) and return ``{"stock_rows": k, "source": "env"|"cached"|"measured"|"untuned", "cpu": name, "cpu_id": cpu_id()}``.
-    A model without tuned linears (CUDA, bf16, ``GOOSE_CPU_TUNE=0``) is left alone."""
+    ``refresh`` measures again in place of the cache (``--refresh-latency``: a plan measured while the
+    machine was busy would otherwise stay). A model without tuned linears (CUDA, bf16,
+    ``GOOSE_CPU_TUNE=0``) is left alone."""
     info: dict[str, Any] = {"stock_rows": 0, "source": "untuned", "cpu": cpu_name(), "cpu_id": cpu_id()}
     if not _linears(model):
         return info
@@ -184,7 +186,7 @@ def plan_linears(model, *, cache_dir: str, model_name: str) -> dict[str, Any]:
         set_stock_rows(model, rows)
         return {**info, "stock_rows": rows, "source": "env"}
     path = plan_path(cache_dir, model_name)
-    rows = _read_plan(path)
+    rows = None if refresh else _read_plan(path)
     if rows is not None:
         set_stock_rows(model, rows)
         return {**info, "stock_rows": rows, "source": "cached", "file": path}

@@ -202,8 +202,10 @@ def cache_label(name: str) -> str:
     return f"{last}-{hashlib.sha1(whole.encode('utf-8')).hexdigest()[:8]}"
 
 
-def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "float32") -> ModelBundle:
-    """Load ``name`` ("default", a local folder or a cached HF id) for greedy decoding, eval mode.
+def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "float32",
+               refresh_plan: bool = False) -> ModelBundle:
+    """Load ``name`` ("default", a local folder or a cached HF id) for greedy decoding, eval mode;
+    ``refresh_plan`` measures the CPU's linear-kernel plan again (:mod:`goose_runtime.linear_plan`).
 
     Raises :class:`ModelLoadError` with one line on a bad name, device or dtype.
     """
@@ -230,7 +232,8 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
     # of 2..64 tokens than MKL's small-batch path (docs/bench-cpu-speed.md); a no-op elsewhere
     tune_for_cpu(model)
     try:  # ... except where MKL is faster for the fewest rows (some Intel hosts): measured once, cached
-        linears = plan_linears(model, cache_dir=str(_cache_root()), model_name=cache_label(label))
+        linears = plan_linears(model, cache_dir=str(_cache_root()), model_name=cache_label(label),
+                               refresh=refresh_plan)
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
     # tree forwards attend on the KV heads directly instead of copying the cache 3x per layer

@@ -90,6 +90,10 @@ def test_plan_measures_once_then_reads_the_cache(monkeypatch, tmp_path):
     again = plan_linears(model, cache_dir=str(tmp_path), model_name="m")
     assert again["source"] == "cached" and again["stock_rows"] == 1 and len(calls) == 1
     assert stock_rows_of(model) == {1} and again["file"] == plan_path(str(tmp_path), "m")
+    monkeypatch.setattr(plan_mod, "measure_stock_rows", fixed_measure(2, calls))  # --refresh-latency: measured again
+    fresh = plan_linears(model, cache_dir=str(tmp_path), model_name="m", refresh=True)
+    assert fresh["source"] == "measured" and fresh["stock_rows"] == 2 and len(calls) == 2
+    assert plan_linears(tuned_model(), cache_dir=str(tmp_path), model_name="m")["stock_rows"] == 2  # and cached
 
 
 @pytest.mark.parametrize("text", ["not json", '{"schema": "other", "stock_rows": 2}', '{"schema": "goose-linear-plan/1", "stock_rows": -1}',
