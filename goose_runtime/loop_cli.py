@@ -115,14 +115,29 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
     if (out := pick_by_replay(bundle, load_topology(pair_path), bench, config=config, name="replay-pick")) is None:
         return None
     best, rows = out
-    _progress(f"{bench}: replay of {len(rows)} matched trees in {time.perf_counter() - start:.0f} s: "
-              + ", ".join(f"{'by length ' if r['matched'] == 'by-length' else ''}scale {r['spine_scale']:.1f} "
-                          f"{r['replayed_tau']:.3f}" for r in rows))
-    if best.meta["replay_choice"] == 0:
-        return None
     path = pair_path[: -len(".json")] + "-replay.json"
+    choice = best.meta["replay_choice"]
+    _progress(f"{bench}: " + replay_line(rows, choice, os.path.basename(path), time.perf_counter() - start))
+    if choice == 0:
+        return None
     save_topology(best, path)
     return path
+
+
+def replay_line(rows: list[dict], choice: int, path: str, seconds: float) -> str:
+    """What the replay of the matched-tree variants found, on one progress line.
+
+    Example:
+        >>> rows = [{"matched": "one", "spine": 5, "transitions": 4, "replayed_tau": 1.921},
+        ...         {"matched": "by-length", "spine": 6, "transitions": 3, "replayed_tau": 1.987}]
+        >>> replay_line(rows, 1, "t-replay.json", 4.2).split("slots: ")[1]
+        'the file 5+4 1.921, by length 6+3 1.987; variant 1 -> t-replay.json'
+    """
+    taus = ", ".join(f"{'the file ' if i == 0 else ''}{'by length ' if r['matched'] == 'by-length' else ''}"
+                     f"{r['spine']}+{r['transitions']} {r['replayed_tau']:.3f}" for i, r in enumerate(rows))
+    kept = "the file stays (no variant gains enough)" if choice == 0 else f"variant {choice} -> {path}"
+    return (f"replayed tau of the regime file's matched tree and {len(rows) - 1} variant(s) on the fit traces' texts "
+            f"({seconds:.0f} s; by length: the longest match's tree), as spine+transition slots: {taus}; {kept}")
 
 
 def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str], dict[str, list]]:
