@@ -30,7 +30,8 @@ DEFAULT_COMPARE = "ar"
 def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
     decode.add_argument("--method", default="goose",
-                        help="ar, pld, tr, iso:K, mixed-iso:K, goose (default), auto, topology:FILE; NAME@B sets its budget; "
+                        help="ar, pld, tr, iso:K, mixed-iso:K, goose (default), auto, topology:FILE; "
+                        "NAME@B sets its budget; "
                         "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table; "
                         "goose+store, auto+store (e.g. goose+store@2) draft a retrieval store's guess in unmatched cycles")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts; "

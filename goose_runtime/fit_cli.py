@@ -40,7 +40,8 @@ def build_parser():
     p.add_argument("--group-by", help=f"comma-separated subset of {','.join(GROUP_COLUMNS)} (default: one group "
                    "of all the traces)")
     p.add_argument("--budget", type=int, default=None,
-                   help="budget of the recommended tree (default: the largest budget in the traces); with --latency the most it may choose")
+                   help="budget of the recommended tree (default: the largest budget in the traces); with --latency "
+                        "the most it may choose")
     p.add_argument("--latency", default=None, help="latency profile JSON: choose the budget cost-aware (at most --budget)")
     p.add_argument("--out", default=None, help="write topology-<group>.json, report.md and charts (*.html) here")
     p.add_argument("--regimes", action="store_true",

@@ -209,7 +209,8 @@ def shared_store(bundle, corpus: Sequence[str] = (), *, log: Callable[[str], Non
     store = read_store(path) if path.exists() else None
     if store is None:
         if log is not None:
-            took = "about 10 s for the standard library on 2 CPU cores" if not corpus else "files that are not text are skipped"
+            took = ("about 10 s for the standard library on 2 CPU cores" if not corpus
+                    else "files that are not text are skipped")
             log(f"building the retrieval store for +store methods from {len(files)} files, once ({took}), "
                 f"cached in {path.parent}")
         store = build_store(tokenize(bundle.tokenizer, read_corpus(files)))

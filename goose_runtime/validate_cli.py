@@ -21,6 +21,7 @@ from .validate_inputs import (check_validate_outputs, fitted_set, held_out, prov
 
 SPEEDUP_SLACK = 1.1  # a speedup this far above tau is timing noise, not speculation (see speed_notes)
 
+
 def _num(value: float, spec: str) -> str:
     """``value`` formatted by ``spec`` for the table; blank for NaN (a column that does not apply)."""
     return "" if value != value else format(value, spec)

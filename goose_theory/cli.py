@@ -98,8 +98,8 @@ def _acceptance(args: argparse.Namespace) -> Acceptance:
     missing = [flag for flag in ("--p-s", "--p-t") if flag not in flags]
     if missing:
         raise UsageError(f"{' and '.join(missing)} required (or --acceptance-from TOPOLOGY)")
-    return Acceptance.parse(args.p_s, args.p_t, "exclusive" if args.model is None else args.model, p_t_spine=args.p_t_spine,
-                            p_t_chain=args.p_t_chain)
+    model = "exclusive" if args.model is None else args.model  # '' is refused as unknown, not taken as the default
+    return Acceptance.parse(args.p_s, args.p_t, model, p_t_spine=args.p_t_spine, p_t_chain=args.p_t_chain)
 
 
 def acceptance_of_file(path: str) -> Acceptance:

@@ -247,7 +247,8 @@ def topology_from_dict(data: Any) -> Topology:
     topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
                                max_spine=data.get("max_spine", 20), meta=meta)
     if "budget" in data and (isinstance(data["budget"], bool) or data["budget"] != topo.budget):  # true == 1
-        raise TopologyError(f"'budget' is {data['budget']!r} but the file has {topo.budget} non-root node{'' if topo.budget == 1 else 's'}")
+        nodes = f"{topo.budget} non-root node{'' if topo.budget == 1 else 's'}"
+        raise TopologyError(f"'budget' is {data['budget']!r} but the file has {nodes}")
     if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)
         from .regimefile import check_regimes
         check_regimes(topo)

@@ -142,9 +142,10 @@ def open_trace(path: str | os.PathLike) -> pq.ParquetFile:
     name = os.fspath(path)
     try:
         pf = pq.ParquetFile(name)
-    except UnicodeEncodeError:  # a name whose bytes are not UTF-8 (os.listdir gives surrogates): pyarrow takes UTF-8 only
+    except UnicodeEncodeError:  # a name whose bytes are not UTF-8 (listed with surrogates): pyarrow takes UTF-8 only
         shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        raise TraceFileError(f"{shown}: the file's name is not UTF-8 text, which pyarrow cannot open; rename the file") from None
+        raise TraceFileError(f"{shown}: the file's name is not UTF-8 text, which pyarrow cannot open; "
+                             "rename the file") from None
     except FileNotFoundError:
         raise TraceFileError(f"{name}: no such file") from None
     except (pa.ArrowException, OSError) as exc:
