@@ -207,7 +207,8 @@ _METHOD_FIELDS = {"label": ((str,), "a string"), "name": ((str, type(None)), "a 
 def config_problem(raw: bytes | None) -> str | None:
     """Why a trace's ``config`` metadata cannot be read by the fit (one phrase), or None: the
     recorder writes an object whose ``decode`` is an object and whose ``methods`` are objects
-    with a string ``label``; a file edited or made elsewhere may hold anything there.
+    with a string ``label`` (each its own), a budget >= 0 and a topology that loads; a file
+    edited or made elsewhere may hold anything there.
 
     Example:
         >>> config_problem(b'{"methods": [{"label": "ar", "budget": 0}]}') is None
