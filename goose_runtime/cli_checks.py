@@ -92,6 +92,7 @@ def check_model_args(args) -> None:
 
 
 FEW_TOKENS = 256  # below this many tokens per method the tables say their speedups are noise
+SPEEDUP_SLACK = 1.1  # a speedup this far above tau is timing noise, not speculation (noisy_speedup_note)
 
 
 def few_tokens_note(tokens: int) -> str | None:
@@ -106,3 +107,19 @@ def few_tokens_note(tokens: int) -> str | None:
         return None
     return (f"{tokens} token{'' if tokens == 1 else 's'} per method: too few for a steady speedup "
             f"(the benches use 5 prompts of 128 tokens)")
+
+
+def noisy_speedup_note(rows: list[tuple[str, float, float]]) -> str | None:
+    """Methods whose speedup exceeds their tau (rows: label, tau, speedup against ``ar``), which only a
+    change of load during the run produces: every verification forward costs at least about a decode
+    step, so a cycle of tau tokens cannot beat tau steps of ``ar``. None where none does.
+
+    Example:
+        >>> noisy_speedup_note([("goose@9", 2.29, 11.2), ("pld", 1.5, 1.4)])[:35]
+        'speedup above tau in goose@9: the m'
+    """
+    fast = [label for label, tau, speedup in rows if speedup > SPEEDUP_SLACK * tau]
+    if not fast:
+        return None
+    return (f"speedup above tau in {', '.join(fast)}: the machine's load changed during the run; run it again "
+            "on a quiet machine before reading the speedups")

@@ -21,7 +21,8 @@ import sys
 from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, load_latency_option, print_json,
                                    split_list)
 
-from .cli_checks import check_model_args, check_refresh, check_run_args, few_tokens_note, make_config
+from .cli_checks import (check_model_args, check_refresh, check_run_args, few_tokens_note, make_config,
+                         noisy_speedup_note)
 
 
 DEFAULT_COMPARE = "ar"
@@ -30,9 +31,8 @@ DEFAULT_COMPARE = "ar"
 def register(subparsers) -> None:
     decode = subparsers.add_parser("decode", help="lossless speculative decoding with one or more methods")
     decode.add_argument("--method", default="goose",
-                        help="ar, pld, tr, iso:K, mixed-iso:K, goose (default), auto, topology:FILE; "
-                        "NAME@B sets its budget; "
-                        "NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table; "
+                        help="ar, pld, tr, iso:K, mixed-iso:K, goose (default), auto, topology:FILE; NAME@B sets "
+                        "its budget; NAME+prior (e.g. goose+prior@8) adds the model's successor prior to its adjacency table; "
                         "goose+store, auto+store (e.g. goose+store@2) draft a retrieval store's guess in unmatched cycles")
     decode.add_argument("--compare", default=DEFAULT_COMPARE, help="comma-separated methods run on the same prompts; "
                         "ar always runs, the speedup's reference (default: ar; e.g. ar,pld,tr,goose@16)")
@@ -42,9 +42,8 @@ def register(subparsers) -> None:
     source.add_argument("--prompt", help="one prompt text")
     decode.add_argument("--limit", type=int, help="first N prompts of --bench (default: the whole set, e.g. 164 "
                         "HumanEval problems: minutes per method on a CPU)")
-    decode.add_argument("--budget", type=int, help="tree node budget of the tree methods (default: goose, iso:K, "
-                        "mixed-iso:K 60 (the paper's), tr 80, auto at most 63, pld the matched chain, up to 20; "
-                        "a topology file its own)")
+    decode.add_argument("--budget", type=int, help="tree node budget of the tree methods (default: goose, iso:K, mixed-iso:K "
+                        "60 (the paper's), tr 80, auto at most 63, pld the matched chain, up to 20; a topology file its own)")
     decode.add_argument("--topology", help="topology JSON (goose optimize) for --method topology")
     decode.add_argument("--trace-out", help="write the parquet trace of every method of the run here")
     decode.add_argument("--latency", help="goose-latency/1 profile for the auto method (default: this device's, "
@@ -236,8 +235,10 @@ def say(message: str) -> None:
 
 def _print_summary(args: argparse.Namespace, results, summaries, primary: str, trace_rows) -> None:
     print(format_table(_table(summaries)))
-    if note := few_tokens_note(sum(len(r.token_ids) for r in results["ar"])):
-        print(f"note: {note}")
+    for note in (few_tokens_note(sum(len(r.token_ids) for r in results["ar"])),
+                 noisy_speedup_note([(s.method, s.tau, s.speedup_vs_ar) for s in summaries.values()])):
+        if note:
+            print(f"note: {note}")
     if args.prompt is not None:
         print(f"\n[{primary}] {results[primary][0].text}")
     if trace_rows is not None:

@@ -12,14 +12,13 @@ import time
 from goose_theory.cli_util import UsageError, format_table, load_latency_option, print_json, split_list, to_jsonable
 from goose_theory.topology import load_topology, write_json_atomic
 
-from .cli_checks import check_model_args, check_refresh, check_run_args, few_tokens_note, make_config
+from .cli_checks import (check_model_args, check_refresh, check_run_args, few_tokens_note, make_config,
+                         noisy_speedup_note)
 from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
 from .prompts import BENCHMARKS, load_prompts, set_name
 from .validate_inputs import (check_validate_outputs, fitted_set, held_out, provenance_traces, topology_notes,
                               validation_trace)
-
-SPEEDUP_SLACK = 1.1  # a speedup this far above tau is timing noise, not speculation (see speed_notes)
 
 
 def _num(value: float, spec: str) -> str:
@@ -169,10 +168,8 @@ def speed_notes(rows) -> list[str]:
                          "spread over two or more prompts, so they are blank")
         if ar is not None and (note := few_tokens_note(ar.cycles)):
             notes.append(f"{bench}: {note}")
-        fast = [r.method for r in rows if r.benchmark == bench and r.speedup_vs_ar > SPEEDUP_SLACK * r.measured_tau]
-        if fast:
-            notes.append(f"{bench}: speedup above tau in {', '.join(fast)}: the machine's load changed during the "
-                         "run; run it again on a quiet machine before reading the speedups")
+        if note := noisy_speedup_note([(r.method, r.measured_tau, r.speedup_vs_ar) for r in rows if r.benchmark == bench]):
+            notes.append(f"{bench}: {note}")
     return notes
 
 

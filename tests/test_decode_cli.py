@@ -184,9 +184,10 @@ def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--keep-adjacency"]) == 0
     out = capsys.readouterr().out
     assert "speedup" in out and "tau" in out and "tokens/s" in out
-    table, note = out.splitlines()[2:-1], out.splitlines()[-1]
-    assert {line.split()[0] for line in table} == {"tr", "ar"}
-    assert note.startswith("note: ") and "too few for a steady speedup" in note  # 6 tokens a prompt
+    lines = out.splitlines()
+    notes = [line for line in lines if line.startswith("note: ")]  # a tiny model's timings may add the load note
+    assert {line.split()[0] for line in lines[2:lines.index(notes[0])]} == {"tr", "ar"}
+    assert "too few for a steady speedup" in notes[0]  # 6 tokens a prompt
 
 
 def test_keep_history_is_applied_reported_and_recorded(capsys, tiny, jsonl, tmp_path):
