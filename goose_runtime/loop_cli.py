@@ -128,16 +128,18 @@ def replay_line(rows: list[dict], choice: int, path: str, seconds: float) -> str
     """What the replay of the matched-tree variants found, on one progress line.
 
     Example:
-        >>> rows = [{"matched": "one", "spine": 5, "transitions": 4, "replayed_tau": 1.921},
-        ...         {"matched": "by-length", "spine": 6, "transitions": 3, "replayed_tau": 1.987}]
+        >>> rows = [{"matched": "one", "spine": 5, "transitions": 4, "spine_scale": 1.0, "replayed_tau": 1.921},
+        ...         {"matched": "by-length", "spine": 6, "transitions": 3, "spine_scale": 0.8, "replayed_tau": 1.987}]
         >>> replay_line(rows, 1, "t-replay.json", 4.2).split("slots: ")[1]
-        'the file 5+4 1.921, by length 6+3 1.987; variant 1 -> t-replay.json'
+        'the file 5+4 q1 1.921, by length 6+3 q0.8 1.987; variant 1 -> t-replay.json'
     """
     taus = ", ".join(f"{'the file ' if i == 0 else ''}{'by length ' if r['matched'] == 'by-length' else ''}"
-                     f"{r['spine']}+{r['transitions']} {r['replayed_tau']:.3f}" for i, r in enumerate(rows))
+                     f"{r['spine']}+{r['transitions']} q{r['spine_scale']:g} {r['replayed_tau']:.3f}"
+                     for i, r in enumerate(rows))
     kept = "the file stays (no variant gains enough)" if choice == 0 else f"variant {choice} -> {path}"
     return (f"replayed tau of the regime file's matched tree and {len(rows) - 1} variant(s) on the fit traces' texts "
-            f"({seconds:.0f} s; by length: the longest match's tree), as spine+transition slots: {taus}; {kept}")
+            f"({seconds:.0f} s; by length: the longest match's tree; qF: optimised with the spine's q scaled by F), "
+            f"as spine+transition slots: {taus}; {kept}")
 
 
 def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str], dict[str, list]]:
