@@ -13,23 +13,19 @@ quickly, so context matching and deep trees get accepted on most of them.
 """
 from __future__ import annotations
 
-import pathlib
-import sysconfig
-
 import pytest
-import torch
 
 from goose_runtime.model import cache_label
+from tests.families import default_tokenizer, family_prompt, save_family, stock_greedy, tiny_sizes
 from tests.test_lossless import CPU_PROFILE  # auto's latency profile there: one measured on the 2-core CPU
 
 METHODS = ["pld", "tr", "iso:3", "mixed-iso:3", "goose", "goose@8", "auto", "goose+store"]
 NEW_TOKENS = 48
 
 
-def _configs(vocab: int, bos: int, eos: int) -> dict:
+def _configs(tokenizer) -> dict:
     import transformers as tf
-    small = dict(vocab_size=vocab, bos_token_id=bos, eos_token_id=eos)
-    layers = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+    small, layers = tiny_sizes(tokenizer)
     return {
         # the window (16) is far shorter than the prompt, so it decides what the sliding layers see
         "qwen3": lambda: tf.Qwen3Config(**layers, num_key_value_heads=2, head_dim=16, use_sliding_window=True,
@@ -46,42 +42,15 @@ def _configs(vocab: int, bos: int, eos: int) -> dict:
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """One saved model folder per family, each named ``model`` (under its family's folder)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from goose_runtime.model import default_model_dir
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_dir()), local_files_only=True)
+    tokenizer = default_tokenizer()
     root = tmp_path_factory.mktemp("families")
-    out = {}
-    for family, config in _configs(len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id).items():
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = AutoModelForCausalLM.from_config(config())
-        out[family] = root / family / "model"
-        model.save_pretrained(out[family])
-        tokenizer.save_pretrained(out[family])
-    return out
-
-
-@pytest.fixture(scope="module")
-def prompt_text() -> str:
-    # a stdlib passage, then its start again: where the model copies it, matching fires
-    src = (pathlib.Path(sysconfig.get_paths()["stdlib"]) / "heapq.py").read_text(encoding="utf-8")
-    passage = src[src.index('"""') + 3:][:400]
-    return passage + "\n\n" + passage[:80]
-
-
-def stock_greedy(folder, ids: list[int]) -> list[int]:
-    """Greedy decoding by transformers itself, on the model as saved (none of load_model's rewiring)."""
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, local_files_only=True).eval()
-    with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=NEW_TOKENS, do_sample=False)
-    return out[0, len(ids):].tolist()
+    return {family: save_family(root / family / "model", config, tokenizer)
+            for family, config in _configs(tokenizer).items()}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["qwen3", "gpt2", "opt", "gemma2", "phi3", "mistral"])
-def test_every_method_matches_ar_on_another_family(folders, prompt_text, family, tmp_path, monkeypatch):
+def test_every_method_matches_ar_on_another_family(folders, family, tmp_path, monkeypatch):
     from goose_runtime.config import DecodeConfig
     from goose_runtime.decoder import Decoder
     from goose_runtime.model import load_model
@@ -90,10 +59,10 @@ def test_every_method_matches_ar_on_another_family(folders, prompt_text, family,
 
     monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))  # the linear plan is measured afresh, here
     bundle = load_model(str(folders[family]), device="cpu", dtype="float32")
-    ids = list(bundle.tokenizer(prompt_text)["input_ids"])
+    ids = list(bundle.tokenizer(family_prompt())["input_ids"])
     reference = Decoder(bundle, parse_labeled("ar"), DecodeConfig(max_new_tokens=NEW_TOKENS)).decode(ids).token_ids
     assert len(reference) == NEW_TOKENS
-    assert reference == stock_greedy(folders[family], ids)  # ar is the model's own greedy decoding
+    assert reference == stock_greedy(folders[family], ids, NEW_TOKENS)  # ar is the model's own greedy decoding
     drafted = 0
     for method in METHODS:
         config = DecodeConfig(max_new_tokens=NEW_TOKENS, latency=LatencyProfile(**CPU_PROFILE))
