@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .candidate import Candidate, TreeBuilder, best_first, breadth_first, largest_remainder
-from .topology import SPINE, TRANSITION
+from .topology import ROOT, SPINE, TRANSITION
 from .yields import exact_yield
 
 PAPER_TIERS = ((0.2, 0.15), (0.4, 0.30))  # (p_s below this, spine ratio); else 0.50
@@ -46,7 +46,10 @@ def _spine_with_branches(cand: Candidate, m: int, shares: list[int], grow: Grow)
     """Chain of m spine nodes, then each position's share, deepest first, leftover moving up."""
     builder = TreeBuilder(cand)
     for i in range(m):
-        builder.add(i, SPINE, 0)
+        # the path product, as best_first keys a subtree by it (a 0.0 made every key under a spine node
+        # equal: its share grew first-in-first-out, not best-first)
+        spine_key, _ = cand.keys(SPINE if i else ROOT, i, True)
+        builder.add(i, SPINE, 0, builder.prob[i] * spine_key)
     placed_total, carry = m, 0
     for i in range(m, -1, -1):
         want = shares[i] + carry

@@ -81,3 +81,17 @@ def test_paper_notes_run_from_the_root_down():
     notes = build_topology("paper", Acceptance.parse(0.9, "0.3,0.3,0.3,0.3"), budget=60).details["truncated"]
     assert notes[0].startswith("exclusive model: at the root") and len(notes) > 2
     assert [int(n.split("spine depth ")[1].split()[0]) for n in notes[1:]] == list(range(1, len(notes)))
+
+
+@pytest.mark.parametrize("rule", ["linear", "harmonic"])
+def test_spine_position_shares_grow_best_first(rule):
+    # a chain child after rank 0 (0.8 * 0.1 * 0.9) beats rank 1 (0.8 * 0.05): best-first takes it; the spine
+    # node once carried path probability 0, which made every key under it equal and the growth first-in-first-out
+    acc = Acceptance.parse(0.8, [0.1, 0.05], p_t_chain=[0.9, 0.05])
+    res = build_topology(rule, acc, budget=7, max_spine=1, max_depth=3, top_k=2)
+    topo = res.topology
+    assert res.details["spine_length"] == 1
+    under_spine = [v for v in range(len(topo.parent)) if topo.parent[v] == 1]
+    assert [topo.rank[v] for v in under_spine] == [0]
+    assert [topo.rank[v] for v in range(len(topo.parent)) if topo.parent[v] == under_spine[0]] == [0]
+    assert res.predicted_tau == pytest.approx(2.273, abs=5e-4)  # 2.241 first-in-first-out
