@@ -19,15 +19,14 @@ Topology), so only spine nodes shallower than ``max_depth`` carry branches.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from goose_theory.allocation import PAPER_BYPASS_LEN, paper_spine_ratio
+from goose_theory.allocation import PAPER_BYPASS_LEN, branch_width, harmonic_split, paper_branch_shares, paper_spine_ratio
 from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
 from .matcher import Match
-from .trees import DraftTree, build_chain, candidates, harmonic_split, new_tree
+from .trees import DraftTree, build_chain, candidates, new_tree
 
 
 @dataclass
@@ -65,7 +64,7 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
     """
     if budget <= 0 or tree.depth[node] >= max_depth or adj is None:
         return 0
-    cands = candidates(adj, tree, node, before_anchor, exclude, limit=_width(budget, top_k), min_score=min_score)
+    cands = candidates(adj, tree, node, before_anchor, exclude, limit=branch_width(budget, top_k), min_score=min_score)
     width = len(cands)
     if width == 0:
         return 0
@@ -79,11 +78,6 @@ def grow_branches(tree: DraftTree, node: int, budget: int, adj: AdjacencyTable |
         carry = share + carry - placed
         used += placed
     return used
-
-
-def _width(budget: int, top_k: int) -> int:
-    """How many direct children :func:`grow_branches` gives a node with ``budget`` below it."""
-    return min(top_k, max(1, math.ceil(budget / 2)))
 
 
 def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, before_anchor: int, anchor: int,
@@ -104,9 +98,7 @@ def build_goose(policy: GoosePolicy, match: Match, adj: AdjacencyTable | None, b
     m = len(chain) if match.high_confidence else min(len(chain), max(1, round(budget * policy.spine_ratio)))
     tree = build_chain(anchor, match, m)
     spine_nodes = [0] + [i for i in range(1, m + 1) if tree.depth[i] < max_depth]
-    branch = budget - m
-    to_spine = round(branch * policy.rho) if len(spine_nodes) > 1 else 0
-    shares = [branch - to_spine] + harmonic_split(to_spine, len(spine_nodes) - 1)
+    shares = paper_branch_shares(budget - m, len(spine_nodes) - 1, policy.rho)  # goose_theory's paper rule too
     carry = 0
     for node, share in zip(spine_nodes, shares):
         next_spine = chain[node] if node < m else None  # the spine child's token: not a branch
@@ -126,7 +118,7 @@ def _unmatched_tree(policy: GoosePolicy, match: Match, adj: AdjacencyTable | Non
         return tree
     # the root children grow_branches would draft at budget - 1 (its first step): if the guess is
     # among them the table drafts it itself, and the tree is the table's at the full budget
-    roots = (candidates(adj, tree, 0, before_anchor, limit=_width(budget - 1, top_k), min_score=policy.min_score)
+    roots = (candidates(adj, tree, 0, before_anchor, limit=branch_width(budget - 1, top_k), min_score=policy.min_score)
              if budget > 1 and max_depth > 0 else [])
     if any(token == store_token for _, token, _ in roots):
         grow_branches(tree, 0, budget, adj, before_anchor, **kw)

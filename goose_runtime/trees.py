@@ -22,11 +22,9 @@ Example:
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from goose_theory.candidate import largest_remainder
 from goose_theory.topology import ROOT, SPINE, TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
@@ -179,20 +177,3 @@ def build_from_topology(topology: Topology, match: Match, adj: AdjacencyTable | 
             queue.append((c, node))
     return tree
 
-
-def harmonic_split(total: int, n: int, power: float = 1.0) -> list[int]:
-    """Split ``total`` into ``n`` integer shares with weights 1/(i+1)**power (largest remainder).
-
-    Example:
-        >>> harmonic_split(10, 3)
-        [5, 3, 2]
-    """
-    return list(_harmonic_shares(total, n, power))
-
-
-@functools.lru_cache(maxsize=4096)
-def _harmonic_shares(total: int, n: int, power: float) -> tuple[int, ...]:
-    # memoised: goose's builder asks for the same few (total, n) splits thousands of times a prompt
-    if n <= 0 or total <= 0:
-        return (0,) * max(n, 0)
-    return tuple(largest_remainder(total, [1.0 / (i + 1) ** power for i in range(n)]))

@@ -7,7 +7,7 @@ import pytest
 
 import goose_theory.allocation as allocation_module
 from goose_theory.acceptance import Acceptance
-from goose_theory.allocation import paper_spine_ratio, paper_tree, weighted_tree
+from goose_theory.allocation import harmonic_split, paper_branch_shares, paper_spine_ratio, paper_tree, weighted_tree
 from goose_theory.candidate import Candidate
 from goose_theory.optimize import build_topology
 from goose_theory.topology import TRANSITION
@@ -45,12 +45,14 @@ def test_paper_tiers_and_shares():
     assert d["shares"][1] >= d["shares"][2] >= d["shares"][-1]
 
 
-def test_paper_leftover_moves_towards_the_root():
-    # spine nodes at depth >= max_depth cannot hold branches: their shares end up higher up
-    res = build_topology("paper", Acceptance.parse(0.6, 0.05), budget=60)
-    assert res.topology.budget == 60 and res.details["spine_length"] == 20
+def test_paper_leftover_moves_deeper_as_goose_does():
+    # spine nodes at depth >= max_depth cannot hold branches: rho R goes to spine nodes 1..5 alone, the
+    # root's share first, and what the depth-5 node cannot hang (its children are leaves) is left over
+    res = build_topology("paper", Acceptance.parse(0.6, 0.02), budget=60)  # 0.6 + 10 * 0.02 <= 1: all ten root ranks
+    assert res.details["spine_length"] == 20 and res.details["shares"][:7] == [20, 9, 4, 3, 2, 2, 0]
+    assert res.topology.budget == 59 and res.details["unplaced"] == 1
     widths = res.details["first_level_widths"]
-    assert all(w == 0 for w in widths[6:])
+    assert widths[:6] == [10, 5, 2, 2, 1, 1] and all(w == 0 for w in widths[6:])
     depth = res.topology.depth
     assert all(depth[v] <= 6 for v in range(res.topology.n_nodes) if res.topology.source[v] == TRANSITION)
 
@@ -68,7 +70,8 @@ def test_paper_without_spine_budget_goes_to_the_root():
     res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=0)
     assert res.details["spine_length"] == 0 and res.details["shares"] == [0]
     res = build_topology("paper", Acceptance.parse(0.1, 0.05), budget=3, max_spine=0)
-    assert res.details["spine_length"] == 0 and res.details["first_level_widths"] == [3]
+    assert res.details["spine_length"] == 0 and res.details["first_level_widths"] == [2]  # half, then a grandchild
+    assert res.topology.budget == 3
 
 
 def test_docstring_examples():
@@ -95,3 +98,17 @@ def test_spine_position_shares_grow_best_first(rule):
     assert [topo.rank[v] for v in under_spine] == [0]
     assert [topo.rank[v] for v in range(len(topo.parent)) if topo.parent[v] == under_spine[0]] == [0]
     assert res.predicted_tau == pytest.approx(2.273, abs=5e-4)  # 2.241 first-in-first-out
+
+
+def test_harmonic_split_sums_and_decreases():
+    for total in range(0, 40):
+        for n in range(1, 8):
+            s = harmonic_split(total, n)
+            assert sum(s) == total and all(a >= b for a, b in zip(s, s[1:]))
+    assert harmonic_split(10, 3, power=2.0) == [7, 2, 1]  # 1, 1/4, 1/9 of 10: 7.35, 1.84, 0.82
+
+
+def test_paper_branch_shares():
+    assert paper_branch_shares(40, 5) == [20, 9, 4, 3, 2, 2]
+    assert paper_branch_shares(7, 0) == [7]  # no spine node can hold branches: all to the root
+    assert paper_branch_shares(3, 1, rho=1.0) == [0, 3]

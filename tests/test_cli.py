@@ -126,11 +126,11 @@ def test_optimize_reports_the_trees_own_budget(capsys, tmp_path):
 
 
 def test_compare_reports_each_trees_own_budget(capsys):
-    # with p_s = 1 the paper rule stops at a 4-node spine; the others fill the budget
-    out = run_json(capsys, ["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05", "--json"])
+    # p_s = 1: the paper rule stops at its 4-node spine (no rank fits beside a sure spine child; depth 4 holds none)
+    out = run_json(capsys, ["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05", "--max-depth", "4", "--json"])
     budgets = {r["rule"]: r["budget"] for r in out["rules"]}
     assert out["budget"] == 8 and budgets["paper"] == 4 and budgets["optimal"] == 8
-    assert main(["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05"]) == 0
+    assert main(["compare", "--budget", "8", "--p-s", "1", "--p-t", "0.05", "--max-depth", "4"]) == 0
     text = capsys.readouterr().out
     paper_row = next(line.split() for line in text.splitlines() if line.startswith("paper "))
     assert paper_row[1] == "4" and "paper built fewer than --budget 8" in text

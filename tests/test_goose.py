@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from goose_theory.acceptance import Acceptance
+from goose_theory.allocation import harmonic_split
+from goose_theory.optimize import build_topology
 from goose_theory.topology import SPINE, TRANSITION
 from goose_runtime.adjacency import AdjacencyTable
 from goose_runtime.goose import GoosePolicy, build_goose, iso_topology, tr_topology
 from goose_runtime.matcher import Match
-from goose_runtime.trees import build_chain, harmonic_split
+from goose_runtime.trees import build_chain
 from tests.conftest import V, check_tree, full_table
 
 
@@ -35,6 +38,21 @@ def test_goose_tree_respects_budget_and_tiers(budget, spine_len, ema, confident)
     assert list(range(1, expect + 1)) == [i for i in range(tree.n_nodes) if tree.source[i] == SPINE]
     if not tree.bypass and budget <= 30:
         assert tree.n_nodes - 1 == budget  # a full table always fills a small budget
+
+
+@pytest.mark.parametrize("ema", [0.1, 0.3, 0.5])
+@pytest.mark.parametrize("budget", [1, 2, 3, 5, 8, 16, 30, 60, 90])
+def test_goose_builds_the_theory_paper_tree_when_every_node_has_candidates(budget, ema):
+    # goose_theory's `paper` rule is the tree goose drafts from a full table (validate predicts goose by
+    # it): the same spine, shares, recursive growth, carries and ranks, node for node
+    chain = tuple(range(40, 60))
+    rng = np.random.default_rng(7)
+    table = AdjacencyTable(V, top_k=10)  # successors drawn off the chain's tokens: no spine token to skip
+    toks = np.stack([rng.permutation(40)[:10] for _ in range(V)])
+    table.update(np.full(V, -1), np.arange(V), toks, np.sort(rng.random((V, 10)))[:, ::-1].astype(np.float32))
+    tree = build_goose(GoosePolicy(ema=ema), Match(chain, 3, 1, 1), table, 1, 2, budget=budget)
+    topo = build_topology("paper", Acceptance.parse(ema, 0.02), budget=budget).topology
+    assert (tuple(tree.parent), tuple(tree.source), tuple(tree.rank)) == (topo.parent, topo.source, topo.rank)
 
 
 def test_policy_tiers_and_ema():

@@ -11,7 +11,7 @@ from goose_theory.topology import SPINE, Topology
 from goose_runtime.adjacency import AdjacencyTable
 from goose_runtime.goose import iso_topology
 from goose_runtime.matcher import Match
-from goose_runtime.trees import build_chain, build_from_topology, harmonic_split
+from goose_runtime.trees import build_chain, build_from_topology
 from tests.conftest import V, check_tree, full_table, random_topology
 
 
@@ -51,15 +51,6 @@ def test_mixed_iso_puts_spine_at_rank0():
     assert spine == list(chain)
     plain = build_from_topology(topo, Match(), table, 1, 2, mixed=True)
     assert plain.n_spine == 0 and plain.n_nodes == topo.n_nodes  # no match: same as iso
-
-
-def test_harmonic_split_sums_and_decreases():
-    for total in range(0, 40):
-        for n in range(1, 8):
-            s = harmonic_split(total, n)
-            assert sum(s) == total and all(a >= b for a, b in zip(s, s[1:]))
-
-
 
 
 def test_build_chain_is_the_match_prefix_as_a_spine():
