@@ -118,3 +118,17 @@ def test_prior_of_the_wrong_shape_is_refused():
         table.set_prior(np.zeros((5, 2)), np.zeros((5, 2)))
     with pytest.raises(ValueError, match=r"\(6, k\)"):
         table.set_prior(np.zeros((6, 2)), np.zeros((6, 3)))
+
+
+def test_a_collision_with_the_same_first_token_is_not_taken_for_the_key():
+    # the slot's key is the whole bigram: (1, 3) overwrote (1, 2)'s slot, so (1, 2) falls back to the unigram of 2
+    table = AdjacencyTable(50, top_k=2, n_slots=1)
+    table.update(np.array([1]), np.array([2]), np.array([[10, 11]]), np.array([[.9, .1]]))
+    table.update(np.array([1]), np.array([3]), np.array([[20, 21]]), np.array([[.8, .2]]))
+    assert table.lookup(1, 3)[0] == [20, 21] and table.lookup(1, 2)[0] == [10, 11]
+
+
+def test_a_wider_prior_is_cut_to_top_k():
+    table = AdjacencyTable(4, top_k=2)
+    table.set_prior(np.array([[1, 2, 3]] * 4), np.array([[3.0, 2.0, 1.0]] * 4, np.float32))
+    assert table.lookup(0, 1) == ([1, 2], [3.0, 2.0])

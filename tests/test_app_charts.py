@@ -49,7 +49,13 @@ def test_a_rule_has_one_colour_on_every_chart():
     assert len(set(charts.RULE_COLORS.values())) == len(charts.RULE_COLORS)  # no two rules alike
     from app.sections.sidebar import RULE_CHOICES, UPLOADED
     assert set(RULE_CHOICES) - {UPLOADED} <= set(charts.RULE_COLORS)  # every rule the page offers has its own
-    assert charts.rule_color("isotropic:7") == charts.rule_color("isotropic:7")  # off the list: still fixed
+    # off the list: still fixed across runs (a str hash would change with the interpreter's hash seed)
+    import subprocess
+    import sys
+    code = "from app.charts import rule_color; print(rule_color('isotropic:7'), rule_color('isotropic:9'))"
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(runs) == 1 and runs.pop().split() == [charts.rule_color("isotropic:7"), charts.rule_color("isotropic:9")]
 
 
 def test_widths_chart_and_pmf_chart():

@@ -130,8 +130,8 @@ def test_a_file_or_folder_whose_name_holds_glob_characters_is_itself(good, tmp_p
 @pytest.mark.parametrize("args,needle", [(["--group-by", "colour"], "colour"), (["--budget", "-1"], "budget"),
                                          (["--budget", "1000000"], "--budget must be at most 10000, got 1000000"),
                                          (["--bootstrap", "0"], "bootstrap"), (["--group-by", ""], "--group-by is empty"),
+                                         (["--seed", "-1"], "--seed: -1 must be"), (["", "--json"], "path is empty ('')"),
                                          (["--bootstrap", "100000000000"], "--bootstrap: 100000000000 is not in 1.."),
-                                         (["", "--json"], "a trace path is empty ('')"),
                                          (["--out", "no-such-fit.json"], "no-such-fit.json is named like a file, but "
                                                                          "--out is a folder")])
 def test_bad_options_exit_2(good, capsys, args, needle):

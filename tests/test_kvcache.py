@@ -68,3 +68,10 @@ def test_crop_reset_and_bad_input():
         cache.update(torch.zeros(2, 2, 1, 3), torch.zeros(2, 2, 1, 3), 0)
     with pytest.raises(ValueError, match="num_layers"):
         new_cache(0)
+
+
+def test_crop_past_the_start_empties_the_cache():
+    cache = new_cache(1)
+    cache.update(*_states(5, 0, 0), 0)
+    cache.crop(-8)  # more than it holds: empty, not a negative length
+    assert cache.get_seq_length() == 0 and cache.layers[0].keys.shape[-2] == 0

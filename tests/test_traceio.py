@@ -80,11 +80,13 @@ def test_check_trace_raises_open_traces_one_line_error(good, tmp_path):
     (b'{"methods": 5}', "decode must be an object and methods a list"),
     (b'{"decode": {"max_new_tokens": "128"}}', "decode.max_new_tokens is not a positive integer: '128'"),
     (b'{"decode": {"max_new_tokens": -5}}', "decode.max_new_tokens is not a positive integer: -5"),  # validate quoted it
+    (b'{"decode": {"max_new_tokens": 0}}', "decode.max_new_tokens is not a positive integer: 0"),
     (b'{"methods": [7]}', "methods[0] is not an object"),
     (b'{"methods": [{"name": "ar", "budget": 0}]}', "methods[0].label is not a string: None"),
     (b'{"methods": [{"label": "goose@8", "budget": true}]}', "methods[0].budget is not an integer: True"),
     (b'{"methods": [{"label": "t", "topology": "tree.json"}]}', "methods[0].topology is not a topology object"),
     (b'{"methods": [{"label": "goose@8", "budget": -5}]}', "methods[0].budget is negative: -5"),  # a numpy warning
+    (b'{"methods": [{"label": "x", "budget": -1}]}', "methods[0].budget is negative: -1"),
     (b'{"methods": [{"label": "a"}, {"label": "a"}]}', "methods[1].label 'a' names an earlier method too"),
     (b'{"methods": [{"label": "t", "topology": {"nodes": []}}]}', "methods[0].topology: no 'schema' key"),  # named no file
 ])
@@ -160,3 +162,13 @@ def test_a_file_name_that_is_not_utf8_is_one_line(good, tmp_path):
     with pytest.raises(TraceFileError, match=r"tr\ufffdx\.parquet: the file's name is not UTF-8 text") as err:
         check_trace(name)
     assert "\n" not in str(err.value)
+
+
+def test_a_required_column_of_null_type_is_refused(good, tmp_path):
+    # only the extra columns may be of null type (a recorder left them empty); a null `match` has no value to fit
+    table = pq.read_table(good)
+    i = table.schema.get_field_index("match")
+    path = tmp_path / "nullmatch.parquet"
+    pq.write_table(table.set_column(i, pa.field("match", pa.null()), pa.nulls(table.num_rows)), path)
+    with pytest.raises(TraceFileError, match=r"column match is null, expected bool"):
+        check_trace(path)

@@ -47,6 +47,9 @@ def test_columns_cover_schema_and_derive_depth_reached_budget():
     assert cols["tau"] == [2] * 5 + [3] * 3 + [1]
     assert cols["spine_avail"] == [5] * 5 + [None] * 4  # -1 (not recorded) becomes null
     assert cols["confident"] == [True] * 5 + [None] * 4
+    results = _results()
+    results[0].cycles[0].confident = 0  # recorded as not confident: False, not null (not recorded)
+    assert trace_columns(results, run_id="run", model="m")["confident"][:5] == [False] * 5
 
 
 def test_round_trip_types_and_metadata(tmp_path):

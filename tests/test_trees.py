@@ -49,6 +49,9 @@ def test_mixed_iso_puts_spine_at_rank0():
     check_tree(tree)
     spine = [tree.token[i] for i in range(tree.n_nodes) if tree.source[i] == SPINE]
     assert spine == list(chain)
+    # the spine token takes rank 0 and the table's candidates (minus it) the other ranks, in order
+    table_first = [t for t in table.lookup(1, 2)[0] if t != chain[0]][:2]
+    assert [tree.token[v] for v in range(tree.n_nodes) if tree.parent[v] == 0] == [chain[0], *table_first]
     plain = build_from_topology(topo, Match(), table, 1, 2, mixed=True)
     assert plain.n_spine == 0 and plain.n_nodes == topo.n_nodes  # no match: same as iso
 

@@ -90,6 +90,12 @@ def test_greedy_walk_follows_the_argmax():
     assert greedy_walk(tree, [7, 9, 0, 4]) == [0, a, c]
     assert greedy_walk(tree, [3, 9, 0, 4]) == [0]
     assert isinstance(tree, DraftTree)
+    # the argmax is read at the node's own row, not its depth's: b is node 2 at depth 1
+    tree = new_tree(5)
+    tree.add(0, 2, 0, 7)
+    b = tree.add(0, 2, 1, 8)
+    c = tree.add(b, 2, 0, 9)
+    assert greedy_walk(tree, [8, 5, 9, 0]) == [0, b, c]
 
 
 def test_tree_visibility_is_ancestors_and_self():
