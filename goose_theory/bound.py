@@ -124,7 +124,13 @@ def _lbar_rule(lbar: str | float) -> tuple[int, float]:
         return LBAR_ZERO, 0.0
     if lbar == "topology":
         return LBAR_TOPOLOGY, 0.0
-    value = float(lbar)
+    problem = ValueError(f"lbar: {lbar!r} must be 'zero', 'topology' or a non-negative number")
+    if isinstance(lbar, bool):  # float(True) is 1.0: a flag passed by mistake, not a length
+        raise problem
+    try:
+        value = float(lbar)
+    except (TypeError, ValueError):
+        raise problem from None
     if not np.isfinite(value) or value < 0:
-        raise ValueError(f"lbar: {lbar!r} must be 'zero', 'topology' or a non-negative number")
+        raise problem
     return LBAR_GIVEN, value

@@ -54,6 +54,9 @@ def test_topology_lbar_counts_continuation():
     r = paper_lower_bound(topo, Acceptance.parse(0.5, 0.2, "independent"))
     assert r.lbar == pytest.approx(0.2) and r.exact == pytest.approx(r.lower_bound)
     assert paper_lower_bound(topo, Acceptance.parse(0.5, 0.2, "independent"), lbar="zero").lower_bound < r.lower_bound
+    for bad in (-0.5, float("nan"), float("inf"), "some", True, None):  # the library refuses what the CLI would
+        with pytest.raises(ValueError, match="lbar: .* must be 'zero', 'topology' or a non-negative number"):
+            paper_lower_bound(topo, Acceptance.parse(0.5, 0.2, "independent"), lbar=bad)
 
 
 @settings(max_examples=150, deadline=None)
