@@ -13,7 +13,7 @@ from typing import Any
 from .acceptance import Acceptance
 from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_tau, format_table,
                        load_latency_option, print_json, print_latency_table, regime_note, unpriced_note)
-from .topology import load_topology, save_topology
+from .topology import PAPER_TOP_K, load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
 # `goose --help` and the runtime's commands start without them
@@ -31,8 +31,8 @@ MAX_CYCLES = 10**11  # about 17 minutes at 100 M cycles/s; 1e20 asked numpy for 
 
 def _add_acceptance(p: argparse.ArgumentParser) -> None:
     p.add_argument("--p-s", help="spine acceptance: a probability or a list by spine depth (0.6,0.5,...)")
-    p.add_argument("--p-t", help="transition acceptance (under the root; everywhere unless "
-                   "overridden): a probability or a list by rank (0.05,0.03,...)")
+    p.add_argument("--p-t", help="transition acceptance (under the root; everywhere unless overridden): a "
+                   "probability or a list by rank (0.05,0.03,...; its last value repeats up to --top-k)")
     p.add_argument("--p-t-spine", help="transition acceptance under spine nodes, by rank (default: as --p-t)")
     p.add_argument("--p-t-chain", help="transition acceptance under transition nodes, by rank (default: as --p-t)")
     p.add_argument("--acceptance-from", metavar="TOPOLOGY", help="instead of --p-s/--p-t/--p-t-spine/--p-t-chain: "
@@ -46,7 +46,8 @@ def _add_shape(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, required=True, help="non-root nodes of the tree")
     p.add_argument("--max-depth", type=int, default=6, help="depth bound of transition nodes (default 6, the paper's)")
     p.add_argument("--max-spine", type=int, default=20, help="spine length bound (default 20, the paper's)")
-    p.add_argument("--top-k", type=int, default=10, help="transition candidates per node (default 10, the paper's)")
+    p.add_argument("--top-k", type=int, help="transition candidates per node (default: the --acceptance-from file's, "
+                   "else 10, the paper's)")
 
 
 def register(sub: Any) -> None:
@@ -121,6 +122,9 @@ def acceptance_of_file(path: str) -> Acceptance:
 
 
 def _check_shape(args: argparse.Namespace) -> None:
+    if args.top_k is None:  # the file's own: a fit of three observed ranks must not draft ten
+        top_k = load_topology(args.acceptance_from).meta.get("top_k") if args.acceptance_from else None
+        args.top_k = top_k if type(top_k) is int and top_k >= 1 else PAPER_TOP_K
     for name in ("budget", "max_depth", "max_spine", "top_k"):
         value = getattr(args, name)
         if value < 0 or (name == "top_k" and value < 1):
