@@ -136,9 +136,13 @@ def source_blind_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Det
     """Sequoia's source-blind tree: one positional vector v = (p_s(1), p_t(0), p_t(1), ...)
     at every node. Best-first on v; at a spine-eligible node positional rank 0 is the spine
     token and positional rank k the transition rank k-1, elsewhere positional rank k is the
-    transition rank k. The true model scores the result (in :mod:`goose_theory.optimize`)."""
+    transition rank k. With no spine (``max_spine`` 0), v = (p_t(0), p_t(1), ...). The true model
+    scores the result (in :mod:`goose_theory.optimize`)."""
     acc = cand.acceptance
-    vector = [acc.spine_q(1)] + [acc.transition_q(r) for r in range(cand.top_k + 1)]
+    # without a spine anywhere, positional rank 0 is transition rank 0 at every node: a p_s (which no node
+    # drafts) in the vector made rank 0 rate as p_s, so p_s = 0 gave trees without rank 0 (EAGLE/Medusa's case)
+    spine = cand.spine and cand.max_spine > 0
+    vector = ([acc.spine_q(1)] if spine else []) + [acc.transition_q(r) for r in range(cand.top_k + 1)]
 
     def keys(kind: int, depth: int, with_spine: bool) -> tuple[float | None, list[tuple[int, float]]]:
         offset = 1 if with_spine else 0
@@ -155,7 +159,7 @@ def source_blind_tree(cand: Candidate, *, budget: int) -> tuple[TreeBuilder, Det
     builder = TreeBuilder(cand)
     placed = best_first(builder, budget=budget, seeds=[0], grow_spine=cand.spine, keys=keys)
     details = _base_details(builder, budget, placed)
-    details["positional_vector"] = vector[: cand.top_k + 1]
+    details["positional_vector"] = vector[: cand.top_k + spine]
     return builder, details
 
 

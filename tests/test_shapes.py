@@ -91,6 +91,17 @@ def test_source_blind_equals_optimal_when_sources_look_alike():
             build_topology("optimal", acc, budget=budget).predicted_tau, rel=1e-12)
 
 
+@pytest.mark.parametrize("p_s", [0.0, 0.5])
+def test_source_blind_without_a_spine_is_the_transition_optimum(p_s):
+    # practitioner review, 6 Dec: with no spine (EAGLE / Medusa trees) v[0] was still p_s, so rank 0 rated as p_s:
+    # at p_s = 0 trees had rank 1 without rank 0 (1.459 against 2.144), and p_s changed a tree that drafts no spine
+    acc = Acceptance.parse(p_s, "0.37,0.09,0.05,0.04")
+    blind = build_topology("source-blind", acc, budget=20, max_depth=4, max_spine=0)
+    assert blind.details["positional_vector"] == [0.37, 0.09, 0.05, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04, 0.04]
+    best = build_topology("transition-only", acc, budget=20, max_depth=4).predicted_tau
+    assert blind.predicted_tau == pytest.approx(best, rel=1e-12) and blind.predicted_tau == pytest.approx(2.144, abs=5e-4)
+
+
 def test_docstring_examples():
     assert doctest.testmod(shapes_module).failed == 0
 
