@@ -135,7 +135,7 @@ def _handler(args) -> int:
         print(summary_text(analysis, files))
         if exports:  # two predictions for one group: say which one a measurement should be held against
             print("--regimes: the exports below fit the cycles with and without a context match apart, so their "
-                  "predicted tau, not the recommendation's (a spine offered in every cycle), is the one to hold "
+                  "predicted tau, not the recommendation's (one regime, a(d) folded into p_s), is the one to hold "
                   "against measured tau")
         for e in exports:
             print(f"exported (--regimes) for {export_line(e)}")

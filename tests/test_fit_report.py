@@ -196,3 +196,15 @@ def test_summary_names_the_pooled_file_beside_the_groups(capsys, tmp_path):
     assert [line.split(":")[0] for line in lines] == ["recommended for mtbench", "recommended for stdlib",
                                                       "recommended for all (every trace pooled)"]
     assert lines[-1].endswith(f"-> {tmp_path / 'topology-all.json'}")
+
+
+def test_summary_says_the_recommendation_is_one_regime_where_a_spine_is_offered_in_some_cycles(report_analysis):
+    # practitioner review, 6 Dec: "predicted tau 2.420" with no word that --regimes (1.9-2.0) is the one to trust
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib-b8.parquet")
+    real = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0))
+    a1 = real.overall.checks.availability[0]
+    assert 0 < a1 < 1
+    assert f"note: p_s is conditional on the matcher offering a spine token, which it did in a(1) = {a1:.3f}" \
+        in summary_text(real)
+    synthetic, _ = report_analysis  # a spine offered in every cycle: nothing to say
+    assert synthetic.overall.checks.availability[0] == 1.0 and "one regime" not in summary_text(synthetic)
