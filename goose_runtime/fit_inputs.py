@@ -11,7 +11,8 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
 - :func:`fit_metadata`: the traces' footer metadata, read once for the two notes below;
 - :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``;
-- :func:`note_model_mismatch`: one line when they were decoded by another model or dtype.
+- :func:`note_model_mismatch`: one line when they were decoded by another model or dtype;
+  :func:`note_latency_mismatch`: the same for fit-acceptance's latency profile.
 
 Example:
     >>> [f.rsplit("/", 1)[-1] for f in trace_files("traces/prior")]
@@ -142,6 +143,17 @@ def note_model_mismatch(metas: list[dict], *, model: str, dtype: str) -> None:
         if theirs:
             _note(f"the fit traces were decoded with {key} {', '.join(theirs)}, this run with {ours}: the "
                   f"predictions describe the traces' {key}")
+
+
+def note_latency_mismatch(metas: list[dict], latency, path: str) -> None:
+    """Say so (one line per key on stderr) when ``--latency`` was measured with another model or dtype
+    than the traces (their :func:`fit_metadata`) were decoded by: the cost-aware budget then prices
+    the traces' trees with another model's forward times (a profile without the key says nothing)."""
+    for key, ours in (("model", latency.model), ("dtype", latency.dtype)):
+        theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {ours})
+        if ours and theirs:
+            _note(f"--latency {path} was measured with {key} {ours}, the traces decoded with {', '.join(theirs)}: "
+                  "the cost-aware budget prices their trees with its forward times")
 
 
 def fit_metadata(trace_files: list[str]) -> list[dict]:

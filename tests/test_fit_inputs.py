@@ -59,3 +59,23 @@ def test_a_missing_traces_path_names_the_folder_it_was_looked_for_in(tmp_path, m
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError, match=rf"^--traces traces: no such file or folder in {tmp_path} \(the project "):
         trace_files("traces")
+
+
+def test_fit_says_when_its_latency_profile_is_another_models(capsys, tmp_path):
+    # practitioner review, 6 Dec: a profile of "llama-8b" priced SmolLM2's traces (budget 41) without a word
+    import json
+
+    from goose_runtime.fit_cli import main
+    from pathlib import Path
+    profile = json.loads(Path("app/latency/cpu-amd-epyc-2threads-fp32_2026-12-02.json").read_text())
+    assert main(["traces/stdlib-b8.parquet", "--latency", "app/latency/cpu-amd-epyc-2threads-fp32_2026-12-02.json",
+                 "--json"]) == 0
+    assert "--latency" not in capsys.readouterr().err  # the same model and dtype: nothing to say
+    other = tmp_path / "lat.json"
+    other.write_text(json.dumps({**profile, "model": "llama-8b", "dtype": "bfloat16"}))
+    assert main(["traces/stdlib-b8.parquet", "--latency", str(other), "--json"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"[goose] note: --latency {other} was measured with model llama-8b, the traces decoded with "
+        "SmolLM2-135M-Instruct: the cost-aware budget prices their trees with its forward times",
+        f"[goose] note: --latency {other} was measured with dtype bfloat16, the traces decoded with float32: "
+        "the cost-aware budget prices their trees with its forward times"]
