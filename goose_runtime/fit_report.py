@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from goose_theory.cli_util import format_table, unpriced_note
+from goose_theory.cli_util import format_table, latency_table_lines, unpriced_note
 from goose_theory.fitanalysis import FEW_DRAWS, Analysis, GroupAnalysis
 
 
@@ -85,6 +85,9 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
                   format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
         if rec.left_out:  # as goose compare says of --top-k
             lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
+        if rec.cost_table:  # as goose optimize --latency prints it (practitioner review: the choice came unexplained)
+            lines += ["", f"cost-aware scan of the pooled fit's {rec.best.rule} tree (--latency):",
+                      *latency_table_lines(rec.cost_table, chosen=rec.budget)]
     return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .acceptance import Acceptance
 from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_tau, format_table,
-                       load_latency_option, print_json, print_latency_table, regime_note, unpriced_note)
+                       latency_table_lines, load_latency_option, print_json, regime_note, unpriced_note)
 from .topology import PAPER_TOP_K, load_topology, save_topology
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
@@ -258,7 +258,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             print(f"note: {truncated[0]}{more}")
         if extra:
             # the chosen row is the budget the scan priced; its tree may hold fewer nodes (the rule's shape ends)
-            print_latency_table(extra["latency_table"], chosen=result.budget)
+            print("\n".join(latency_table_lines(extra["latency_table"], chosen=result.budget)))
             if top < args.budget:  # the profile cannot price larger trees (no extrapolation)
                 print(f"note: --latency {args.latency} {unpriced_note(max(profile.sizes), args.budget)}")
     return 0

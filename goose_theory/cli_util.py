@@ -250,17 +250,17 @@ def load_latency_option(path: str | os.PathLike, flag: str = "--latency") -> Any
         raise UsageError(f"{flag}: {exc}") from None
 
 
-def print_latency_table(table: list[dict], *, chosen: int) -> None:
-    """Print ``goose optimize --latency``'s cost-aware rows at budgets 0-4, then about 1.5x apart,
-    the ``chosen`` one (marked) and the last: one row per budget made a table of 65 lines at
-    --budget 64. --json has every row."""
+def latency_table_lines(table: list[dict], *, chosen: int) -> list[str]:
+    """A cost-aware scan's rows at budgets 0-4, then about 1.5x apart, the ``chosen`` one (marked)
+    and the last: one row per budget made a table of 65 lines at --budget 64. --json has every row."""
     shown = [dict(row, chosen="*" if row["budget"] == chosen else "") for row in table
              if row["budget"] == chosen or row is table[-1] or row["budget"] in LATENCY_GRID]
-    print(format_table(shown))
+    lines = [format_table(shown)]
     if any(row["nodes"] != row["budget"] for row in table):
-        print("nodes: what the rule's tree at that budget holds; each row is priced at its nodes")
+        lines.append("nodes: what the rule's tree at that budget holds; each row is priced at its nodes")
     if len(shown) < len(table):
-        print(f"({len(shown)} of the {len(table)} priced budgets shown; --json lists every one)")
+        lines.append(f"({len(shown)} of the {len(table)} priced budgets shown; --json lists every one)")
+    return lines
 
 
 def unpriced_note(most: int, budget: int) -> str:

@@ -208,3 +208,18 @@ def test_summary_says_the_recommendation_is_one_regime_where_a_spine_is_offered_
         in summary_text(real)
     synthetic, _ = report_analysis  # a spine offered in every cycle: nothing to say
     assert synthetic.overall.checks.availability[0] == 1.0 and "one regime" not in summary_text(synthetic)
+
+
+def test_summary_prints_the_cost_aware_scan_behind_a_latency_choice():
+    # practitioner review, 6 Dec: "optimal at budget 15 (cost-aware)" with no tokens/s behind it
+    from goose_theory.cli_util import load_latency_option
+    traces = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib-b8.parquet")
+    latency = load_latency_option(os.path.join(os.path.dirname(__file__), os.pardir, "app", "latency",
+                                               "cpu-amd-epyc-2threads-fp32_2026-12-02.json"))
+    priced = analyze(fit_counts(count_files([traces]), n_boot=50, seed=0), latency=latency)
+    rec = priced.overall.recommendation
+    text = summary_text(priced)
+    assert "cost-aware scan of the pooled fit's optimal tree (--latency):" in text
+    chosen = next(line for line in text.splitlines() if line.rstrip().endswith("*"))
+    assert chosen.split()[0] == str(rec.budget) and "speedup_vs_ar" in text
+    assert "cost-aware scan" not in summary_text(analyze(fit_counts(count_files([traces]), n_boot=50, seed=0)))
