@@ -1,7 +1,7 @@
 """``goose choices export|import``: topologies as the tree choices of Medusa, EAGLE, TensorRT-LLM, vLLM.
 
-``export TOPOLOGY.json [--out FILE] [--regime unmatched [--all-slots]]`` prints (or writes) the rank
-paths of a transition-only tree (or of a regime file's unmatched tree, cut to the file's budget);
+``export TOPOLOGY.json [--out FILE] [--format list|vllm] [--regime unmatched [--all-slots]]`` prints
+(or writes) the rank paths of a transition-only tree (or of a regime file's unmatched tree, cut to the file's budget);
 ``import CHOICES --out TOPOLOGY.json`` turns a choices list (JSON or a Python literal) into a
 ``goose-topology/1`` file that ``goose yield``, ``compare`` and ``decode --method topology:FILE``
 read. See :mod:`goose_theory.choices` for the convention.
@@ -9,11 +9,13 @@ read. See :mod:`goose_theory.choices` for the convention.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
-from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes, save_choices
+from .choices import ChoicesError, choices_from_topology, choices_text, load_choices, portability_notes
 from .cli_util import UsageError, check_not_an_input, check_output_file, print_json
+from .fileio import write_text_atomic
 from .topology import Topology, load_topology, save_topology
 
 
@@ -24,6 +26,9 @@ def register(sub: Any) -> None:
     e = way.add_parser("export", help="a transition-only topology as a choices list [[0], [1], [0, 0], ...]")
     e.add_argument("topology", help="goose-topology/1 JSON file (no spine nodes)")
     e.add_argument("--out", help="write the list to this file (default: print it)")
+    e.add_argument("--format", choices=["list", "vllm"], default="list", help="list (default): the rank paths as "
+                   "JSON, as Medusa, EAGLE and TensorRT-LLM take them; vllm: the speculative_config entries "
+                   "speculative_token_tree (a string of tuples, breadth-first) and num_speculative_tokens")
     e.add_argument("--regime", choices=["unmatched"], help="of a regime file (fit-acceptance --regimes): export "
                    "its unmatched tree, the one drafted without a context match (its other trees have a spine): "
                    "its first BUDGET slots in goose's fill order, as goose drafts it when every slot has a candidate")
@@ -65,14 +70,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ChoicesError as exc:
         hint = "; it is a regime file: --regime unmatched exports its tree without spine" if unmatched else ""
         raise ChoicesError(f"{args.topology}: {exc}{hint}") from None
+    text = choices_text(paths) if args.format == "list" else vllm_config_text(paths)
     if args.out is None:
-        print(choices_text(paths), end="")
+        print(text, end="")
     else:
-        save_choices(paths, args.out)
+        write_text_atomic(args.out, text)
         print(f"{len(paths)} paths, depth {max(map(len, paths), default=0)} -> {args.out}")
     for note in portability_notes(paths):  # stderr: stdout stays the bare list a config can take
         print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def vllm_config_text(paths: list) -> str:
+    """vLLM's ``speculative_config`` entries for the tree, one JSON line to merge into the config: the
+    paths as a string of Python tuples, sorted breadth-first as vLLM sorts them, and
+    ``num_speculative_tokens``, the node count vLLM's tree proposer is given with it.
+
+    Example:
+        >>> vllm_config_text([[0], [0, 0], [1]])
+        '{"num_speculative_tokens": 3, "speculative_token_tree": "[(0,), (1,), (0, 0)]"}\\n'
+    """
+    tree = sorted((tuple(p) for p in paths), key=lambda t: (len(t), t))
+    return json.dumps({"num_speculative_tokens": len(tree), "speculative_token_tree": str(tree)}) + "\n"
 
 
 def _budget_cut(unmatched: Topology, budget: int, name: str) -> Topology:

@@ -116,3 +116,16 @@ def test_import_one_list_of_a_python_source(tmp_path, capsys):
     assert "pick one with --name" in capsys.readouterr().err
     assert main(["choices", "import", str(tmp_path / "trees.py"), "--name", "b", "--out", out]) == 0
     assert load_topology(out).parent == (-1, 0, 0, 2)
+
+
+def test_export_for_vllm_gives_its_config_entries_and_imports_back(tmp_path, capsys):
+    # practitioner review, 6 Dec: vLLM takes the tree as a string of tuples in speculative_config, not a JSON list
+    save_topology(TREE, tmp_path / "t.json")
+    assert main(["choices", "export", str(tmp_path / "t.json"), "--format", "vllm"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    assert entries == {"num_speculative_tokens": 3, "speculative_token_tree": "[(0,), (1,), (0, 0)]"}
+    config = tmp_path / "config.json"  # as a user merges them into --speculative-config
+    config.write_text(json.dumps({"speculative_config": {"method": "eagle", **entries}}))
+    assert main(["choices", "import", str(config), "--out", str(tmp_path / "back.json")]) == 0
+    back = load_topology(tmp_path / "back.json")
+    assert (back.parent, back.rank) == (TREE.parent, TREE.rank)
