@@ -107,6 +107,8 @@ def check_not_an_input(path: str | None, flag: str, inputs: dict[str, Any]) -> N
 
 
 def _refuse(path: str | None, flag: str, problem_of: Callable[[str], str | None]) -> None:
+    if path == "-":  # the Unix spelling of standard output, which would have become a file named '-'
+        raise UsageError(f"{flag}: '-' (standard output) is not written to here; give a file or folder name")
     problem = None if path is None else problem_of(path)
     if problem:
         raise UsageError(f"{flag}: {path if path.strip() else repr(path)} {problem}")

@@ -177,6 +177,16 @@ def test_an_output_folder_named_like_a_file_is_refused_unless_it_exists(tmp_path
     check_output_dir(str(tmp_path / "fit.v2"), "--out")  # a dot alone is no file name
 
 
+def test_a_dash_for_standard_output_is_refused(tmp_path, monkeypatch):
+    # practitioner review, 6 Dec: goose optimize --out - wrote a file named '-'
+    from goose_theory.cli_util import check_output_file
+    monkeypatch.chdir(tmp_path)
+    for check in (check_output_file, check_output_dir):
+        with pytest.raises(UsageError, match=r"^--out: '-' \(standard output\) is not written to here"):
+            check("-", "--out")
+    assert not (tmp_path / "-").exists()
+
+
 def test_file_tau_names_the_file_the_acceptance_cannot_score(tmp_path):
     # goose compare --topology a.json --topology b.json said only "the children of node 0 have match
     # probabilities summing to 1.7 > 1", not which file (walkthrough, 5 Dec)
