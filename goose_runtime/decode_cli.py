@@ -175,7 +175,7 @@ def decode_handler(args: argparse.Namespace) -> int:
     prompts = _decode_prompts(args, specs, config)
     bundle = load_quietly(args)
     config = _shared_parts(args, bundle, specs, config)
-    with _progress(len(prompts) * len(specs)) as bar:
+    with progress_bar(len(prompts) * len(specs)) as bar:
         results = run_methods(bundle, specs, prompts, config=config, on_result=lambda r: bar.update(1))
     summaries = summarize(results)
     trace_rows = _maybe_trace(args, bundle, specs, results, config) if args.trace_out is not None else None
@@ -246,10 +246,10 @@ def _print_summary(args: argparse.Namespace, results, summaries, primary: str, t
 
 
 @contextlib.contextmanager
-def _progress(total: int):
+def progress_bar(total: int | None):
     from tqdm import tqdm
 
-    # disable=None: a bar on an interactive stderr only, so pipes and tests stay clean
+    # disable=None: a bar on an interactive stderr only, so pipes and tests stay clean (total None: a count)
     with tqdm(total=total, unit="decode", file=sys.stderr, disable=None, leave=False) as bar:
         yield bar
 

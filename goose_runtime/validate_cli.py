@@ -14,7 +14,7 @@ from goose_theory.topology import load_topology, write_json_atomic
 
 from .cli_checks import (check_model_args, check_refresh, check_run_args, few_tokens_note, make_config,
                          noisy_speedup_note)
-from .decode_cli import add_model_options, load_quietly
+from .decode_cli import add_model_options, load_quietly, progress_bar
 from .decode_cli import say as _progress
 from .prompts import BENCHMARKS, load_prompts, set_name
 from .validate_inputs import (check_validate_outputs, fitted_set, held_out, provenance_traces, topology_notes,
@@ -124,8 +124,10 @@ def run_validation(args, bundle, plan: list[tuple[str, list[str]]], config, prom
                   + f", {args.max_new_tokens} new tokens)")
         trace_dir = getattr(args, "trace_dir", None)
         trace = validation_trace(trace_dir, bench) if trace_dir is not None else None
-        bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
-                                           holdout=getattr(args, "holdout", True), trace_out=trace, prior=args.prior)
+        with progress_bar(None) as bar:  # a terminal sees each decode go by (one method on one prompt)
+            bench_rows, _ = validate_benchmark(bundle, bench, files, prompts[bench], config=config,
+                                               holdout=getattr(args, "holdout", True), trace_out=trace,
+                                               prior=args.prior, on_result=lambda r: bar.update(1))
         rows += bench_rows
         _progress(f"{bench} done in {time.perf_counter() - start:.0f} s")
     return rows
