@@ -210,6 +210,24 @@ def test_bursty_confidence_interval_is_calibrated():
     assert 0.6 < observed / reported < 1.5, f"observed spread {observed:.5f} vs reported SE {reported:.5f}"
 
 
+def test_bursty_standard_error_is_the_markov_chains():
+    """The reported SE against the closed form of a two-state chain (mutation audit, 6 Dec: halving the
+    correlation term passed the 0.6-1.5 window above). Cov(tau_0, tau_k) = pi (1 - pi) dE^2 lambda^k, so
+    n SE^2 = Var_mix + 2 pi (1 - pi) dE^2 lambda / (1 - lambda), and the lag-1 autocorrelation is
+    pi (1 - pi) dE^2 lambda / Var_mix."""
+    from dataclasses import replace
+    topo, acc = mixed_tree(), Acceptance.parse(0.5, 0.05)
+    regime = BurstyRegime(0.9, 0.1, to_novel=0.02, to_repetitive=0.02)
+    rep, nov = (exact_yield(topo, replace(acc, p_s=(p,))) for p in (0.9, 0.1))
+    pi, lam, gap2 = regime.stationary_repetitive, regime.persistence, (rep.expected_tau - nov.expected_tau) ** 2
+    var_mix = pi * rep.variance + (1 - pi) * nov.variance + pi * (1 - pi) * gap2
+    r = simulate_bursty(topo, acc, regime, cycles=2_000_000, seed=3)
+    theory_se = math.sqrt((var_mix + 2 * pi * (1 - pi) * gap2 * lam / (1 - lam)) / r.cycles)
+    reported_se = (r.ci95[1] - r.ci95[0]) / (2 * 1.959963984540054)
+    assert reported_se / theory_se == pytest.approx(1.0, abs=0.05)
+    assert r.lag1_autocorrelation == pytest.approx(pi * (1 - pi) * gap2 * lam / var_mix, abs=0.01)
+
+
 # ---- bad input ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("cycles", [0, -5, 1.5, True, "10"])
 def test_bad_cycles_raise_one_line(cycles):
