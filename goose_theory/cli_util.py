@@ -66,7 +66,6 @@ def count(text: str) -> int:
 def check_output_file(path: str | None, flag: str) -> None:
     """Refuse an output file path that could not be written, before any work (None: not asked for)."""
     from .fileio import output_file_problem
-
     _refuse(path, flag, output_file_problem)
 
 
@@ -282,12 +281,13 @@ LATENCY_GRID = frozenset((0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 
 
 
 def regime_note(topology: Any, path: str, verb: str) -> None:
-    """A two-regime export carries the matched regime's rates but predicts a blend: a one-model score reads high."""
+    """A two-regime export (its top-level tree the matched one; --regimes' single tree runs in both regimes)
+    carries the matched regime's rates but predicts a blend: a one-model score reads high."""
     if topology.meta.get("regimes") or topology.meta.get("regime_fit"):
-        # a regime file's top-level tree is its matched one; --regimes' single tree runs in both regimes
         tree = "top-level (matched) tree" if topology.meta.get("regimes") else "one tree (run in both regimes)"
-        print(f"note: {path} is a two-regime export; this {verb} its {tree} under the given rates alone; its "
-              f"two-regime prediction is the predicted_tau in its metadata", file=sys.stderr)
+        tau = topology.meta.get("predicted_tau")  # the number: the one-model headline reads up to twice as high
+        print(f"note: {path} is a two-regime export; this {verb} its {tree} under the given rates alone; its two-regime "
+              f"prediction is {'the predicted_tau in its metadata' if tau is None else f'{tau:.3f}'}", file=sys.stderr)
 
 
 def file_tau(topology: Any, acceptance: Any, path: str) -> float:

@@ -265,3 +265,17 @@ def test_an_empty_acceptance_model_is_refused(capsys):
     from goose_runtime.cli import main
     assert main(["compare", "--budget", "4", "--p-s", "0.6", "--p-t", "0.1", "--model", ""]) == 2
     assert capsys.readouterr().err == "error: model: unknown acceptance model '' (expected one of exclusive, independent)\n"
+
+
+def test_a_regime_note_gives_the_files_own_prediction(capsys):
+    # practitioner review, 6 Dec: goose yield printed E[tau] 3.850 on a regime file predicting 1.922, the note
+    # naming the metadata key but not the number
+    from goose_theory.cli_util import regime_note
+    from goose_theory.topology import Topology
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    regime_note(tree.with_meta(regimes={"unmatched": tree.to_dict()}, predicted_tau=1.9216), "pair.json", "scores")
+    assert capsys.readouterr().err.rstrip().endswith("its two-regime prediction is 1.922")
+    regime_note(tree.with_meta(regime_fit={"psi": 0.3}), "one.json", "scores")
+    assert capsys.readouterr().err.rstrip().endswith("its two-regime prediction is the predicted_tau in its metadata")
+    regime_note(tree, "plain.json", "scores")
+    assert capsys.readouterr().err == ""
