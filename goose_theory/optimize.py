@@ -127,8 +127,9 @@ def build_topology(rule: str, acceptance: Acceptance, *, budget: int, max_depth:
                    max_spine: int = PAPER_MAX_SPINE, top_k: int = PAPER_TOP_K) -> OptimizeResult:
     """The tree ``rule`` gives for ``budget`` non-root nodes, scored exactly.
 
-    The tree has exactly ``budget`` non-root nodes unless the candidate tree is too small
-    (then ``details["unplaced"]`` counts the missing ones; ``spine-only`` is capped at
+    The tree has exactly ``budget`` non-root nodes unless the candidate tree is too small, or
+    (``paper``) the paper's split gives a deep spine node more than it can hang, as goose's builder
+    does (then ``details["unplaced"]`` counts the missing ones; ``spine-only`` is capped at
     max_spine by definition). Raises :class:`OptimizeError` for a bad rule or limit.
     """
     _check_inputs(acceptance, budget=budget, max_depth=max_depth, max_spine=max_spine, top_k=top_k)

@@ -66,6 +66,13 @@ def test_unplaced_nodes_warning_names_the_limits_that_bind(at):
     assert metrics(at)["tree"] == "1 node"  # was "1 nodes"
 
 
+def test_the_paper_rules_unused_node_is_put_down_to_its_split(at):
+    # diff review, 6 Dec: at B = 60 the paper rule's stranded node read "raise max depth, max spine or top-K"
+    at.selectbox(key="rule").set_value("paper")
+    at.slider(key="budget").set_value(60).run()
+    assert [w.value[:58] for w in at.warning] == ["1 node(s) of the budget went unused: the paper's split giv"]
+
+
 def test_p_t_by_parent_sliders_move_e_tau(at):
     scalar = metrics(at)["exact E[tau]"]
     at.checkbox(key="by_parent").check().run()

@@ -15,7 +15,8 @@ from goose_theory.optimize import build_topology
 
 
 @pytest.mark.parametrize("module", ["app.fitted", "app.compute", "app.compute_io", "app.views", "app.charts",
-                                    "app.sections.sidebar", "app.sections.traces"])
+                                    "app.sections.sidebar", "app.sections.traces", "app.sections.cost",
+                                    "app.sections.whatif"])
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module))
     assert result.failed == 0 and result.attempted > 0

@@ -31,12 +31,22 @@ def _metrics(r: dict[str, Any]) -> None:
                          f"so that every node's children's q sum stays <= 1"):
             st.markdown("\n".join(f"- {note}" for note in r["notes"]))
     if r["unplaced"]:
-        st.warning(unplaced_text(r["unplaced"], capped=bool(r["notes"])))
+        st.warning(unplaced_text(r["unplaced"], capped=bool(r["notes"]), paper=r["topology"].get("rule") == "paper"))
 
 
-def unplaced_text(unplaced: int, *, capped: bool) -> str:
+def unplaced_text(unplaced: int, *, capped: bool, paper: bool = False) -> str:
     """Why the tree holds fewer nodes than its budget. Where the exclusive model left ranks out
-    (p_s = 1 allows no transition node at all), raising top-K or max depth may not help."""
+    (p_s = 1 allows no transition node at all), raising top-K or max depth may not help; the paper
+    rule's split itself strands nodes a deep spine node cannot hang, as goose's builder does.
+
+    Example:
+        >>> unplaced_text(1, capped=False, paper=True)[:58]
+        "1 node(s) of the budget went unused: the paper's split giv"
+    """
+    if paper:
+        return (f"{unplaced} node(s) of the budget went unused: the paper's split gives the spine nodes that can hold "
+                "branches shares by 1/i, and the deepest of them cannot hang all of theirs (goose's builder leaves "
+                "them unused too)")
     why = ("max depth, max spine and top-K; the exclusive model also leaves ranks out (above), which a "
            "larger top-K cannot fill: raise max spine or max depth, or choose the independent model" if capped else
            "max depth, max spine and top-K: raise one of them")
