@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from goose_theory import _sim_kernels as K  # noqa: E402
 from goose_theory._numba import parallel_jit  # noqa: E402
 from goose_theory.acceptance import Acceptance  # noqa: E402
-from goose_theory.simulate import chunk_keys, node_q, simulate, simulate_numpy  # noqa: E402
+from goose_theory.simulate import node_q, simulate, simulate_numpy  # noqa: E402
 from goose_theory.topology import Topology  # noqa: E402
 from goose_theory.yields import exact_yield  # noqa: E402
 
@@ -32,40 +32,9 @@ P_S, P_T, BUDGET = 0.45, 0.05, 60
 
 # ---- the paper-default tree ----------------------------------------------------------------
 def paper_tree(acceptance: Acceptance, budget: int) -> tuple[Topology, str]:
-    """``build_topology("paper", ...)`` when the optimizer exists, else :func:`fallback_tree`."""
-    try:
-        from goose_theory.optimize import build_topology
-    except ImportError:
-        return fallback_tree(budget), "fallback (optimize not available)"
+    """The paper rule's tree (goose's, when every node has candidates) and how it was made."""
+    from goose_theory.optimize import build_topology
     return build_topology("paper", acceptance, budget=budget).topology, 'build_topology("paper")'
-
-
-def fallback_tree(budget: int, spine: int = 20, top_k: int = 10, max_depth: int = 6) -> Topology:
-    """The paper's shape at p_s >= 0.4 (spine ratio 0.5, capped at max_spine 20), rho = 0.5:
-    half the branch budget on the root, half on the spine nodes that may still carry a branch
-    (depth < max_depth) with harmonic weights 1/i; each share grown breadth-first, top-K ranks."""
-    nodes = [(-1, "root", 0)] + [(i, "spine", 0) for i in range(spine)]  # spine node i+1 = depth i+1
-    branch = budget - spine
-    hosts = list(range(1, min(spine, max_depth - 1) + 1))
-    weights = np.array([1.0 / i for i in hosts])
-    share = branch - branch // 2
-    raw = weights / weights.sum() * share
-    alloc = np.floor(raw).astype(int)
-    alloc[np.argsort(raw - alloc)[::-1][: share - alloc.sum()]] += 1  # largest remainders
-    for anchor, w in [(0, branch // 2)] + list(zip(hosts, alloc.tolist())):
-        _grow(nodes, anchor, anchor, w, top_k, max_depth)
-    return Topology.from_nodes(nodes, max_depth=max_depth, max_spine=spine)
-
-
-def _grow(nodes: list, anchor: int, depth: int, width: int, top_k: int, max_depth: int) -> None:
-    frontier, level = [anchor], depth
-    while width > 0 and frontier and level < max_depth:
-        nxt = []
-        for parent in frontier:
-            for rank in range(min(top_k, width)):
-                nodes.append((parent, "transition", rank)); nxt.append(len(nodes) - 1)
-            width -= min(top_k, width)
-        frontier, level = nxt, level + 1
 
 
 # ---- baselines ---------------------------------------------------------------------------

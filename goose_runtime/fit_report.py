@@ -152,7 +152,7 @@ def _one_regime_note(pooled) -> list[str]:
     """Why the recommendation's predicted tau runs high where the matcher offers a spine in only some cycles
     (practitioner review, 6 Dec: 2.42 printed where goose@16 measured 1.97, with no word on it)."""
     avail = pooled.checks.availability
-    if pooled.recommendation is None or not avail or avail[0] >= 1.0:
+    if pooled.recommendation is None or not avail or not 0.0 < avail[0] < 1.0:  # a(1) = 0: no spine to fold in
         return []
     return [f"note: p_s is conditional on the matcher offering a spine token, which it did in a(1) = {avail[0]:.3f} of "
             "cycles; the recommendation folds a(d) into p_s as one regime, which on goose's traces predicted 22-70% "

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from goose_theory.allocation import PAPER_BYPASS_LEN, branch_width, harmonic_split, paper_branch_shares, paper_spine_ratio
+from goose_theory.allocation import (PAPER_BYPASS_LEN, PAPER_RHO, branch_width, harmonic_split, paper_branch_shares,
+                                     paper_spine_ratio)
 from goose_theory.topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, TRANSITION, Topology
 
 from .adjacency import AdjacencyTable
@@ -35,7 +36,7 @@ class GoosePolicy:
 
     ema: float = 0.3          # start in the middle tier
     alpha: float = 0.3        # EMA smoothing (paper)
-    rho: float = 0.5          # share of the branch budget on spine nodes
+    rho: float = PAPER_RHO    # share of the branch budget on spine nodes
     bypass_len: int = PAPER_BYPASS_LEN  # consensus bypass threshold (tokens)
     min_score: float = 0.0    # drop transition candidates harvested below this probability (paper: 0.01)
     branch_power: float = 1.0  # siblings' shares of a branch budget ~ 1/rank**power (2: Token Recycling's)

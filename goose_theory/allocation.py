@@ -13,8 +13,10 @@ which is absolute, so spine nodes at depth >= max_depth cannot hold branches).
   or no room under max_depth) moves to the next shallower position, ending at the root, which
   has the most room. Positions are therefore filled deepest first.
 * ``paper``: BuildSpineTree at the paper's defaults, the tree ``goose_runtime.goose`` builds when
-  every node finds its candidates (one definition: the runtime calls :func:`paper_branch_shares`
-  and :func:`branch_width`). Spine ratio r from the tier of p_s(1) (standing in for the EMA):
+  every node finds its candidates (the runtime calls :func:`paper_branch_shares` and
+  :func:`branch_width`; ``tests/test_goose.py`` compares the two node for node) -- unless the
+  exclusive model caps a node's ranks (p_s plus the p_t of top-K ranks above 1), where this tree
+  holds fewer children than goose drafts. Spine ratio r from the tier of p_s(1) (standing in for the EMA):
   < 0.2 -> 0.15, < 0.4 -> 0.30, else 0.50; m = min(max(1, round(B r)), max_spine); R = B - m;
   rho = 0.5: the spine nodes that can hold branches (depth < max_depth) share round(rho R) with
   harmonic weights 1/i (largest remainder) and the root gets the rest (all of R when none can).

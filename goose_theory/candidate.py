@@ -208,7 +208,7 @@ class TreeBuilder:
 
     def note_list(self) -> list[str]:
         """The notes from the root down the spine, then transition nodes, shallow first, in
-        whatever order the tree was grown (the paper's allocations grow the deepest spine node's
+        whatever order the tree was grown (linear and harmonic grow the deepest spine node's
         branches first); notes without a place keep their order."""
         return sorted(self.notes, key=lambda text: self.notes[text] or (False, -1))
 

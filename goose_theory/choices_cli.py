@@ -70,6 +70,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ChoicesError as exc:
         hint = "; it is a regime file: --regime unmatched exports its tree without spine" if unmatched else ""
         raise ChoicesError(f"{args.topology}: {exc}{hint}") from None
+    if args.format == "vllm" and not paths:  # docs/tree-choices.md: vLLM fails on "[]"
+        raise UsageError(f"{args.topology}: the tree has no node past the root, and vLLM refuses an empty "
+                         "speculative_token_tree")
     text = choices_text(paths) if args.format == "list" else vllm_config_text(paths)
     if args.out is None:
         print(text, end="")

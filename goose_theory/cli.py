@@ -14,14 +14,12 @@ from .acceptance import Acceptance
 from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_tau, format_table,
                        latency_table_lines, load_latency_option, print_json, regime_note, unpriced_note)
 from .topology import PAPER_TOP_K, load_topology, save_topology
+from .topometa import MAX_TOP_K  # also a file's top_k
 
 # bound and yields import the numba kernels (0.2 s): each handler imports what it uses, so that
 # `goose --help` and the runtime's commands start without them
 
 MAX_BUDGET = 10_000  # the optimal rule takes about 2 ms at 1000 and grows faster than linearly
-# the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
-# minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
-MAX_TOP_K = 1000
 # depth multiplies the same cost: at budget 10000, depth and spine 64 take about a minute, 128 two
 # (10000 x 10000 ran out of memory); the paper's trees stop at depth 6, its spine at 20
 MAX_DEPTH = 64
@@ -122,9 +120,8 @@ def acceptance_of_file(path: str) -> Acceptance:
 
 
 def _check_shape(args: argparse.Namespace) -> None:
-    if args.top_k is None:  # the file's own: a fit of three observed ranks must not draft ten
-        top_k = load_topology(args.acceptance_from).meta.get("top_k") if args.acceptance_from else None
-        args.top_k = top_k if type(top_k) is int and top_k >= 1 else PAPER_TOP_K
+    if args.top_k is None:  # the file's own (checked on load): a fit of three observed ranks must not draft ten
+        args.top_k = (load_topology(args.acceptance_from).meta.get("top_k") if args.acceptance_from else None) or PAPER_TOP_K
     for name in ("budget", "max_depth", "max_spine", "top_k"):
         value = getattr(args, name)
         if value < 0 or (name == "top_k" and value < 1):

@@ -46,7 +46,10 @@ ACCEPTANCE_KEYS = ("acceptance", "provenance.fitted.selected")
 REGIME_REQUIRED = ("matched", "unmatched", "psi")
 REGIME_ACCEPTANCES = ("matched", "unmatched", "confident")
 SPINE_KEYS = ("p_s", "avail", "end")  # regimespare.SpineModel, which the trace replay reads
-TOO_LARGE = "an integer too large for a float"  # JSON allows any number of digits; float() does not
+TOO_LARGE = "an integer too large for a float"
+# the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
+# minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
+MAX_TOP_K = 1000  # JSON allows any number of digits; float() does not
 
 
 def meta_problem(meta: Mapping[str, Any]) -> str | None:
@@ -63,8 +66,15 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
             problem = _missing_rate(key, acc) or _acceptance_problem(key, acc)
             if problem:
                 return problem
-    return (_tau_problem(meta.get("predicted_tau")) or _prompts_problem(meta)
+    return (_tau_problem(meta.get("predicted_tau")) or _prompts_problem(meta) or _top_k_problem(meta.get("top_k"))
             or _regime_fit_problem(meta.get("regime_fit")))
+
+
+def _top_k_problem(top_k: Any) -> str | None:
+    """optimize / compare take a file's top_k as --top-k's default (a bool or 3.0 fell back to 10 unsaid)."""
+    if top_k is None or (type(top_k) is int and 1 <= top_k <= MAX_TOP_K):
+        return None
+    return f"top_k must be a whole number of ranks in 1..{MAX_TOP_K}, got {top_k!r}"[:200]
 
 
 def _tau_problem(tau: Any) -> str | None:

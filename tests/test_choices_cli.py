@@ -129,3 +129,6 @@ def test_export_for_vllm_gives_its_config_entries_and_imports_back(tmp_path, cap
     assert main(["choices", "import", str(config), "--out", str(tmp_path / "back.json")]) == 0
     back = load_topology(tmp_path / "back.json")
     assert (back.parent, back.rank) == (TREE.parent, TREE.rank)
+    save_topology(Topology.root_only(), tmp_path / "root.json")
+    assert main(["choices", "export", str(tmp_path / "root.json"), "--format", "vllm"]) == 2
+    assert "no node past the root, and vLLM refuses an empty speculative_token_tree" in capsys.readouterr().err

@@ -128,3 +128,12 @@ def test_a_regime_fit_validate_cannot_price_with_is_refused_naming_the_file(tmp_
 def test_a_prompt_count_validate_divides_by_is_checked(tmp_path, meta, message):
     with pytest.raises(TopologyError, match=rf"t\.json: meta: {message}"):
         load_topology(_file(tmp_path, **meta))
+
+
+@pytest.mark.parametrize("top_k", [True, -3, 0, "3", 3.0, 10**6])
+def test_a_top_k_that_is_no_number_of_ranks_is_refused_on_load(tmp_path, top_k):
+    # optimize --acceptance-from takes the file's top_k as --top-k's default: these fell back to 10 unsaid (or, too
+    # large, were reported against a --top-k nobody gave) -- diff review, 6 Dec
+    with pytest.raises(TopologyError, match=r"t\.json: meta: top_k must be a whole number of ranks in 1\.\.1000, got"):
+        load_topology(_file(tmp_path, top_k=top_k))
+    assert load_topology(_file(tmp_path, top_k=4)).meta["top_k"] == 4
