@@ -99,7 +99,11 @@ def _rule_names(df: pd.DataFrame) -> list[str]:
 
 def _rule_channel(df: pd.DataFrame, title: str) -> alt.Color:
     names = _rule_names(df)
-    return alt.Color("rule:N", title=title, scale=alt.Scale(domain=names, range=[rule_color(n) for n in names]))
+    # a side legend is cut at the chart's height (seven rules at 280 px, app review 6 Dec): many go below, in columns
+    # (only then a legend key: the widths chart's colour and dash legends merge while neither has one)
+    below = {"legend": alt.Legend(orient="bottom", columns=4, symbolLimit=0)} if len(names) > 6 else {}
+    return alt.Color("rule:N", title=title, scale=alt.Scale(domain=names, range=[rule_color(n) for n in names]),
+                     **below)
 
 
 def _need(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:

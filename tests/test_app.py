@@ -66,11 +66,14 @@ def test_unplaced_nodes_warning_names_the_limits_that_bind(at):
     assert metrics(at)["tree"] == "1 node"  # was "1 nodes"
 
 
-def test_the_paper_rules_unused_node_is_put_down_to_its_split(at):
+def test_short_trees_of_the_paper_rule_and_uniform_levels_are_explained(at):
     # diff review, 6 Dec: at B = 60 the paper rule's stranded node read "raise max depth, max spine or top-K"
     at.selectbox(key="rule").set_value("paper")
     at.slider(key="budget").set_value(60).run()
     assert [w.value[:58] for w in at.warning] == ["1 node(s) of the budget went unused: the paper's split giv"]
+    at.selectbox(key="rule").set_value("uniform-levels")
+    at.slider(key="budget").set_value(59).run()  # no uniform tree of 59 nodes: 10 + 10 x 4 = 50 (app review)
+    assert any(i.value.startswith("uniform-levels: every node of a level") and " of its 59 nodes" in i.value for i in at.info)
 
 
 def test_p_t_by_parent_sliders_move_e_tau(at):

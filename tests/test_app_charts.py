@@ -58,6 +58,15 @@ def test_a_rule_has_one_colour_on_every_chart():
     assert len(runs) == 1 and runs.pop().split() == [charts.rule_color("isotropic:7"), charts.rule_color("isotropic:9")]
 
 
+def test_many_rules_get_a_legend_below_the_chart_that_names_them_all():
+    # app review, 6 Dec: the Cost chart's side legend was cut at seven of nine rules (the chart's height)
+    rules = list(charts.RULE_COLORS)[:9]
+    df = pd.DataFrame({"budget": [1, 2] * 9, "rule": [r for r in rules for _ in (1, 2)], "speedup_vs_ar": 1.0})
+    legend = charts.speedup_chart(df).to_dict()["encoding"]["color"]["legend"]
+    assert legend == {"columns": 4, "orient": "bottom", "symbolLimit": 0}
+    assert "legend" not in charts.speedup_chart(df[df["rule"].isin(rules[:6])]).to_dict()["encoding"]["color"]
+
+
 def test_widths_chart_and_pmf_chart():
     w = compute.width_profiles(0.6, 0.05, "exclusive", budget=20)
     spec = charts.widths_chart(w).to_dict()

@@ -32,6 +32,9 @@ def _metrics(r: dict[str, Any]) -> None:
             st.markdown("\n".join(f"- {note}" for note in r["notes"]))
     if r["unplaced"]:
         st.warning(unplaced_text(r["unplaced"], capped=bool(r["notes"]), paper=r["topology"].get("rule") == "paper"))
+    elif r["topology"].get("rule") == "uniform-levels" and nodes < r["topology"].get("requested_budget", nodes):
+        st.info(f"uniform-levels: every node of a level has the same children (vLLM's trees), so the best such tree "
+                f"within the budget holds {nodes} of its {r['topology']['requested_budget']} nodes")
 
 
 def unplaced_text(unplaced: int, *, capped: bool, paper: bool = False) -> str:
