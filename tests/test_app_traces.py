@@ -182,6 +182,8 @@ def test_the_fitted_model_makes_what_if_predict_as_fit_acceptance(at, name):
     assert (at.slider(key="budget").value, at.slider(key="top_k").value) == (rec.budget, rec.top_k)
     assert metrics(at)["exact E[tau]"] == f"{rec.best.predicted_tau:.4f}"
     assert metrics(at)["tree"] == f"{rec.best.topology.budget} nodes"
+    # practitioner and app reviews, 6 Dec: the one-regime prediction's caveat went with the numbers to no tab
+    assert any("It is a one-regime fit" in c.value and "22-70% above measured tau" in c.value for c in at.sidebar.caption)
     open_tab(at, "Export")  # the other tabs take the fitted lists too
     assert not at.exception and f"under the acceptance fitted on {name} ({analysis.overall.label})" in at.markdown[0].value
     open_tab(at, "Cost")

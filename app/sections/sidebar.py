@@ -87,7 +87,10 @@ def _fitted_choice(sb) -> dict[str, Any] | None:
                f"the other model gives other figures): {fitted.describe(entry)}. The p_s and p_t sliders below "
                f"are not used. Loading set the rule to optimal, max depth {PAPER_MAX_DEPTH}, max spine "
                f"{PAPER_MAX_SPINE}, the largest recorded budget ({entry['budget']}) and top-K ({entry['top_k']}): "
-               f"the tree `fit-acceptance` recommends." + _cut_note(entry))
+               f"the tree `fit-acceptance` recommends. It is a one-regime fit (the spine's offers folded into p_s): "
+               f"where the matcher offers a spine in only some cycles, as in goose's traces, such predictions ran "
+               f"22-70% above measured tau (docs/two-regime.md, section 1); the regime files of `fit-acceptance "
+               f"--regimes` and `goose loop` are the ones to hold against a measurement." + _cut_note(entry))
     return entry
 
 
