@@ -97,7 +97,8 @@ def _heatmap(p: Params) -> None:
         return
     chart(view["spec"])
     st.caption(f"gain = optimal E[tau] / best isotropic:K E[tau] (K = 1..{p.top_k}) - 1, {p.model} model, "
-               f"B = {budget}; outlined cells: the paper's measured +12% .. +33% over Iso(3)/Iso(5)."
+               f"B = {budget}; outlined cells: gains in the paper's measured range, +12% .. +33% (its baseline was "
+               f"Iso(3)/Iso(5) alone, the colour's is the best K)."
                + (" One p_s and one p_t per cell, under every parent (the sidebar's fitted model does not apply here)."
                   if p.fitted is not None else
                   " One p_t per cell, under every parent (the per-parent sliders do not apply here)."
