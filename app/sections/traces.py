@@ -125,6 +125,10 @@ def _metric(column, label: str, row: pd.Series, name: str, digits: int, missing:
                   f"{row[name + '_hi']:.{digits}f}", delta_color="off", delta_arrow="off")
 
 
+# group labels were cut to "human" / "mtbenc" at Streamlit's default width (app review, 6 Dec)
+GROUP_COLUMN = {"group": st.column_config.TextColumn("group", width="medium")}
+
+
 def _show(fit: dict[str, Any]) -> None:
     st.caption("Files: " + ", ".join(fit["files"]))
     summary: pd.DataFrame = fit["summary"]
@@ -136,7 +140,7 @@ def _show(fit: dict[str, Any]) -> None:
     st.caption(f"Intervals: cluster bootstrap over prompts, {compute_io.N_BOOT} draws (`fit-acceptance` "
                "draws 1000, so an interval's ends can differ slightly); naive binomial "
                "intervals in the table, for contrast.")
-    st.dataframe(summary, hide_index=True, key="trace_summary_table")
+    st.dataframe(summary, hide_index=True, key="trace_summary_table", column_config=GROUP_COLUMN)
     _offer_load(summary, fit["models"], fit["files"])
     left, right = st.columns(2)
     if fit["spine_spec"] is None:
@@ -147,10 +151,10 @@ def _show(fit: dict[str, Any]) -> None:
     left, right = st.columns(2)
     if fit["calibration_spec"] is not None:
         left.vega_lite_chart(fit["calibration_spec"], width="stretch")
-    left.dataframe(fit["gof"], hide_index=True, key="trace_gof_table")
+    left.dataframe(fit["gof"], hide_index=True, key="trace_gof_table", column_config=GROUP_COLUMN)
     bound: pd.DataFrame = fit["bound"]
     right.vega_lite_chart(fit["bound_spec"], width="stretch")
-    right.dataframe(bound, hide_index=True, key="trace_bound_table")
+    right.dataframe(bound, hide_index=True, key="trace_bound_table", column_config=GROUP_COLUMN)
     right.caption("model: where the fitted rates would push a recorded tree past the exclusive model's limit (a "
                   "node's children's acceptances summing over 1), that tree is scored under the independent model. "
                   "The goodness of fit (left) uses the depth and rank curves, the bound the scalar p_s and p_t, so "
