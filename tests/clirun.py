@@ -11,6 +11,11 @@ from goose_runtime.cli import main
 from goose_runtime.model import default_model_dir
 
 
+# the theory CLI tests' tree (tests/test_cli.py, tests/test_cli_acceptance.py: the topo_file fixture in conftest)
+THEORY_NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1), (1, "spine", 0),
+                (1, "transition", 0), (2, "transition", 0)]
+
+
 def fails(capsys, argv, message):
     # the first use of the default model converts it with a progress line on stderr: do that up front,
     # so that whether this test sees one line does not hang on which test ran first in a fresh checkout

@@ -145,3 +145,13 @@ def md_sections(text: str) -> dict[str, str]:
     """``## `` sections of the report by title (the part before the first one under "")."""
     parts = re.split(r"^## (.+)$", text, flags=re.M)
     return {"": parts[0], **dict(zip(parts[1::2], parts[2::2]))}
+
+
+@pytest.fixture()
+def topo_file(tmp_path):
+    """The theory CLI tests' tree (tests.clirun.THEORY_NODES) as a topology file."""
+    from goose_theory.topology import save_topology
+    from tests.clirun import THEORY_NODES
+    path = tmp_path / "tree.json"
+    save_topology(Topology.from_nodes(THEORY_NODES), path)
+    return str(path)

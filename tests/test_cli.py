@@ -9,20 +9,11 @@ import sys
 import pytest
 
 from goose_runtime.cli import main
-from tests.clirun import run_json
+from tests.clirun import THEORY_NODES as NODES, run_json
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology, load_topology, save_topology
 from goose_theory.yields import exact_yield
 
-NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1), (1, "spine", 0),
-         (1, "transition", 0), (2, "transition", 0)]
-
-
-@pytest.fixture()
-def topo_file(tmp_path):
-    path = tmp_path / "tree.json"
-    save_topology(Topology.from_nodes(NODES), path)
-    return str(path)
 
 
 def test_yield_json(capsys, topo_file):
