@@ -71,6 +71,30 @@ def test_measure_stock_rows_times_both_paths_at_every_row_count():
     assert k == stock_rows_from_times((1, 2, 4), stock_ms=table["stock_ms"], onednn_ms=table["onednn_ms"])
 
 
+@pytest.fixture(autouse=True)
+def quiet_host(monkeypatch):
+    """A quiet host unless a test says otherwise (a loaded CI machine must not change what is cached)."""
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: False)
+    monkeypatch.setattr(plan_mod, "_UNCACHED", {})
+
+
+def test_a_plan_measured_on_a_busy_host_serves_the_process_but_is_not_cached(monkeypatch, tmp_path):
+    # 6 Dec: a plan measured beside test runs chose MKL for one row on a Zen 4 (ar's step 2x slower), cached for good
+    monkeypatch.delenv("GOOSE_STOCK_ROWS", raising=False)
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: True)
+    calls = []
+    monkeypatch.setattr(plan_mod, "measure_stock_rows", fixed_measure(1, calls))
+    first = plan_linears(tuned_model(), cache_dir=str(tmp_path), model_name="m")
+    assert first["source"] == "measured, busy host: not cached" and os.listdir(tmp_path) == []
+    model = tuned_model()
+    assert plan_linears(model, cache_dir=str(tmp_path), model_name="m")["stock_rows"] == 1 and len(calls) == 1
+    assert stock_rows_of(model) == {1}  # once per process, then the same plan
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: False)  # quiet again: a fresh measurement is cached
+    monkeypatch.setattr(plan_mod, "measure_stock_rows", fixed_measure(2, calls))
+    again = plan_linears(tuned_model(), cache_dir=str(tmp_path), model_name="m", refresh=True)
+    assert again["source"] == "measured" and again["stock_rows"] == 2 and os.path.exists(again["file"])
+
+
 def fixed_measure(k: int, calls: list):
     def measure(model, **kwargs):
         calls.append(1)
