@@ -197,7 +197,7 @@ def plan_linears(model, *, cache_dir: str, model_name: str, refresh: bool = Fals
     busy = host_busy()
     rows, table = measure_stock_rows(model)
     set_stock_rows(model, rows)
-    if busy:  # 6 Dec: a plan measured beside test runs put a Zen 4's one-row step on MKL for good (79 ms; 4 rows 64)
+    if busy:  # 6 Dec: one measured beside test runs put a Zen 4's one-row step on MKL for good (64 ms; oneDNN 37)
         _UNCACHED[path] = rows
         return {**info, "stock_rows": rows, "source": "measured, busy host: not cached"}
     _write_plan(path, {"schema": SCHEMA, "stock_rows": rows, "cpu": info["cpu"], "threads": torch.get_num_threads(),
