@@ -213,7 +213,7 @@ def host_busy() -> bool:
     its plan then serves this process but is not cached (the next quiet start measures again)."""
     try:
         return os.getloadavg()[0] > (os.cpu_count() or 1)
-    except OSError:  # no load average on this platform
+    except (OSError, AttributeError):  # no load average on this platform (Windows has no os.getloadavg)
         return False
 
 

@@ -95,6 +95,17 @@ def test_a_plan_measured_on_a_busy_host_serves_the_process_but_is_not_cached(mon
     assert again["source"] == "measured" and again["stock_rows"] == 2 and os.path.exists(again["file"])
 
 
+def test_host_busy_reads_the_load_and_a_platform_without_one_is_quiet(monkeypatch):
+    monkeypatch.undo()  # the real host_busy, not the autouse fixture's
+    monkeypatch.setattr(plan_mod.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(plan_mod.os, "getloadavg", lambda: (2.5, 1.0, 1.0))
+    assert plan_mod.host_busy()
+    monkeypatch.setattr(plan_mod.os, "getloadavg", lambda: (1.5, 3.0, 3.0))
+    assert not plan_mod.host_busy()
+    monkeypatch.delattr(plan_mod.os, "getloadavg")  # Windows
+    assert not plan_mod.host_busy()
+
+
 def fixed_measure(k: int, calls: list):
     def measure(model, **kwargs):
         calls.append(1)
