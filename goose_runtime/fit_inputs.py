@@ -138,22 +138,29 @@ def note_model_mismatch(metas: list[dict], *, model: str, dtype: str) -> None:
     another model or in another dtype than this run's: the fitted acceptance, and so every
     prediction, describes theirs (a tree fitted on one model may still be validated on another:
     that is a transfer test)."""
-    for key, ours in (("model", model), ("dtype", dtype)):
-        theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {ours})
-        if theirs:
-            _note(f"the fit traces were decoded with {key} {', '.join(theirs)}, this run with {ours}: the "
-                  f"predictions describe the traces' {key}")
+    for key, ours, theirs in _other_values(metas, model=model, dtype=dtype):
+        _note(f"the fit traces were decoded with {key} {', '.join(theirs)}, this run with {ours}: the "
+              f"predictions describe the traces' {key}")
 
 
 def note_latency_mismatch(metas: list[dict], latency, path: str) -> None:
     """Say so (one line per key on stderr) when ``--latency`` was measured with another model or dtype
-    than the traces (their :func:`fit_metadata`) were decoded by: the cost-aware budget then prices
+    than the traces (their key-value metadata) were decoded by: the cost-aware budget then prices
     the traces' trees with another model's forward times (a profile without the key says nothing)."""
-    for key, ours in (("model", latency.model), ("dtype", latency.dtype)):
-        theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {ours})
-        if ours and theirs:
+    for key, ours, theirs in _other_values(metas, model=latency.model, dtype=latency.dtype):
+        if ours:
             _note(f"--latency {path} was measured with {key} {ours}, the traces decoded with {', '.join(theirs)}: "
                   "the cost-aware budget prices their trees with its forward times")
+
+
+def _other_values(metas: list[dict], **ours: str) -> list[tuple[str, str, list[str]]]:
+    """(key, ours, the traces' other values, sorted) for each key where some trace's metadata differs."""
+    out = []
+    for key, value in ours.items():
+        theirs = sorted({str(meta[key]) for meta in metas if meta.get(key) is not None} - {value})
+        if theirs:
+            out.append((key, value, theirs))
+    return out
 
 
 def fit_metadata(trace_files: list[str]) -> list[dict]:

@@ -92,7 +92,9 @@ def _acceptance(args: argparse.Namespace) -> Acceptance:
     if args.acceptance_from is not None:
         if flags:
             raise UsageError(f"--acceptance-from gives the acceptance; drop {', '.join(flags)}")
-        acceptance = acceptance_of_file(args.acceptance_from)
+        acceptance, top_k = acceptance_of_file(args.acceptance_from)
+        if getattr(args, "top_k", 0) is None:  # optimize / compare without --top-k: the file's own, as a fit of
+            args.top_k = top_k or PAPER_TOP_K  # three observed ranks must not draft ten (checked on load)
         return acceptance if args.model is None else acceptance.with_model(args.model)
     missing = [flag for flag in ("--p-s", "--p-t") if flag not in flags]
     if missing:
@@ -101,27 +103,28 @@ def _acceptance(args: argparse.Namespace) -> Acceptance:
     return Acceptance.parse(args.p_s, args.p_t, model, p_t_spine=args.p_t_spine, p_t_chain=args.p_t_chain)
 
 
-def acceptance_of_file(path: str) -> Acceptance:
-    """The ``acceptance`` a topology file holds (checked on load by :mod:`goose_theory.topometa`).
+def acceptance_of_file(path: str) -> tuple[Acceptance, int | None]:
+    """The ``acceptance`` and ``top_k`` (None: not recorded) a topology file holds, checked on load (topometa).
 
     Example:
         >>> import os, tempfile
         >>> from goose_theory.topology import Topology
         >>> path = os.path.join(tempfile.mkdtemp(), "t.json")
         >>> save_topology(Topology.root_only(meta={"acceptance": {"p_s": 0.5, "p_t": [0.1, 0.05]}}), path)
-        >>> acceptance_of_file(path).p_t
-        (0.1, 0.05)
+        >>> acceptance_of_file(path)[0].p_t, acceptance_of_file(path)[1]
+        ((0.1, 0.05), None)
     """
-    data = load_topology(path).meta.get("acceptance")
+    meta = load_topology(path).meta
+    data = meta.get("acceptance")
     if data is None:
         raise UsageError(f"--acceptance-from {path}: the file holds no 'acceptance' (goose optimize and "
                          f"fit-acceptance --out write one)")
-    return Acceptance.from_dict(data)
+    return Acceptance.from_dict(data), meta.get("top_k")
 
 
 def _check_shape(args: argparse.Namespace) -> None:
-    if args.top_k is None:  # the file's own (checked on load): a fit of three observed ranks must not draft ten
-        args.top_k = (load_topology(args.acceptance_from).meta.get("top_k") if args.acceptance_from else None) or PAPER_TOP_K
+    if args.top_k is None:  # left out, and no --acceptance-from file gave one (_acceptance runs first)
+        args.top_k = PAPER_TOP_K
     for name in ("budget", "max_depth", "max_spine", "top_k"):
         value = getattr(args, name)
         if value < 0 or (name == "top_k" and value < 1):
@@ -215,10 +218,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
+    acceptance = _acceptance(args)  # first: a file's top_k is --top-k's default
     _check_shape(args)
     check_output_file(args.out, "--out")
     check_not_an_input(args.out, "--out", {"--latency": args.latency, "--acceptance-from": args.acceptance_from})
-    acceptance = _acceptance(args)
     from .optimize import build_topology
     shape = dict(max_depth=args.max_depth, max_spine=args.max_spine, top_k=args.top_k)
     extra: dict[str, Any] = {}
@@ -268,8 +271,8 @@ def _requested(budget: int, requested: int, chosen: int | None = None) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    acceptance = _acceptance(args)  # first: a file's top_k is --top-k's default
     _check_shape(args)
-    acceptance = _acceptance(args)
     from .optimize import compare_rules, too_wide
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)

@@ -46,10 +46,10 @@ ACCEPTANCE_KEYS = ("acceptance", "provenance.fitted.selected")
 REGIME_REQUIRED = ("matched", "unmatched", "psi")
 REGIME_ACCEPTANCES = ("matched", "unmatched", "confident")
 SPINE_KEYS = ("p_s", "avail", "end")  # regimespare.SpineModel, which the trace replay reads
-TOO_LARGE = "an integer too large for a float"
+TOO_LARGE = "an integer too large for a float"  # JSON allows any number of digits; float() does not
 # the exact optimum costs O(node types x children x budget^2): 2000 ranks at budget 1200 ran for
 # minutes (1200 ranks 26 s, 1000 ranks at budget 10000 1.5 s); a real adjacency table keeps 10
-MAX_TOP_K = 1000  # JSON allows any number of digits; float() does not
+MAX_TOP_K = 1000
 
 
 def meta_problem(meta: Mapping[str, Any]) -> str | None:
