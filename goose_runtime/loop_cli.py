@@ -75,7 +75,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")
-    emit_report(args, rows, {"traces": files, "latency": profile_path, "topologies": dict(plan),
+    emit_report(args, rows, {"traces": files, "latency": profile_path or "measured in this run on a busy host (not cached)", "topologies": dict(plan),
                        "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
     if not args.json:
         print(f"\nfit report, topologies, validation.json and validation-<set>.parquet in {args.out_dir}/")

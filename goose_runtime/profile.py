@@ -25,6 +25,8 @@ import torch
 
 from goose_theory.latency import LatencyProfile
 
+from . import linear_plan
+
 DEFAULT_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 PREFIX_LEN = 256
 
@@ -175,7 +177,9 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool
                    log=None) -> tuple[LatencyProfile, str]:
     """The latency profile of this model on this device: ``path`` if given, else the cached one
     under the goose cache folder (:func:`cached_profile_path`), measured (about 10 s) when it is
-    missing or when ``refresh`` is set. Returns the profile and the file it is in.
+    missing or when ``refresh`` is set. Returns the profile and the file it is in ('' for a profile
+    measured while the host was busy, :func:`goose_runtime.linear_plan.host_busy`: it serves this
+    process but is not cached).
 
     ``refresh`` re-measures and replaces the cached file (atomically: a run killed while measuring
     leaves the old file whole); the CLIs' ``--refresh-latency``. This VM's speeds drift from day to
@@ -194,6 +198,8 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool
             raise LatencyError(f"refresh re-measures the cached profile; it never overwrites the given file {path}")
         return load_latency(path), path
     path = cached_profile_path(bundle, dtype=dtype)
+    if not refresh and path in _UNCACHED:  # measured on a busy host earlier in this process
+        return _UNCACHED[path], ""
     if os.path.exists(path) and not refresh:
         if log:  # the machine's speeds drift (a VM's from day to day): say how old the profile is
             hours = max(0.0, (time.time() - os.path.getmtime(path)) / 3600)
@@ -203,6 +209,16 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool
     if log:
         log("re-measuring verification latency against tree size on this device (--refresh-latency)" if refresh
             else "measuring verification latency against tree size on this device (once; cached)")
+    busy = linear_plan.host_busy()
     profile = profile_latency(bundle, sizes=DEVICE_PROFILE_SIZES, repeats=5)
+    if busy:  # timings taken beside other work would price every later run's trees wrongly, as a busy plan did
+        _UNCACHED[path] = profile
+        if log:
+            log("note: the host was busy (load average above its core count) while the latency profile was "
+                "measured: this run uses it, but it is not cached (the next run on a quiet host measures again)")
+        return profile, ""
     save_latency(profile, path)  # atomic: temp file beside it, then rename over the old one
     return profile, path
+
+
+_UNCACHED: dict[str, LatencyProfile] = {}  # cache path -> a profile measured on a busy host, for this process only

@@ -1,8 +1,9 @@
 """Shared test helpers: random valid topologies for property tests, a trace copy with edited
 metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
 the tree builders, a two-group fit analysis and its report's sections; gpu tests need a CUDA device;
-`no_model` fails a test that loads a model, `tiny` puts the tiny random model in its place, and
-`keep_torch_threads` restores torch's thread count after a CLI test."""
+`no_model` fails a test that loads a model, `tiny` puts the tiny random model in its place,
+`keep_torch_threads` restores torch's thread count after a CLI test, and `quiet_host` makes the host
+quiet for what caches measurements."""
 from __future__ import annotations
 
 import re
@@ -111,6 +112,18 @@ def keep_torch_threads():
     n = torch.get_num_threads()
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture()
+def quiet_host(monkeypatch):
+    """A quiet host, whatever the CI machine's load: what a test sees cached must not depend on it
+    (a linear plan or latency profile measured under load is not cached); nothing measured earlier."""
+    import goose_runtime.linear_plan as plan_mod
+    import goose_runtime.profile as profile_mod
+
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: False)
+    monkeypatch.setattr(plan_mod, "_UNCACHED", {})
+    monkeypatch.setattr(profile_mod, "_UNCACHED", {})
 
 
 @pytest.fixture()

@@ -68,7 +68,7 @@ def test_auto_method_with_a_latency_file(capsys, tiny, tmp_path):
                  "most 16 tokens") in capsys.readouterr().err) == note
 
 
-def test_refresh_latency_re_measures_the_cached_profile(capsys, tiny, tmp_path, monkeypatch):
+def test_refresh_latency_re_measures_the_cached_profile(capsys, tiny, tmp_path, monkeypatch, quiet_host):
     from goose_runtime import profile as profile_mod
     from goose_theory.latency import LatencyProfile, load_latency, save_latency
 

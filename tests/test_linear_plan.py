@@ -14,7 +14,8 @@ from goose_runtime.cpu_speed import OneDnnLinear, onednn_available, set_stock_ro
 from goose_runtime.linear_plan import SCHEMA, measure_stock_rows, plan_linears, plan_path, stock_rows_from_times
 from goose_runtime.model import tiny_random_bundle
 
-pytestmark = pytest.mark.skipif(not onednn_available(), reason="torch build without oneDNN")
+pytestmark = [pytest.mark.skipif(not onednn_available(), reason="torch build without oneDNN"),
+              pytest.mark.usefixtures("quiet_host")]  # a quiet host unless a test says otherwise
 
 
 def tuned_model(seed: int = 0):
@@ -71,13 +72,6 @@ def test_measure_stock_rows_times_both_paths_at_every_row_count():
     assert k == stock_rows_from_times((1, 2, 4), stock_ms=table["stock_ms"], onednn_ms=table["onednn_ms"])
 
 
-@pytest.fixture(autouse=True)
-def quiet_host(monkeypatch):
-    """A quiet host unless a test says otherwise (a loaded CI machine must not change what is cached)."""
-    monkeypatch.setattr(plan_mod, "host_busy", lambda: False)
-    monkeypatch.setattr(plan_mod, "_UNCACHED", {})
-
-
 def test_a_plan_measured_on_a_busy_host_serves_the_process_but_is_not_cached(monkeypatch, tmp_path):
     # 6 Dec: a plan measured beside test runs chose MKL for one row on a Zen 4 (ar's step 2x slower), cached for good
     monkeypatch.delenv("GOOSE_STOCK_ROWS", raising=False)
@@ -96,7 +90,7 @@ def test_a_plan_measured_on_a_busy_host_serves_the_process_but_is_not_cached(mon
 
 
 def test_host_busy_reads_the_load_and_a_platform_without_one_is_quiet(monkeypatch):
-    monkeypatch.undo()  # the real host_busy, not the autouse fixture's
+    monkeypatch.undo()  # the real host_busy, not the quiet_host fixture's
     monkeypatch.setattr(plan_mod.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(plan_mod.os, "getloadavg", lambda: (2.5, 1.0, 1.0))
     assert plan_mod.host_busy()

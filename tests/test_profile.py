@@ -11,6 +11,8 @@ from goose_runtime.cli import main
 from goose_runtime.profile import draft_overhead, profile_latency, ternary_parents, verify_latency
 from goose_theory.latency import load_latency
 
+pytestmark = pytest.mark.usefixtures("quiet_host")  # what is cached must not depend on the machine's load
+
 
 @pytest.fixture(scope="module")
 def bundle():
@@ -163,3 +165,24 @@ def test_device_profile_refuses_an_empty_path(tmp_path, bundle, monkeypatch):
         with pytest.raises(LatencyError, match="^the latency profile path is empty$"):
             profile_mod.device_profile(bundle, dtype="float32", path="", refresh=refresh)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_profile_measured_on_a_busy_host_serves_the_process_but_is_not_cached(monkeypatch, tmp_path, bundle):
+    """As the linear plan (6 Dec): timings taken beside other work would price every later run's trees."""
+    import goose_runtime.linear_plan as plan_mod
+    import goose_runtime.profile as profile_mod
+    from goose_theory.latency import LatencyProfile
+
+    monkeypatch.setenv("GOOSE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: True)
+    busy, quiet = LatencyProfile(sizes=(1, 9), seconds=(0.05, 0.09)), LatencyProfile(sizes=(1, 9), seconds=(0.02, 0.03))
+    calls = []
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **kw: calls.append(1) or busy)
+    said = []
+    assert profile_mod.device_profile(bundle, dtype="float32", log=said.append) == (busy, "")
+    assert list(tmp_path.iterdir()) == [] and "not cached" in said[-1]
+    assert profile_mod.device_profile(bundle, dtype="float32") == (busy, "") and len(calls) == 1  # once per process
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: False)  # quiet again: --refresh-latency measures and caches
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **kw: calls.append(1) or quiet)
+    profile, path = profile_mod.device_profile(bundle, dtype="float32", refresh=True)
+    assert profile == quiet and load_latency(path) == quiet and len(calls) == 2
