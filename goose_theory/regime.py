@@ -18,11 +18,8 @@ several n-gram lengths agree and the match is >= 8 tokens long, where the paper'
 bare chain) takes its share ``psi_confident`` out of ``psi``; the mix then has three terms and
 :func:`best_pair` gives it its own tree (the file's ``regimes.confident``).
 
-Optimising: tau is increasing in tau_M and tau_U, so the best single topology lies on their
-Pareto front; :func:`best_single` scans weights w and takes the ``optimal`` tree for the blended
-acceptance (spine q times w, root p_t mixed w : 1 - w; the objective w tau_M + (1 - w) tau_U is
-then additive over nodes), scoring each candidate exactly by the harmonic mean.
-:func:`best_pair` gives one tree per regime (a runtime that switches on "no match"); with the
+Optimising: the best single topology for both regimes is :func:`goose_theory.regimesingle.best_single`'s
+search. :func:`best_pair` gives one tree per regime (a runtime that switches on "no match"); with the
 fit's spine models it prices the matched and confident trees as the runtime fills them for a match
 of random length and gives them spare slots (:mod:`goose_theory.regimespare`). The files that
 carry these trees are written by :mod:`goose_theory.regimeexport`.
@@ -37,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -65,7 +62,6 @@ SPARE = True
 # stdlib-wide, B = 15, 197 prompts: 3.682 against goose@15's 3.661 and the one spare tree's 3.529
 # (docs/two-regime.md section 13)
 BY_LENGTH = True
-WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 
 
 @dataclass(frozen=True)
@@ -174,19 +170,6 @@ def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, p
                      tm, tu, psi, nm, nu, psi_confident, tc, nc)
 
 
-def blend(matched: Acceptance, unmatched: Acceptance, w: float) -> Acceptance:
-    """The acceptance whose exact E[tau] is w tau_M + (1 - w) tau_U - 1 + 1 on any tree, up to
-    the chain p_t (taken from the matched regime below spine nodes and mixed below the root by
-    using the matched values; see the module docstring)."""
-    pt_m, pt_u = matched.transition_list(0), unmatched.transition_list(0)
-    n = max(len(pt_m), len(pt_u))
-    root = [w * matched.transition_q(r, 0) + (1 - w) * unmatched.transition_q(r, 0) for r in range(n)]
-    chain = [w * matched.transition_q(r, 2) + (1 - w) * unmatched.transition_q(r, 2)
-             for r in range(max(len(matched.transition_list(2)), len(unmatched.transition_list(2))))]
-    p_s = (w * matched.spine_q(1),) + tuple(matched.p_s[1:])
-    return replace(matched, p_s=p_s, p_t=tuple(root), p_t_spine=matched.transition_list(1), p_t_chain=tuple(chain))
-
-
 @dataclass(frozen=True)
 class RegimeChoice:
     """The chosen topology (or pair) and its two-regime prediction."""
@@ -198,21 +181,6 @@ class RegimeChoice:
     confident: Topology | None = None
     matched_spare: Topology | None = None  # ``matched`` with spare slots (file: ``regimes.matched``)
     by_length: tuple[Topology, ...] = ()   # one matched tree per offered length (``regimes.matched_by_length``)
-
-
-def best_single(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
-                weights: Sequence[float] = WEIGHTS, extra: Sequence[Topology] = (), **limits: Any) -> RegimeChoice:
-    """The single topology with the highest two-regime tau among the blended optima (and
-    ``extra`` candidates, weight NaN)."""
-    best: RegimeChoice | None = None
-    cands = [(w, build_topology("optimal", blend(matched, unmatched, w), budget=budget, **limits).topology)
-             for w in weights] + [(math.nan, t) for t in extra]
-    for w, topo in cands:
-        pred = regime_tau(topo, matched, unmatched, psi)
-        if best is None or pred.tau > best.prediction.tau + 1e-12:
-            best = RegimeChoice(topo, None, pred, w)
-    assert best is not None
-    return best
 
 
 def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget: int,
@@ -244,9 +212,19 @@ def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget:
 
 
 def seconds_per_token(pred: RegimeTau, cycle_seconds: Any) -> float:
-    """psi t_M / tau_M + (1 - psi) t_U / tau_U with t = ``cycle_seconds(nodes)`` (interpolated
-    between the integer node counts around the expected one)."""
+    """(psi - psi_C) t_M / tau_M + psi_C t_C / tau_C + (1 - psi) t_U / tau_U with t =
+    ``cycle_seconds(nodes)`` (interpolated between the integer node counts around the expected one).
+
+    Example (a flat cycle time: seconds per token = t / tau):
+        >>> pred = RegimeTau(0.0, 2.0, 1.5, 0.5, 3.0, 2.0, psi_confident=0.4, tau_confident=10.0, nodes_confident=8.0)
+        >>> round(seconds_per_token(pred, lambda n: 1.0), 6), round(1 / harmonic_tau(2.0, 1.5, 0.5, tau_confident=10.0, psi_confident=0.4), 6)
+        (0.423333, 0.423333)
+    """
     def t(nodes: float) -> float:
         lo = int(math.floor(nodes))
         return cycle_seconds(lo) + (nodes - lo) * (cycle_seconds(lo + 1) - cycle_seconds(lo)) if nodes > lo else cycle_seconds(lo)
-    return pred.psi * t(pred.nodes_matched) / pred.tau_matched + (1 - pred.psi) * t(pred.nodes_unmatched) / pred.tau_unmatched
+    total = (pred.psi - pred.psi_confident) * t(pred.nodes_matched) / pred.tau_matched \
+        + (1 - pred.psi) * t(pred.nodes_unmatched) / pred.tau_unmatched
+    if pred.psi_confident > 0:  # the confident regime's share had been priced at the matched tree's time and tau
+        total += pred.psi_confident * t(pred.nodes_confident) / pred.tau_confident
+    return total

@@ -1,7 +1,7 @@
 """The regime file: the two-regime trees of a fit exported as ``goose-topology/1`` files.
 
 :func:`export_topologies` writes two topologies for a :class:`~goose_theory.regimefit.RegimeFit`:
-the *single* tree with the highest two-regime tau (:func:`~goose_theory.regime.best_single`), and
+the *single* tree with the highest two-regime tau (:func:`~goose_theory.regimesingle.best_single`), and
 the *pair* file (:func:`~goose_theory.regime.best_pair`): the matched tree at the top level, which
 every runtime can read, and the trees of the other regimes under ``meta.regimes`` (``unmatched``,
 ``confident`` with its ``min_match``, ``matched_by_length`` or ``matched``), which
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .regime import SPARE, best_pair, best_single
+from .regime import SPARE, best_pair
+from .regimesingle import best_single
 from .regimefile import MIN_MATCH
 from .topology import Topology
 

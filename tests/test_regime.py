@@ -1,5 +1,6 @@
 """Two-regime prediction: the harmonic mix against a Monte Carlo renewal process, the unmatched
-regime against brute-force pruning, the blend's additivity, and the optimisers' dominance; and
+regime against brute-force pruning, and the optimisers' dominance (the single tree's search:
+test_regimesingle.py); and
 the files that carry their trees (goose_theory/regimeexport.py), exported and read back."""
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from goose_theory.acceptance import Acceptance
-from goose_theory.regime import best_pair, best_single, blend, harmonic_tau, regime_tau, seconds_per_token
+from goose_theory.regime import best_pair, harmonic_tau, regime_tau, seconds_per_token
 from goose_theory.regimeexport import export_topologies
+from goose_theory.regimesingle import best_single
 from goose_theory.regimefile import unmatched_topology
 from goose_theory.topology import Topology
 from goose_theory.yields import exact_yield
@@ -43,15 +45,6 @@ def test_unmatched_regime_is_the_pruned_tree(seed, n):
     assert pred.tau_unmatched == pytest.approx(exact_yield(_pruned(t), U).expected_tau, rel=1e-12)
     assert pred.nodes_unmatched == len(_pruned(t).parent) - 1
     assert pred.tau_matched == pytest.approx(exact_yield(t, M).expected_tau, rel=1e-12)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 10_000), st.integers(2, 14), st.floats(0.0, 1.0))
-def test_blend_is_the_weighted_sum_of_the_regimes(seed, n, w):
-    t = random_topology(np.random.default_rng(seed), n, max_depth=4)
-    lhs = exact_yield(t, blend(M, U, w)).expected_tau - 1
-    rhs = w * (exact_yield(t, M).expected_tau - 1) + (1 - w) * (exact_yield(t, U).expected_tau - 1)
-    assert lhs == pytest.approx(rhs, rel=1e-9, abs=1e-12)
 
 
 def test_harmonic_mix_matches_a_renewal_simulation():
@@ -124,6 +117,12 @@ def test_pair_dominates_single_and_single_dominates_its_candidates(p_s, p_t, psi
 
 def test_seconds_per_token_with_a_flat_cycle_time():
     pred = regime_tau(best_pair(M, U, 0.5, budget=5).matched, M, U, 0.5)
+    assert seconds_per_token(pred, lambda n: 0.02) == pytest.approx(0.02 / pred.tau)
+    # three regimes: the confident share is priced at its own tree (it had taken the matched tree's tau)
+    chain = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(6)])
+    pred = regime_tau(best_pair(M, U, 0.5, budget=5).matched, M, U, 0.5, confident=Acceptance.parse(0.95, 0.0),
+                      psi_confident=0.3, confident_topology=chain)
+    assert pred.tau_confident > pred.tau_matched
     assert seconds_per_token(pred, lambda n: 0.02) == pytest.approx(0.02 / pred.tau)
 
 
