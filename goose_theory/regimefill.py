@@ -25,7 +25,7 @@ import pandas as pd
 from ._fill_kernels import _fill_order
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
-from .topology import SOURCE_NAMES, TRANSITION, Topology, topology_from_dict
+from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology, topology_from_dict
 from .validation import cluster_ratio_ci
 from .yields import yield_with_fallback
 
@@ -134,7 +134,10 @@ def filled_tau(topology: Topology, acceptance: Acceptance, fill: Sequence[float]
     """Monte Carlo E[tau] of ``topology`` as the runtime builds it at ``budget``: each transition
     slot exists with probability ``fill[parent source]`` (else it goes with its subtree), and the
     first ``budget`` existing slots in fill order are verified. ``acceptance`` has the fill folded
-    in (as :func:`~goose_theory.regimefit.fit_regimes` returns it); it is divided out here.
+    in (as :func:`~goose_theory.regimefit.fit_regimes` returns it); it is divided out here. Under
+    an acceptance with p_s(1) = 0 (the unmatched regime: the matcher offered nothing) spine slots
+    go with their subtrees, as in :func:`goose_theory.regime.regime_tau`; they had taken budget
+    places first at q = 0 (regime audit, 7 Dec: 1.0 for 1.2 on the test's tree).
 
     Example:
         >>> from goose_theory.acceptance import Acceptance
@@ -147,12 +150,16 @@ def filled_tau(topology: Topology, acceptance: Acceptance, fill: Sequence[float]
     acc = replace(acceptance, p_t=unfold(acceptance.p_t, fill[0]), p_t_spine=unfold(acceptance.p_t_spine, fill[1]),
                   p_t_chain=unfold(acceptance.p_t_chain, fill[2]))
     rng = np.random.default_rng(seed)
+    has_spine = acceptance.spine_q(1) > 0
     total = 0.0
     for _ in range(samples):
         keep, new, nodes = [True], {0: 0}, [(-1, "root", 0)]
         for v in range(1, len(topology.parent)):
             p = topology.parent[v]
-            ok = keep[p] and (topology.source[v] != TRANSITION or rng.random() < fill[topology.source[p]])
+            if topology.source[v] == SPINE:
+                ok = keep[p] and has_spine
+            else:
+                ok = keep[p] and (topology.source[v] != TRANSITION or rng.random() < fill[topology.source[p]])
             keep.append(ok)
             if ok:
                 new[v] = len(nodes)

@@ -67,6 +67,10 @@ def test_filled_tau_against_the_fill_process():
     assert est == pytest.approx(1 + f * a + (1 - f) * f * b, abs=0.01)
     full = filled_tau(t, Acceptance.parse(0.0, [a, b]), (1.0, 1.0, 1.0), 2, samples=3)
     assert full == pytest.approx(1 + a + b)
+    # a spine slot in front: an unmatched cycle has no spine, so it takes no budget place (it had: 1.0)
+    spined = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (0, "transition", 1)])
+    est = filled_tau(spined, Acceptance.parse(0.0, [a * f, b * f]), (f, f, f), 1, samples=4000, seed=3)
+    assert est == pytest.approx(1 + f * a + (1 - f) * f * b, abs=0.01)
 
 
 def test_first_nodes_keeps_the_fill_order():
