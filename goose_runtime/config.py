@@ -45,8 +45,8 @@ def _count(v) -> bool:  # an integer >= 1 (not a bool)
 _RULES = {
     "max_new_tokens": ("must be at least 1", _count),
     "top_k": ("must be at least 1", _count),
-    "ngram_sizes": ("must be a non-empty tuple of integers >= 1",
-                    lambda v: isinstance(v, tuple) and len(v) > 0 and all(_count(n) for n in v)),
+    "ngram_sizes": ("must be a non-empty tuple of integers from 1 to 127 (the traces' int8 ngram column)",
+                    lambda v: isinstance(v, tuple) and len(v) > 0 and all(_count(n) and n <= 127 for n in v)),
     "max_spine": ("must be at least 1", _count),
     "max_depth": ("must be at least 1", _count),
     "adjacency_slots": ("must be at least 1", _count),

@@ -1,6 +1,7 @@
 """One decoding loop for every method: draft a tree, verify it in one pass, walk, compact, harvest.
 
-Invariant: the KV cache holds every token except the last one (the *anchor*). The prefill runs
+Invariant: between cycles the KV cache holds every token except the last one (the *anchor*); the
+last cycle's tree is left in it uncompacted, as the cache is dropped when decoding ends. The prefill runs
 ``prompt[:-1]``; each cycle verifies ``[anchor] + tree`` and emits the accepted tree tokens plus
 the bonus token (the target's argmax at the last accepted node), which becomes the next anchor.
 So every emitted token comes out of a verification cycle and ``sum(tau) == len(token_ids)``.
@@ -184,7 +185,7 @@ class Decoder:
             if t in self.eos:
                 new, stop = new[: i + 1], True
                 break
-        if not stop:
+        if not stop:  # after the last cycle the cache is dropped: compacting it would be wasted work
             compact(cache, past, path)
         if harvest:
             parent_tok = [tokens[-2] if len(tokens) > 1 else -1] + [tree.token[p] for p in tree.parent[1:]]

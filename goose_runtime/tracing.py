@@ -25,6 +25,9 @@ from goose_theory.traceio import trace_schema, write_trace
 
 from .records import CycleRecord, PromptResult
 
+# int16's largest value: the matcher's count has no bound (keep_history on degenerate repetition passed
+# 32767, and writing the trace failed after the whole run; runtime review, 7 Dec), so it saturates here
+CONSENSUS_CAP = 32767
 _PER_NODE = ("parent", "source", "rank", "token", "match", "accepted", "score", "spine_pos")
 _LIBRARIES = ("torch", "transformers", "numpy", "pyarrow", "goose")
 
@@ -77,7 +80,7 @@ def _append_cycle(cols: dict[str, list], cycle: CycleRecord, *, result: PromptRe
         "run_id": run_id, "model": model, "benchmark": result.benchmark, "prompt_id": result.prompt_id,
         "method": result.method, "cycle": index, "tau": cycle.tau, "budget": n - 1,
         "verify_s": cycle.verify_s, "draft_s": cycle.draft_s, "ngram": cycle.ngram,
-        "consensus": cycle.consensus, "ema": cycle.ema, "bypass": cycle.bypass,
+        "consensus": min(cycle.consensus, CONSENSUS_CAP), "ema": cycle.ema, "bypass": cycle.bypass,
         "spine_avail": cycle.spine_avail if cycle.spine_avail >= 0 else None,  # -1: not recorded -> null
         "confident": bool(cycle.confident) if cycle.confident >= 0 else None,
     }

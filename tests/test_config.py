@@ -12,7 +12,7 @@ from goose_runtime.methods import parse_method
 
 @pytest.mark.parametrize("field, bad, good", [
     ("max_new_tokens", 0, 1), ("max_new_tokens", 2.5, 3), ("top_k", 0, 1), ("ngram_sizes", (), (3,)),
-    ("ngram_sizes", (4, 0), (4, 1)), ("ngram_sizes", [5, 4], (5, 4)), ("max_spine", 0, 1), ("max_depth", -1, 1),
+    ("ngram_sizes", (4, 0), (4, 1)), ("ngram_sizes", [5, 4], (5, 4)), ("ngram_sizes", (128,), (127,)), ("max_spine", 0, 1), ("max_depth", -1, 1),
     ("adjacency_slots", 0, 1), ("ema_alpha", 0.0, 1.0), ("ema_alpha", 1.5, 0.01), ("rho", -0.1, 0.0),
     ("rho", 1.01, 1.0), ("rho", float("nan"), 0.5), ("bypass_len", 0, 1), ("score", "softmax", "prob"),
     ("min_score", 1.0, 0.99), ("min_score", -0.01, 0.0), ("branch_power", 0.0, 0.5),

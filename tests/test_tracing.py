@@ -115,3 +115,15 @@ def test_nothing_to_record(tmp_path):
         write_run_trace(tmp_path / "t.parquet", [PromptResult("ar", "p", "b", 1, [], "")], run_id="r",
                         model="m", device="cpu", dtype="float32", config={})
     assert not (tmp_path / "t.parquet").exists()
+
+
+def test_a_consensus_past_int16_saturates_instead_of_failing_the_write(tmp_path):
+    # keep_history on degenerate repetition counted 32997 earlier occurrences: the write of the whole run
+    # had failed with pyarrow's "Value 32997 too large to fit in C integer type" (runtime review, 7 Dec)
+    import pyarrow.parquet as pq
+
+    results = _results()
+    results[0].cycles[0].consensus = 32997
+    path = tmp_path / "t.parquet"
+    write_run_trace(path, results, run_id="r", model="m", device="cpu", dtype="float32", config={})
+    assert pq.read_table(path, columns=["consensus"]).column(0).to_pylist()[:6] == [32767] * 5 + [2]
