@@ -51,7 +51,8 @@ def build_parser():
                         "a confident match, a match of each length) that topology:FILE switches between; needs "
                         "--group-by benchmark or none, and reads the rows into memory")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--skip-bad", action="store_true", help="skip unusable files (with a note) instead of stopping")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="skip unusable files, and globs or folders with none (with a note), instead of stopping")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--bootstrap", type=int, default=1000,
                    help=f"cluster-bootstrap draws (default 1000, at most {MAX_BOOTSTRAP})")
@@ -105,7 +106,11 @@ def _handler(args) -> int:
     if latency is not None and args.budget is not None and args.budget < latency.sizes[0] - 1:
         raise UsageError(f"--budget {args.budget} is below every tree --latency {args.latency} measures "
                          f"({latency.sizes[0]}..{latency.sizes[-1]} tokens); with --latency, --budget is the most it may choose")
-    files = _usable_files(expand_paths(args.paths), args.skip_bad)
+    unmatched: list[str] | None = [] if args.skip_bad else None  # globs and folders with no trace in them
+    expanded = expand_paths(args.paths, skipped=unmatched)
+    for line in unmatched or ():
+        print(f"skipped: {line}", file=sys.stderr)
+    files = _usable_files(expanded, args.skip_bad)
     if files is None:
         return EXIT_BAD_INPUT
     def skipped(err: TraceFileError) -> None:

@@ -31,9 +31,11 @@ from goose_theory.cli_util import UsageError
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
 
 
-def expand_paths(paths: list[str]) -> list[str]:
+def expand_paths(paths: list[str], *, skipped: list[str] | None = None) -> list[str]:
     """Files, folders (their own ``*.parquet``) and globs (``**`` recurses) -> a sorted, de-duplicated
-    file list: ``fit-acceptance PATH...`` and ``goose loop --traces`` read paths alike.
+    file list: ``fit-acceptance PATH...`` and ``goose loop --traces`` read paths alike. A folder
+    without parquet files or a glob without matches is an error, or with ``skipped`` (``--skip-bad``)
+    a line appended to it, as a missing file is a skipped file there.
 
     Example:
         >>> [f.rsplit("/", 1)[-1] for f in expand_paths(["traces/prior/*.parquet", "traces/prior"])]
@@ -46,12 +48,12 @@ def expand_paths(paths: list[str]) -> list[str]:
         if os.path.isdir(raw):  # escaped: a folder's name may hold '[' or '*'
             found = sorted(glob.glob(os.path.join(glob.escape(raw), "*.parquet")))
             if not found:
-                raise UsageError(f"{raw}: directory holds no *.parquet files")
+                _refuse(f"{raw}: directory holds no *.parquet files", skipped)
             out += found
         elif glob.has_magic(raw) and not os.path.lexists(raw):  # a file that exists is itself, '[' or not
             matches = sorted(glob.glob(raw, recursive=True))
             if not matches:
-                raise UsageError(f"{raw}: no files match")
+                _refuse(f"{raw}: no files match", skipped)
             out += [m for m in matches if not os.path.isdir(m)]
         else:
             out.append(raw)
@@ -60,6 +62,12 @@ def expand_paths(paths: list[str]) -> list[str]:
     for path in out:
         unique.setdefault(os.path.realpath(path), path)
     return list(unique.values())
+
+
+def _refuse(problem: str, skipped: list[str] | None) -> None:
+    if skipped is None:
+        raise UsageError(problem)
+    skipped.append(problem)
 
 
 def trace_files(spec: str) -> list[str]:

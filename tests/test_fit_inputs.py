@@ -79,3 +79,20 @@ def test_fit_says_when_its_latency_profile_is_another_models(capsys, tmp_path):
         "SmolLM2-135M-Instruct: the cost-aware budget prices their trees with its forward times",
         f"[goose] note: --latency {other} was measured with dtype bfloat16, the traces decoded with float32: "
         "the cost-aware budget prices their trees with its forward times"]
+
+
+def test_skip_bad_skips_a_glob_or_folder_without_traces_as_it_skips_a_missing_file(tmp_path, capsys):
+    # fuzzing (7 Dec): `fit-acceptance good.parquet 'nomatch*.parquet' --skip-bad` stopped with exit 2
+    from goose_runtime.fit_cli import main
+    from goose_runtime.fit_inputs import expand_paths
+
+    empty, nothing = tmp_path / "empty", str(tmp_path / "nomatch*.parquet")
+    empty.mkdir()
+    with pytest.raises(UsageError, match="no files match"):
+        expand_paths(["traces/stdlib-b8.parquet", nothing])
+    skipped: list[str] = []
+    assert expand_paths(["traces/stdlib-b8.parquet", nothing, str(empty)], skipped=skipped) == ["traces/stdlib-b8.parquet"]
+    assert skipped == [f"{nothing}: no files match", f"{empty}: directory holds no *.parquet files"]
+    assert main(["traces/stdlib-b8.parquet", nothing, "--skip-bad", "--bootstrap", "20", "--json"]) == 0
+    assert capsys.readouterr().err.startswith(f"skipped: {nothing}: no files match\n")
+    assert main([nothing, "--skip-bad"]) == 2 and "no usable trace files" in capsys.readouterr().err
