@@ -6,7 +6,7 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 
 - :func:`expand_paths`: paths, folders and globs as a file list (fit-acceptance, ``--traces``);
 - :func:`trace_files`: ``--traces`` as files, none unreadable, none a copy of another;
-- :func:`trace_copies`: the same trace under two names, whose cycles a fit would count twice;
+- :func:`trace_copies`: the same trace under two names (or relabelled), whose cycles a fit would count twice;
 - :func:`trace_sets`: the prompt sets the traces hold (``goose loop`` refuses others before its fit);
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
 - :func:`fit_metadata`: the traces' footer metadata, read once for the two notes below;
@@ -88,19 +88,43 @@ def trace_files(spec: str) -> list[str]:
 
 def copy_problem(copy: TraceInfo, original: TraceInfo) -> str:
     """The one line that names a copy :func:`trace_copies` found (fit-acceptance, the explorer)."""
-    return f"{copy.path}: the same trace as {original.path} (an identical parquet footer): its cycles would count twice"
+    if copy.footer.equals(original.footer):
+        return f"{copy.path}: the same trace as {original.path} (an identical parquet footer): its cycles would count twice"
+    return (f"{copy.path}: the same recording as {original.path} under other labels (every non-text column "
+            "identical, timings included): its cycles would count twice")
+
+
+def _data_key(info: TraceInfo) -> tuple:
+    """Each row group's non-text column chunks: uncompressed size and statistics. Text columns are labels
+    (run_id, model, method, ...) that a copy may rename; a second recording differs at least in
+    its timings (verify_s, draft_s), so only a copy shares them all."""
+    footer, key = info.footer, [info.num_rows]
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            kind = info.schema.field(chunk.path_in_schema).type
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                continue
+            stats = chunk.statistics.to_dict() if chunk.is_stats_set else None
+            key.append((chunk.path_in_schema, chunk.total_uncompressed_size, str(stats)))  # compression: the writer's
+    return tuple(key)
 
 
 def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
     """(copy, original) for each file whose parquet footer equals an earlier file's: the same trace
     under a second name (the same path twice is already one entry), whose rows a fit would count
     twice and so narrow every interval. A footer holds the row count and each column's statistics
-    and offsets, so two different traces do not share one."""
+    and offsets, so two different traces do not share one. A copy whose labels were rewritten
+    (another run_id: fuzzing, 7 Dec, fitted every cycle twice) is found by its data columns
+    (:func:`_data_key`)."""
     copies, seen = [], []
     for info in infos:
-        original = next((o for o in seen if o.num_rows == info.num_rows and o.footer.equals(info.footer)), None)
+        key = _data_key(info)
+        original = next((o for o, k in seen if o.num_rows == info.num_rows and (o.footer.equals(info.footer) or k == key)),
+                        None)
         if original is None:
-            seen.append(info)
+            seen.append((info, key))
         else:
             copies.append((info, original))
     return copies

@@ -96,3 +96,25 @@ def test_skip_bad_skips_a_glob_or_folder_without_traces_as_it_skips_a_missing_fi
     assert main(["traces/stdlib-b8.parquet", nothing, "--skip-bad", "--bootstrap", "20", "--json"]) == 0
     assert capsys.readouterr().err.startswith(f"skipped: {nothing}: no files match\n")
     assert main([nothing, "--skip-bad"]) == 2 and "no usable trace files" in capsys.readouterr().err
+
+
+def test_a_copy_under_other_labels_is_found_but_a_second_recording_is_not(tmp_path):
+    # fuzzing (7 Dec): the same file with another run_id was fitted twice (its footer differs in that column)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from goose_runtime.fit_inputs import copy_problem
+
+    table = pq.read_table("traces/mtbench-b8.parquet")
+    run_id = table.schema.get_field_index("run_id")
+    relabelled = table.set_column(run_id, "run_id", pa.array(["other"] * table.num_rows, table.schema.field(run_id).type))
+    pq.write_table(relabelled, tmp_path / "relabelled.parquet", compression="snappy")  # another writer's choice
+    verify = table.schema.get_field_index("verify_s")
+    rerun = relabelled.set_column(verify, "verify_s", pc.multiply(table.column(verify), pa.scalar(1.01, pa.float32())))
+    pq.write_table(rerun, tmp_path / "rerun.parquet")  # the same trees decoded again: other timings
+    original, copy, second = (check_trace(p) for p in ("traces/mtbench-b8.parquet", tmp_path / "relabelled.parquet",
+                                                        tmp_path / "rerun.parquet"))
+    assert trace_copies([original, copy, second]) == [(copy, original)]
+    assert copy_problem(copy, original) == (f"{copy.path}: the same recording as {original.path} under other labels "
+                                            "(every non-text column identical, timings included): its cycles would count twice")
