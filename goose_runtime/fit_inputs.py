@@ -94,10 +94,11 @@ def copy_problem(copy: TraceInfo, original: TraceInfo) -> str:
             "identical, timings included): its cycles would count twice")
 
 
-def _data_key(info: TraceInfo) -> tuple:
+def _data_key(info: TraceInfo) -> tuple | None:
     """Each row group's non-text column chunks: uncompressed size and statistics. Text columns are labels
     (run_id, model, method, ...) that a copy may rename; a second recording differs at least in
-    its timings (verify_s, draft_s), so only a copy shares them all."""
+    its timings (verify_s, draft_s), so only a copy shares them all. None where a chunk has no
+    statistics (the footer alone decides then)."""
     footer, key = info.footer, [info.num_rows]
     for g in range(footer.num_row_groups):
         group = footer.row_group(g)
@@ -106,9 +107,10 @@ def _data_key(info: TraceInfo) -> tuple:
             kind = info.schema.field(chunk.path_in_schema).type
             if pa.types.is_string(kind) or pa.types.is_large_string(kind):
                 continue
-            stats = chunk.statistics.to_dict() if chunk.is_stats_set else None
-            key.append((chunk.path_in_schema, chunk.total_uncompressed_size, str(stats)))  # compression: the writer's
-    return tuple(key)
+            if not chunk.is_stats_set:  # sizes alone: plain-encoded numbers of equal row counts share them
+                return None
+            key.append((chunk.path_in_schema, chunk.total_uncompressed_size, str(chunk.statistics.to_dict())))
+    return tuple(key)  # sizes before compression: the codec is the writer's choice
 
 
 def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
@@ -121,7 +123,7 @@ def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
     copies, seen = [], []
     for info in infos:
         key = _data_key(info)
-        original = next((o for o, k in seen if o.num_rows == info.num_rows and (o.footer.equals(info.footer) or k == key)),
+        original = next((o for o, k in seen if o.num_rows == info.num_rows and (o.footer.equals(info.footer) or key is not None and k == key)),
                         None)
         if original is None:
             seen.append((info, key))
