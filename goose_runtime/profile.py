@@ -213,9 +213,11 @@ def device_profile(bundle, *, dtype: str, path: str | None = None, refresh: bool
     profile = profile_latency(bundle, sizes=DEVICE_PROFILE_SIZES, repeats=5)
     if busy:  # timings taken beside other work would price every later run's trees wrongly, as a busy plan did
         _UNCACHED[path] = profile
-        if log:
+        if log:  # with --refresh-latency an older cached profile may be there: it stays, and the next run reads it
+            after = ("the cached one stays; --refresh-latency on a quiet host replaces it" if os.path.exists(path)
+                     else "the next run on a quiet host measures again")
             log("note: the host was busy (load average above its core count) while the latency profile was "
-                "measured: this run uses it, but it is not cached (the next run on a quiet host measures again)")
+                f"measured: this run uses it, but it is not cached ({after})")
         return profile, ""
     save_latency(profile, path)  # atomic: temp file beside it, then rename over the old one
     return profile, path

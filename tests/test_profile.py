@@ -186,3 +186,7 @@ def test_a_profile_measured_on_a_busy_host_serves_the_process_but_is_not_cached(
     monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **kw: calls.append(1) or quiet)
     profile, path = profile_mod.device_profile(bundle, dtype="float32", refresh=True)
     assert profile == quiet and load_latency(path) == quiet and len(calls) == 2
+    monkeypatch.setattr(plan_mod, "host_busy", lambda: True)  # a busy refresh leaves the cached profile in place
+    monkeypatch.setattr(profile_mod, "profile_latency", lambda *a, **kw: calls.append(1) or busy)
+    assert profile_mod.device_profile(bundle, dtype="float32", refresh=True, log=said.append) == (busy, "")
+    assert load_latency(path) == quiet and "the cached one stays" in said[-1]
