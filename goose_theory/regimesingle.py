@@ -29,8 +29,9 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .regime import RegimeChoice, _expected, regime_tau
+from .regime import RegimeChoice, regime_tau
 from .topology import Topology
+from .yields import yield_with_fallback
 
 WEIGHTS = tuple(float(w) for w in np.concatenate([[0.0], np.geomspace(0.005, 1.0, 24)]))
 REFINE_DEPTH = 2  # searches between two grid weights whose trees differ (blended_optima)
@@ -91,7 +92,7 @@ def _search(matched: Acceptance, unmatched: Acceptance, chain: str, budget: int,
         return build_topology("optimal", blend(matched, unmatched, w, chain=chain), budget=budget, **limits).topology
 
     def taus(t: Topology) -> tuple[float, float]:
-        return _expected(t, matched)[0], _expected(t, unmatched)[0]
+        return yield_with_fallback(t, matched)[0].expected_tau, yield_with_fallback(t, unmatched)[0].expected_tau
 
     found = [(w, tree(w)) for w in weights]
     stack = [(a, ta, b, tb, depth) for (a, ta), (b, tb) in zip(found, found[1:])
