@@ -9,10 +9,11 @@ from hypothesis import given, settings, strategies as st
 from goose_theory.acceptance import Acceptance
 from goose_theory.regime import regime_tau
 from goose_theory.regimesingle import WEIGHTS, best_single, blend, blended_optima
-from goose_theory.topology import Topology
+from goose_theory.topology import SOURCE_NAMES, Topology
 from goose_theory.yields import exact_yield
 
 from conftest import random_topology
+from test_optimize_exact import candidate_nodes, subtrees
 
 # ranks past the list repeat its last value, so the lists end in 0 to keep random trees feasible
 M = Acceptance.parse([0.7, 0.85], [0.15, 0.03, 0.01, 0.0], p_t_spine=[0.1, 0.03, 0.0], p_t_chain=[0.4, 0.1, 0.02, 0.0])
@@ -31,30 +32,14 @@ def test_blend_is_the_weighted_sum_of_the_regimes(seed, n, w, matched):
 
 
 def _all_trees(budget: int, max_depth: int, max_spine: int, top_k: int) -> list[Topology]:
-    """Every tree of at most ``budget`` nodes under the limits (as the runtime builds them: a spine
-    child only under the root or a spine node, ranks without gaps), by adding one node at a time."""
-    seen, frontier = {}, [((-1,), ("root",), (0,))]
-    while frontier:
-        nodes = frontier.pop()
-        if nodes in seen:
-            continue
-        seen[nodes] = Topology.from_nodes(list(zip(*nodes)), max_depth=max_depth, max_spine=max_spine)
-        if len(nodes[0]) > budget:
-            continue
-        parent, source, rank = nodes
-        depth = [0]
-        for p in parent[1:]:
-            depth.append(depth[p] + 1)
-        for v in range(len(parent)):
-            kids = [c for c in range(len(parent)) if parent[c] == v]
-            if depth[v] >= max_depth:
-                continue
-            if source[v] in ("root", "spine") and depth[v] < max_spine and not any(source[c] == "spine" for c in kids):
-                frontier.append((parent + (v,), source + ("spine",), rank + (0,)))
-            n_trans = sum(source[c] == "transition" for c in kids)
-            if n_trans < top_k:
-                frontier.append((parent + (v,), source + ("transition",), rank + (n_trans,)))
-    return list(seen.values())
+    """Every valid tree of at most ``budget`` nodes: test_optimize_exact's exhaustive enumeration, as topologies."""
+    nodes = candidate_nodes(max_depth, max_spine, top_k, budget)
+    trees = []
+    for members in subtrees(nodes, budget):
+        index = {v: i for i, v in enumerate(members)}
+        trees.append(Topology.from_nodes([(-1, "root", 0)] + [(index[nodes[v][0]], SOURCE_NAMES[nodes[v][1]], nodes[v][2])
+                                                               for v in members[1:]], max_depth=max_depth, max_spine=max_spine))
+    return trees
 
 
 def test_the_search_between_weights_finds_the_tree_the_grid_missed():
