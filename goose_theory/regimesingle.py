@@ -8,9 +8,9 @@ nodes, where both regimes share their chain p_t) at a grid of weights w, searche
 neighbouring weights whose trees differ (:func:`blended_optima`), and scores every candidate
 exactly. A heuristic, not an exhaustive search: a Pareto tree that no weight makes optimal (off
 the hull), or one optimal only between two weights whose trees agree, is not found, and with
-chain rates that differ between the regimes the blend is not additive (regime audit, 7 Dec, trees
-of up to 5 nodes, 9,000 realistic cases each with equal and with differing chains: 1 and 0 below
-the exhaustive optimum after the search, by 0.2%; 32 and 128, by up to 4.2%, with the grid alone).
+chain rates that differ between the regimes the blend is not additive (``bench/bench_regime_single.py``:
+trees of up to 5 nodes, 5,000 realistic cases each with equal and with differing chains: 1 and 0
+below the exhaustive optimum after the search, by 0.2%; 23 and 65, by up to 4.2%, with the grid alone).
 
 Example:
     >>> from goose_theory.acceptance import Acceptance
@@ -74,9 +74,8 @@ def blended_optima(matched: Acceptance, unmatched: Acceptance, *, budget: int, w
     recursively up to ``depth`` times: a tree that is optimal only for w in (0.466, 0.491), between
     grid points 0.398 and 0.501, was missed by the grid alone (regime audit, 7 Dec: 4% below the
     exhaustive optimum). Where the regimes' chain rates differ, the search runs for each of
-    :data:`CHAINS` (the mixed chain alone left 97 of the audit's 9,000 cases with differing chains
-    up to 3.7% below the exhaustive optimum; the three, none). Distinct trees only, sorted by
-    weight, first kept."""
+    :data:`CHAINS` (the mixed chain alone missed trees of small cases that the three find: the
+    regime audit of 7 Dec). Distinct trees only, sorted by weight, first kept."""
     same_chain = matched.transition_list(2) == unmatched.transition_list(2)
     found: dict[tuple, tuple[float, Topology]] = {}
     for chain in CHAINS[:1] if same_chain else CHAINS:
