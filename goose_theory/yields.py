@@ -126,6 +126,44 @@ class YieldResult:
         return float(np.sqrt(max(self.variance, 0.0)))
 
 
+@jit
+def _taus_by_draw(parent, source, rank, depth, child_start, child_index, p_s, p_t, independent, tolerance, out):
+    """E[tau] of one tree under each row of (draws, depths) p_s and (draws, 3, ranks) p_t, by
+    the same kernels as :func:`exact_yield` (the same bits); an exclusive draw that is infeasible
+    on this tree is priced under the independent model, as :func:`yield_with_fallback` does."""
+    n = parent.shape[0]
+    q, qeff, reach = np.empty(n), np.empty(n), np.empty(n)
+    pmf = np.zeros(depth.max() + 2)
+    for b in range(p_s.shape[0]):
+        _node_q(parent, source, rank, depth, p_s[b], p_t[b], q)
+        node, total = _effective_q(q, child_start, child_index, independent, qeff)
+        if not independent and total > 1.0 + tolerance:
+            _effective_q(q, child_start, child_index, True, qeff)
+        out[b] = _reach_and_pmf(parent, depth, qeff, child_start, child_index, reach, pmf)
+
+
+def taus_by_draw(topology: Topology, p_s: np.ndarray, p_t: np.ndarray, model: str = "exclusive") -> np.ndarray:
+    """E[tau] of ``topology`` under many parameter sets at once: ``p_s`` (draws, depths) by spine
+    depth from 1, ``p_t`` (draws, 3, ranks) by the parent's source (root, spine, transition) and
+    rank, each repeating its last value (as :attr:`Acceptance.p_t_matrix`); per draw equal to
+    ``yield_with_fallback(topology, acceptance)[0].expected_tau``.
+
+    Example:
+        >>> from goose_theory.topology import Topology
+        >>> chain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
+        >>> taus_by_draw(chain, np.array([[0.5], [1.0]]), np.full((2, 3, 1), 0.1)).tolist()
+        [1.75, 3.0]
+    """
+    p_s, p_t = np.ascontiguousarray(p_s, dtype=np.float64), np.ascontiguousarray(p_t, dtype=np.float64)
+    if p_s.ndim != 2 or p_t.ndim != 3 or p_t.shape[:2] != (p_s.shape[0], 3) or min(p_s.shape[1], p_t.shape[2]) < 1:
+        raise ValueError(f"p_s must be (draws, depths) and p_t (draws, 3, ranks); got {p_s.shape} and {p_t.shape}")
+    out = np.empty(p_s.shape[0])
+    start, index = topology.children
+    _taus_by_draw(topology.parent_array, topology.source_array, topology.rank_array, topology.depth, start, index,
+                  p_s, p_t, model == "independent", EXCLUSIVE_TOLERANCE, out)
+    return out
+
+
 def _compiled(topology: Topology, acceptance: Acceptance) -> tuple[np.ndarray, np.ndarray]:
     q = np.empty(topology.n_nodes)
     _node_q(topology.parent_array, topology.source_array, topology.rank_array, topology.depth,

@@ -11,7 +11,7 @@ from conftest import random_topology
 from goose_theory.acceptance import Acceptance
 from goose_theory.topology import Topology
 from goose_theory.yields import (ExclusiveModelError, continuation, evaluate_with_fallback, exact_yield, expected_tau,
-                                 fallback_model_name, yield_with_fallback)
+                                 fallback_model_name, taus_by_draw, yield_with_fallback)
 
 
 def _q(topo: Topology, acc: Acceptance) -> list[float]:
@@ -195,3 +195,31 @@ def test_evaluate_with_fallback_passes_other_errors_through():
 def test_fallback_model_name():
     assert fallback_model_name("exclusive", 0) == "exclusive"
     assert fallback_model_name("exclusive", 7) == "exclusive (independent on 7 cycles)"
+
+
+@settings(**SMALL)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12), draws=st.integers(1, 6),
+       model=st.sampled_from(["exclusive", "independent"]), by_parent=st.booleans())
+def test_taus_by_draw_equals_yield_with_fallback_per_draw(seed, n, draws, model, by_parent):
+    """The batched kernel gives each draw the bits of the per-tree evaluation, the per-draw
+    fallback to the independent model included (p_t up to 0.6: many draws are infeasible)."""
+    rng = np.random.default_rng(seed)
+    topo = random_topology(rng, n, max_depth=4, max_spine=3)
+    p_s, p_t = rng.random((draws, 3)), rng.random((draws, 3, 4)) * 0.6
+    if not by_parent:
+        p_t[:, 1:] = p_t[:, :1]
+    got = taus_by_draw(topo, p_s, p_t, model)
+    for b in range(draws):
+        extra = {"p_t_spine": list(p_t[b, 1]), "p_t_chain": list(p_t[b, 2])} if by_parent else {}
+        acc = Acceptance.parse(list(p_s[b]), list(p_t[b, 0]), model, **extra)
+        assert got[b] == yield_with_fallback(topo, acc)[0].expected_tau
+
+
+def test_taus_by_draw_refuses_misshapen_parameters():
+    chain = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
+    with pytest.raises(ValueError, match="p_s must be"):
+        taus_by_draw(chain, np.array([0.5]), np.full((1, 3, 1), 0.1))
+    with pytest.raises(ValueError, match="p_s must be"):
+        taus_by_draw(chain, np.array([[0.5]]), np.full((1, 2, 1), 0.1))
+    with pytest.raises(ValueError, match="p_s must be"):
+        taus_by_draw(chain, np.zeros((1, 0)), np.full((1, 3, 1), 0.1))
