@@ -5,6 +5,7 @@ recommended ``goose-topology/1`` files, as one set.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from typing import Any, Callable
 
@@ -19,6 +20,33 @@ FEW_PROMPTS = 10
 
 def _ci(ci: tuple[float, float] | list[float], digits: int = 3) -> str:
     return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+COMPARISON_COLUMNS = ("rule", "budget", "predicted_tau", "predicted ci95", "spine_length", "gain_vs_paper", "gain ci95")
+
+
+def comparison_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recommendation's rows with their intervals as text (blank where none was computed).
+
+    Example:
+        >>> comparison_rows([{"rule": "paper", "predicted_tau": 2.0, "predicted_ci95": [1.9, 2.1],
+        ...                   "gain_vs_paper_ci95": [0.0, 0.0]}])[0]["predicted ci95"]
+        '[1.900, 2.100]'
+    """
+    def text(ci: Any, digits: int) -> str:
+        return _ci(ci, digits) if _finite(ci) else ""
+    return [{**r, "predicted ci95": text(r.get("predicted_ci95"), 3), "gain ci95": text(r.get("gain_vs_paper_ci95"), 4)}
+            for r in rows]
+
+
+def _finite(ci: Any) -> bool:
+    """An interval was computed (None: not asked for; NaN: one prompt, nothing to resample)."""
+    return ci is not None and all(math.isfinite(x) for x in ci)
+
+
+def _interval_text(row: dict[str, Any]) -> str:
+    ci = row.get("predicted_ci95")
+    return f" {_ci(ci)} (95%, the fit's prompts resampled)" if _finite(ci) else ""
 
 
 def group_rows(analysis: Analysis) -> list[dict[str, Any]]:
@@ -81,8 +109,9 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     lines += _recommendation_lines(analysis, files)
     rec = analysis.overall.recommendation
     if rec is not None:
-        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled:",
-                  format_table(rec.rows, ["rule", "budget", "predicted_tau", "spine_length", "gain_vs_paper"])]
+        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled "
+                  "(95% intervals: the fit's prompts resampled, each tree priced under every draw; the gain paired):",
+                  format_table(comparison_rows(rec.rows), list(COMPARISON_COLUMNS))]
         if rec.left_out:  # as goose compare says of --top-k
             lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
         if rec.cost_table:  # as goose optimize --latency prints it (practitioner review: the choice came unexplained)
@@ -137,7 +166,7 @@ def _recommendation_lines(analysis: Analysis, files: dict[str, str] | None) -> l
         where = f" -> {files[g.label]}" if files and g.label in files else ""
         lines.append(f"recommended for {g.label}{' (every trace pooled)' if g is pooled and len(shown) > 1 else ''}: "
                      f"{rec.best.rule} at budget {rec.budget} ({rec.budget_source}), "
-                     f"predicted tau {rec.best.predicted_tau:.3f}{where}")
+                     f"predicted tau {rec.best.predicted_tau:.3f}{_interval_text(rec.rows[0])}{where}")
     if bare := [g.label for g in shown if g.recommendation is None]:  # ar groups: said, not silently skipped
         lines.append(f"note: no recommendation{' and no topology file' if files else ''} for {', '.join(bare)}: "
                      "the traces reach no drafted node there (roots only: ar runs?)")
@@ -201,7 +230,8 @@ def _group_section(g: GroupAnalysis) -> list[str]:
            f"{'**VIOLATED**' if g.bound.violated else 'holds'}", ""]
     if g.recommendation is not None:
         rec = g.recommendation
-        out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(pd.DataFrame(rec.rows)), ""]
+        out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(pd.DataFrame(comparison_rows(rec.rows), columns=list(COMPARISON_COLUMNS))), "",
+                "95% intervals: the fit's prompts resampled, each tree priced under every draw (the gain paired).", ""]
         if rec.left_out:
             out += [f"{', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record.", ""]
     else:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from .fit import FitResult, GroupFit
 from .fitcheck import GroupChecks, check_group
+from .fitinterval import with_intervals
 from .fitpredict import BoundCheck, GoodnessOfFit, bound_check, calibration, goodness_of_fit, recorded_shapes
 from .recommend import Recommendation, recommend
 from .shapeeval import RecordedShapes
@@ -143,6 +144,7 @@ def _analyze_group(group: GroupFit, fit: FitResult, shapes: RecordedShapes, *, b
         return GroupAnalysis(group, checks, gof, bound, calib, None)
     rec = recommend(checks.for_recommendation, budget=use_budget, budget_source="recorded" if budget is None else "given",
                     latency=latency, top_k=recorded_top_k(group))
+    rec = with_intervals(rec, group, counts, checks, n_boot=fit.n_boot, seed=fit.seed, model=model)
     return GroupAnalysis(group, checks, gof, bound, calib, rec)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from scipy import special
@@ -67,14 +67,14 @@ def _binom_ll(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> float:
     return float(np.sum(special.xlogy(k, p) + special.xlog1py(n - k, -p)))
 
 
-def _fill_gaps(pb: np.ndarray, p0: float) -> None:
+def fill_gaps(pb: np.ndarray, p0: float) -> None:
     """Bins without data (a rank a topology left out, between two it drafted) take the straight
     line between their nearest bins with data, and bins before the first take the pooled ``p0``:
     repeating the previous value rated rank 1 of ranks {0, 2} as rank 0 (0.3, 0.3, 0.1), and the
     optimizer then drafted it above its worth.
 
     Example:
-        >>> pb = np.array([0.3, np.nan, 0.1]); _fill_gaps(pb, 0.2); pb.round(3).tolist()
+        >>> pb = np.array([0.3, np.nan, 0.1]); fill_gaps(pb, 0.2); pb.round(3).tolist()
         [0.3, 0.2, 0.1]
     """
     have = np.flatnonzero(~np.isnan(pb))  # never empty: curve_test's last bin holds data
@@ -98,7 +98,7 @@ def curve_test(matched: np.ndarray, reached: np.ndarray, *, start: int = 1, min_
     p0 = kb.sum() / nb.sum()
     with np.errstate(all="ignore"):
         pb = np.where(nb > 0, kb / np.where(nb > 0, nb, 1), np.nan)
-    _fill_gaps(pb, p0)
+    fill_gaps(pb, p0)
     has = nb > 0
     ll0 = _binom_ll(kb[has], nb[has], np.full(has.sum(), p0))
     ll1 = _binom_ll(kb[has], nb[has], pb[has])
@@ -174,10 +174,18 @@ def spine_availability(hist: np.ndarray, *, max_spine: int = PAPER_MAX_SPINE) ->
     hist = np.asarray(hist, dtype=float)
     if hist.sum() <= 0:
         return ()
-    hist = np.pad(hist, (0, max(0, max_spine + 1 - hist.size)))
-    at_least = hist[::-1].cumsum()[::-1]  # at_least[v] = cycles that offered >= v tokens
-    return tuple(float(at_least[d] / at_least[d - 1]) if at_least[d - 1] > 0 else 0.0
-                 for d in range(1, max_spine + 1))
+    return tuple(float(a) for a in availability_rows(hist[None, :], max_spine=max_spine)[0])
+
+
+def availability_rows(hist: np.ndarray, *, max_spine: int = PAPER_MAX_SPINE) -> np.ndarray:
+    """:func:`spine_availability` of each row of a (draws, offers) histogram, as a (draws,
+    max_spine) array (a row without cycles: all 0)."""
+    hist = np.asarray(hist, dtype=float)
+    hist = np.pad(hist, ((0, 0), (0, max(0, max_spine + 1 - hist.shape[1]))))
+    at_least = hist[:, ::-1].cumsum(1)[:, ::-1]  # at_least[:, v] = cycles that offered >= v tokens
+    below, above = at_least[:, :max_spine], at_least[:, 1: max_spine + 1]
+    with np.errstate(all="ignore"):
+        return np.where(below > 0, above / np.where(below > 0, below, 1.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -199,10 +207,7 @@ class GroupChecks:
         """The selected model with p_s(d) scaled by a(d): a fixed tree's spine node at depth d
         can only match when the matcher offered a d-th token (as recorded in ``spine_avail``).
         The per-parent p_t overrides are kept."""
-        if not self.availability:
-            return self.selected
-        p_s = [self.selected.spine_q(d) * a for d, a in enumerate(self.availability, start=1)]
-        return replace(self.selected, p_s=tuple(p_s))
+        return fold_availability(self.selected, self.availability)
 
     def to_dict(self) -> dict[str, Any]:
         return {"spine_depth": self.spine_depth.to_dict(), "transition_rank": self.transition_rank.to_dict(),
@@ -217,6 +222,13 @@ class GroupChecks:
 
 def _prob(x: float) -> float:
     return 0.0 if not math.isfinite(x) else min(max(x, 0.0), 1.0)
+
+
+def fold_availability(selected: Acceptance, availability: Sequence[float]) -> Acceptance:
+    """``selected`` with p_s(d) scaled by a(d) (:func:`spine_availability`; empty: unchanged)."""
+    if not len(availability):
+        return selected
+    return replace(selected, p_s=tuple(selected.spine_q(d) * a for d, a in enumerate(availability, start=1)))
 
 
 def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n: int = MIN_BIN) -> GroupChecks:

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from .acceptance import Acceptance
 from .optimize import OptimizeResult, build_topology
-from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K
+from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, Topology
 
 COMPARE = ("optimal", "paper", "linear", "harmonic", "isotropic:3", "isotropic:5")
 
@@ -28,7 +28,9 @@ COMPARE = ("optimal", "paper", "linear", "harmonic", "isotropic:3", "isotropic:5
 @dataclass(frozen=True)
 class Recommendation:
     """The recommended tree and the comparison rows (``rule``, ``budget``, ``predicted_tau``,
-    ``spine_length``, ``gain_vs_paper``), best first as listed in ``rules``."""
+    ``spine_length``, ``gain_vs_paper``; fit-acceptance adds ``predicted_ci95`` and
+    ``gain_vs_paper_ci95``, :func:`goose_theory.fitinterval.with_intervals`), best first as listed
+    in ``rules``."""
 
     best: OptimizeResult
     budget: int
@@ -39,10 +41,12 @@ class Recommendation:
     unpriced: tuple[int, int] | None = None  # given budgets past the latency profile's largest tree
     left_out: tuple[str, ...] = ()  # rules of ``rules`` that need more ranks than top_k
     top_k: int = PAPER_TOP_K
+    trees: tuple[Topology, ...] = field(default=(), repr=False)  # one per row, in the rows' order
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.best.rule, "budget": self.budget, "budget_source": self.budget_source,
-                "predicted_tau": self.best.predicted_tau, "acceptance": self.acceptance.to_dict(),
+                "predicted_tau": self.best.predicted_tau, "predicted_ci95": self.rows[0].get("predicted_ci95"),
+                "acceptance": self.acceptance.to_dict(),
                 "comparison": self.rows, "cost_table": self.cost_table}
 
 
@@ -73,4 +77,5 @@ def recommend(acceptance: Acceptance, *, budget: int, budget_source: str = "give
                      "spine_length": r.topology.spine_length,
                      "gain_vs_paper": (r.predicted_tau / paper - 1.0) if paper else None})
     left_out = tuple(r for r in rules if r not in usable)
-    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table, unpriced, left_out, top_k)
+    return Recommendation(results[0], budget, budget_source, acceptance, rows, cost_table, unpriced, left_out, top_k,
+                          tuple(r.topology for r in results))

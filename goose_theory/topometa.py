@@ -32,7 +32,7 @@ _NUMBER, _OBJECT, _LIST = ((int, float, _NULL), "a number"), ((dict, _NULL), "an
 _COUNT = ((int, _NULL), "a number of prompts")
 # dotted key -> (allowed types, what to call them)
 SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
-    "predicted_tau": _NUMBER, "acceptance": _OBJECT, "provenance": _OBJECT, "regime_fit": _OBJECT,
+    "predicted_tau": _NUMBER, "predicted_ci95": _LIST, "acceptance": _OBJECT, "provenance": _OBJECT, "regime_fit": _OBJECT,
     "provenance.traces": _LIST, "provenance.fitted": _OBJECT, "provenance.fitted.selected": _OBJECT,
     "provenance.group_key": _OBJECT, "provenance.regime_budgets": _LIST, "provenance.prompts": _COUNT,
     "regime_fit.unmatched": _OBJECT, "regime_fit.matched": _OBJECT, "regime_fit.confident": _OBJECT,

@@ -1,0 +1,184 @@
+"""How sure is a predicted tau? Cluster-bootstrap intervals on the E[tau] of fixed trees.
+
+fit-acceptance predicts each compared tree's tau (the recommendation's rows) from one fit. The
+fit rests on a sample of prompts, so the prediction carries a sampling error of its own, beside
+the error of measuring a few held-out prompts (validate's noise band). Every bootstrap draw here
+resamples the group's prompts (as :mod:`goose_theory.fit` does for p_s and p_t), re-estimates the
+*selected* acceptance model from the draw's counts (the same curves, bins and parent sources as
+:func:`goose_theory.fitcheck.check_group` chose, and the draw's spine availability a(d)), and
+prices the *same* trees, the ones built from the point estimate. Percentiles over the draws give:
+
+* ``ci95`` of each tree's predicted tau;
+* ``gain_ci95`` of its gain over a reference tree (the paper's), *paired*: both priced under the
+  same draw, so the variation the two share cancels.
+
+Compromises: the interval is conditional on the chosen model (re-running the curve tests on
+every draw would also count the choice's own uncertainty, but took fit-acceptance of the shipped
+traces by benchmark and method, 27 groups at 1,000 draws, from 3.1 s to 16.8 s here; this way
+4.8 s); one regime, as the recommendation itself (``--regimes``' files are not covered);
+percentile intervals, somewhat narrow with few prompts (tests/test_fitinterval.py: 20 prompts
+with prompt-level random effects, 52 of 60 intervals covered the truth).
+
+Example:
+    >>> from goose_theory.synthetic import SyntheticSpec, synthetic_table
+    >>> from goose_theory.fitcounts import count_tables
+    >>> from goose_theory.fit import fit_counts
+    >>> from goose_theory.fitcheck import check_group
+    >>> from goose_theory.optimize import build_topology
+    >>> from goose_theory.acceptance import Acceptance
+    >>> truth = build_topology("optimal", Acceptance.parse(0.6, 0.2), budget=4)
+    >>> fit = fit_counts(count_tables([synthetic_table(SyntheticSpec(0.6, 0.2, (truth.topology,)), seed=1)]))
+    >>> checks = check_group(fit.overall, fit.counts)
+    >>> (lo, hi), = [i.ci95 for i in tree_intervals(fit.overall, fit.counts, checks, [truth.topology], seed=0)]
+    >>> lo < truth.predicted_tau < hi
+    True
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from .fit import GroupFit
+from .fitcheck import GroupChecks, availability_rows, fill_gaps
+from .recommend import Recommendation
+from .topology import Topology
+from .yields import taus_by_draw
+
+
+@dataclass(frozen=True)
+class TreeInterval:
+    """95% percentile intervals over bootstrap draws for one tree: its predicted tau, and its gain
+    over the reference tree priced under the same draw (None without a reference)."""
+
+    ci95: tuple[float, float]
+    gain_ci95: tuple[float, float] | None
+    draws: int
+
+
+def group_seed(seed: int, label: str) -> list[int]:
+    """A seed for one group's draws: the fit's seed and a stable hash of the group's label (Python's
+    ``hash`` of a string changes from run to run)."""
+    return [seed, zlib.crc32(label.encode("utf-8")), 7]
+
+
+def _draw_totals(group: GroupFit, counts: Any, n_boot: int, seed: Sequence[int]) -> dict[str, np.ndarray]:
+    """Each draw's summed counts (draws first): spine by depth, transitions by rank, by parent
+    source and rank (where counted), and the matcher's offers per cycle (a histogram)."""
+    c = group.clusters
+    units, per_cluster = np.unique(counts.cluster_prompt[c], return_inverse=True)
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(units.size, np.full(units.size, 1.0 / units.size), size=n_boot).astype(np.float64)
+    names = {"sm": "spine_matched", "sr": "spine_reached", "rm": "rank_matched", "rr": "rank_reached",
+             "pm": "parent_rank_matched", "pr": "parent_rank_reached", "offers": "spine_avail"}
+    tables = {key: getattr(counts, name, None) for key, name in names.items()}
+    totals = {}
+    for key, table in tables.items():
+        if table is not None:  # a prompt's counts over its clusters (runs, groups), then weighted per draw
+            per_unit = np.zeros((units.size, *table.shape[1:]))
+            np.add.at(per_unit, per_cluster, table[c])
+            totals[key] = np.tensordot(weights, per_unit, axes=1)
+    return totals
+
+
+def binned_rates(matched: np.ndarray, reached: np.ndarray, *, start: int, bins: int) -> np.ndarray:
+    """Each draw's (row's) matched / reached in ``bins`` bins from column ``start``, the last bin
+    pooling the tail, as :func:`goose_theory.fitcheck.curve_test` bins a supported curve; a bin
+    without data takes :func:`~goose_theory.fitcheck.fill_gaps`' value, a draw without any 0.
+
+    Example:
+        >>> binned_rates(np.array([[0, 6, 2, 1]]), np.array([[0, 10, 10, 10]]), start=1, bins=2).tolist()
+        [[0.6, 0.15]]
+    """
+    k, n = matched[:, start:], reached[:, start:]
+    kb = np.concatenate([k[:, : bins - 1], k[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    nb = np.concatenate([n[:, : bins - 1], n[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    with np.errstate(all="ignore"):
+        rates = np.where(nb > 0, kb / np.where(nb > 0, nb, 1.0), np.nan)
+        pooled = kb.sum(1) / nb.sum(1)
+    for row in np.flatnonzero(np.isnan(rates).any(1)):
+        if np.isnan(rates[row]).all():
+            rates[row] = 0.0  # no reached node in this draw: rated 0, as the fit rates an unseen source
+        else:
+            fill_gaps(rates[row], pooled[row])
+    return np.clip(rates, 0.0, 1.0)
+
+
+def _bins(test: Any) -> int:
+    """How many bins a fitted curve has: its own where the test supports it, else 1 (a scalar)."""
+    return len(test.curve) if test.supported else 1
+
+
+def _transition_rates(checks: GroupChecks, totals: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Per draw, p_t by rank: pooled, or under each parent source (root, spine, transition) where
+    the fit chose p_t by parent; a source the group never reached takes the pooled rates."""
+    pooled = binned_rates(totals["rm"], totals["rr"], start=0, bins=_bins(checks.transition_rank))
+    if checks.parent is None or not checks.parent.supported:
+        return [pooled]
+    return [pooled if checks.parent.n[k] == 0 else
+            binned_rates(totals["pm"][:, k], totals["pr"][:, k], start=0, bins=_bins(test))
+            for k, test in enumerate(checks.parent_rank)]
+
+
+def _pad_ranks(rates: list[np.ndarray]) -> np.ndarray:
+    """(draws, 3, ranks) p_t by parent source from one (pooled: every source) or three rate
+    tables, each padded with its last rank as :attr:`~goose_theory.acceptance.Acceptance.p_t_matrix`."""
+    rates = rates * 3 if len(rates) == 1 else rates
+    width = max(r.shape[1] for r in rates)
+    return np.stack([np.concatenate([r, np.repeat(r[:, -1:], width - r.shape[1], axis=1)], axis=1) for r in rates],
+                    axis=1)
+
+
+def draw_parameters(checks: GroupChecks, totals: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each draw's p_s by spine depth (draws, depths) and p_t by parent source and rank (draws, 3,
+    ranks): the fit's selected model (``checks``) re-estimated from the draw's ``totals``, with the
+    draw's a(d) folded into p_s(d) as :attr:`~goose_theory.fitcheck.GroupChecks.for_recommendation`
+    folds the fit's (:func:`goose_theory.yields.taus_by_draw` prices trees under them)."""
+    p_s = binned_rates(totals["sm"], totals["sr"], start=1 if checks.spine_depth.supported else 0,
+                       bins=_bins(checks.spine_depth))
+    if checks.availability:  # p_s(d) repeats its last bin past the curve, as Acceptance.spine_q
+        depth = np.minimum(np.arange(1, len(checks.availability) + 1), p_s.shape[1]) - 1
+        p_s = p_s[:, depth] * availability_rows(totals["offers"], max_spine=len(checks.availability))
+    return p_s, _pad_ranks(_transition_rates(checks, totals))
+
+
+def _percentiles(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    lo, hi = np.percentile(finite, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def tree_intervals(group: GroupFit, counts: Any, checks: GroupChecks, trees: Sequence[Topology], *,
+                   reference: int | None = None, n_boot: int = 1000, seed: int = 0,
+                   model: str = "exclusive") -> list[TreeInterval]:
+    """Bootstrap intervals on each of ``trees``' predicted tau under ``group``'s fit, whose model
+    ``checks`` selected (see the module docstring); ``reference``: the index of the tree that
+    gains are measured against. A group of one prompt has nothing to resample: (NaN, NaN)."""
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if group.prompts < 2:
+        nan = (math.nan, math.nan)
+        return [TreeInterval(nan, None if reference is None else nan, 0) for _ in trees]
+    p_s, p_t = draw_parameters(checks, _draw_totals(group, counts, n_boot, group_seed(seed, group.label)))
+    taus = np.stack([taus_by_draw(tree, p_s, p_t, model) for tree in trees], axis=1).reshape(n_boot, len(trees))
+    gains = None if reference is None else taus / taus[:, [reference]] - 1.0
+    return [TreeInterval(_percentiles(taus[:, j]), None if gains is None else _percentiles(gains[:, j]), n_boot)
+            for j in range(len(trees))]
+
+
+def with_intervals(recommendation: Recommendation, group: GroupFit, counts: Any, checks: GroupChecks, *,
+                   n_boot: int = 1000, seed: int = 0, model: str = "exclusive") -> Recommendation:
+    """``recommendation`` with ``predicted_ci95`` and ``gain_vs_paper_ci95`` (paired, None without a
+    ``paper`` row) in each comparison row (:func:`tree_intervals` over its trees)."""
+    rules = [row["rule"] for row in recommendation.rows]
+    reference = rules.index("paper") if "paper" in rules else None
+    intervals = tree_intervals(group, counts, checks, recommendation.trees, reference=reference, n_boot=n_boot,
+                               seed=seed, model=model)
+    rows = [{**row, "predicted_ci95": list(i.ci95), "gain_vs_paper_ci95": None if i.gain_ci95 is None else list(i.gain_ci95)}
+            for row, i in zip(recommendation.rows, intervals)]
+    return replace(recommendation, rows=rows)
