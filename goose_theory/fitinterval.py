@@ -65,18 +65,26 @@ def group_seed(seed: int, label: str) -> list[int]:
     return [seed, zlib.crc32(label.encode("utf-8")), 7]
 
 
-def _draw_totals(group: GroupFit, counts: Any, n_boot: int, seed: Sequence[int]) -> dict[str, np.ndarray]:
+def prompt_weights(prompts: int, draws: int, seed: Sequence[int]) -> np.ndarray:
+    """(draws, prompts) multinomial weights: how often each prompt is drawn (each row sums to
+    ``prompts``), as the fit's own cluster bootstrap draws them."""
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(prompts, np.full(prompts, 1.0 / prompts), size=draws).astype(np.float64)
+
+
+def draw_totals(group: GroupFit, counts: Any, weights: np.ndarray) -> dict[str, np.ndarray]:
     """Each draw's summed counts (draws first): spine by depth, transitions by rank, by parent
-    source and rank (where counted), and the matcher's offers per cycle (a histogram)."""
+    source and rank (where counted), and the matcher's offers per cycle (a histogram). ``weights``:
+    (draws, prompts), prompts in the order of ``counts.cluster_prompt``'s values in the group."""
     c = group.clusters
     units, per_cluster = np.unique(counts.cluster_prompt[c], return_inverse=True)
-    rng = np.random.default_rng(seed)
-    weights = rng.multinomial(units.size, np.full(units.size, 1.0 / units.size), size=n_boot).astype(np.float64)
+    if weights.ndim != 2 or weights.shape[1] != units.size:
+        raise ValueError(f"weights must be (draws, {units.size}) for this group's prompts, got {weights.shape}")
     names = {"sm": "spine_matched", "sr": "spine_reached", "rm": "rank_matched", "rr": "rank_reached",
              "pm": "parent_rank_matched", "pr": "parent_rank_reached", "offers": "spine_avail"}
-    tables = {key: getattr(counts, name, None) for key, name in names.items()}
     totals = {}
-    for key, table in tables.items():
+    for key, name in names.items():
+        table = getattr(counts, name, None)
         if table is not None:  # a prompt's counts over its clusters (runs, groups), then weighted per draw
             per_unit = np.zeros((units.size, *table.shape[1:]))
             np.add.at(per_unit, per_cluster, table[c])
@@ -164,7 +172,8 @@ def tree_intervals(group: GroupFit, counts: Any, checks: GroupChecks, trees: Seq
     if group.prompts < 2:
         nan = (math.nan, math.nan)
         return [TreeInterval(nan, None if reference is None else nan, 0) for _ in trees]
-    p_s, p_t = draw_parameters(checks, _draw_totals(group, counts, n_boot, group_seed(seed, group.label)))
+    weights = prompt_weights(group.prompts, n_boot, group_seed(seed, group.label))
+    p_s, p_t = draw_parameters(checks, draw_totals(group, counts, weights))
     taus = np.stack([taus_by_draw(tree, p_s, p_t, model) for tree in trees], axis=1).reshape(n_boot, len(trees))
     gains = None if reference is None else taus / taus[:, [reference]] - 1.0
     return [TreeInterval(_percentiles(taus[:, j]), None if gains is None else _percentiles(gains[:, j]), n_boot)

@@ -17,7 +17,7 @@ from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcheck import check_group, curve_test
 from goose_theory.fitcounts import count_files, count_tables
-from goose_theory.fitinterval import _draw_totals, binned_rates, draw_parameters, tree_intervals
+from goose_theory.fitinterval import binned_rates, draw_parameters, draw_totals, prompt_weights, tree_intervals
 from goose_theory.optimize import build_topology
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.topology import Topology, load_topology
@@ -34,14 +34,18 @@ def _whole_sample(group, counts) -> dict[str, np.ndarray]:
     return {k: getattr(counts, name)[group.clusters].sum(0)[None].astype(float) for k, name in KEYS.items()}
 
 
-def _fit(spec, seed, offers=None):
+def _table(spec, seed, offers=None) -> pa.Table:
     table = synthetic_table(spec, seed=seed)
     if offers is not None:  # cycles alternate between offering nothing and ``offers`` spine tokens
         cyc = np.cumsum(table.column("node").to_numpy() == 0)
         i = table.schema.get_field_index("spine_avail")
         values = pa.array(np.where(cyc % 2 == 0, 0, offers).astype(np.int16), pa.int16())
         table = table.set_column(i, table.schema.field(i), values)
-    return fit_counts(count_tables([table]), n_boot=100, seed=seed)
+    return table
+
+
+def _fit(spec, seed, offers=None):
+    return fit_counts(count_tables([_table(spec, seed, offers)]), n_boot=100, seed=seed)
 
 
 CASES = {  # each selects a different model: scalar, depth curve, rank curve, p_t by parent, a(d) folded
@@ -99,10 +103,50 @@ def test_binned_rates_bin_as_the_curve_test(k, extra, start, min_n):
 
 def test_draws_weight_every_prompt_once_on_average():
     fit = _fit(CASES["scalar"][0], seed=5)
-    totals = _draw_totals(fit.overall, fit.counts, 2000, [0, 1])
+    totals = draw_totals(fit.overall, fit.counts, prompt_weights(fit.overall.prompts, 2000, [0, 1]))
     whole = _whole_sample(fit.overall, fit.counts)
     assert totals["sr"].shape == (2000, whole["sr"].shape[1])
     assert totals["sr"].mean(0) == pytest.approx(whole["sr"][0], rel=0.03)
+    with pytest.raises(ValueError, match="weights must be"):
+        draw_totals(fit.overall, fit.counts, np.ones((2, fit.overall.prompts + 1)))
+
+
+def _resampled(table: pa.Table, weights: np.ndarray) -> pa.Table:
+    """The trace of one bootstrap draw written out: prompt u's rows ``weights[u]`` times, each copy
+    a prompt of its own (prompts in sorted order, as the fit's clusters)."""
+    prompts = np.array(table.column("prompt_id").to_pylist())
+    names = sorted(set(prompts))
+    parts = []
+    for u, name in enumerate(names):
+        rows = table.filter(pa.array(prompts == name))
+        for copy in range(int(weights[u])):
+            i = rows.schema.get_field_index("prompt_id")
+            parts.append(rows.set_column(i, rows.schema.field(i), pa.array([f"{name}-{copy}"] * rows.num_rows)))
+    return pa.concat_tables(parts)
+
+
+@pytest.mark.parametrize("draw", [5, 7, 10, 12])
+@pytest.mark.parametrize("case", ["depth curve", "by parent", "offers"])
+def test_a_draw_prices_trees_as_a_fit_of_that_draws_prompts_would(case, draw):
+    """Independent of the fit's arrays: the draw's prompts written out as a trace (repeated prompts
+    as copies) and fitted from scratch give, where they select the same model form, the very
+    prediction the draw gives (draws whose copies select the same form: the repeated prompts make
+    the curve tests bolder, and draws 6, 8, 9, 11, 13 tip one of these three cases to another form)."""
+    spec, offers = CASES[case]
+    table = _table(spec, 3, offers)
+    fit = fit_counts(count_tables([table]), n_boot=50)
+    checks = check_group(fit.overall, fit.counts)
+    weights = prompt_weights(fit.overall.prompts, 1, [draw])
+    again = fit_counts(count_tables([_resampled(table, weights[0])]), n_boot=50)
+    redone = check_group(again.overall, again.counts)
+    forms = [[(t.supported, len(t.curve)) for t in (c.spine_depth, c.transition_rank, *c.parent_rank)]
+             + [c.for_recommendation.by_parent] for c in (checks, redone)]
+    assert forms[0] == forms[1] and redone.availability  # the same form: else the comparison means nothing
+    p_s, p_t = draw_parameters(checks, draw_totals(fit.overall, fit.counts, weights))
+    for rule in ("optimal", "paper"):
+        tree = build_topology(rule, checks.for_recommendation, budget=12).topology
+        expected = yield_with_fallback(tree, redone.for_recommendation)[0].expected_tau
+        assert taus_by_draw(tree, p_s, p_t)[0] == pytest.approx(expected, rel=1e-12, abs=0)
 
 
 @pytest.mark.parametrize("prompt_sd, least", [(0.0, 0.88), (0.3, 0.8)])
