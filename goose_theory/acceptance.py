@@ -34,6 +34,18 @@ MODELS = ("exclusive", "independent")
 EXCLUSIVE_TOLERANCE = 1e-9
 
 
+def pad_with_last(values: np.ndarray, width: int) -> np.ndarray:
+    """``values`` (last axis: ranks or depths) widened to ``width`` by repeating its last entry, as
+    a rate list repeats its last value past its end.
+
+    Example:
+        >>> pad_with_last(np.array([[0.3, 0.1]]), 4).tolist()
+        [[0.3, 0.1, 0.1, 0.1]]
+    """
+    extra = width - values.shape[-1]
+    return values if extra <= 0 else np.concatenate([values, np.repeat(values[..., -1:], extra, axis=-1)], axis=-1)
+
+
 class AcceptanceError(InputError):
     """Bad acceptance parameters; the message names the bad value."""
 
@@ -146,9 +158,9 @@ class Acceptance:
     def p_t_matrix(self) -> np.ndarray:
         """(3, K) p_t by parent source (rows: root, spine, transition) and rank; shorter lists
         are padded with their last value, so row[min(rank, K - 1)] is always right."""
-        rows = [self.transition_list(k) for k in range(3)]
+        rows = [np.asarray(self.transition_list(k), dtype=np.float64) for k in range(3)]
         width = max(len(r) for r in rows)
-        return np.asarray([list(r) + [r[-1]] * (width - len(r)) for r in rows], dtype=np.float64)
+        return np.stack([pad_with_last(r, width) for r in rows])
 
     @property
     def by_parent(self) -> bool:

@@ -67,6 +67,16 @@ def _binom_ll(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> float:
     return float(np.sum(special.xlogy(k, p) + special.xlog1py(n - k, -p)))
 
 
+def pool_tail(x: np.ndarray, bins: int) -> np.ndarray:
+    """``x`` (last axis: bins of depth or rank) cut to ``bins`` bins, the last one pooling the tail.
+
+    Example:
+        >>> pool_tail(np.array([5, 3, 2, 1]), 2).tolist()
+        [5, 6]
+    """
+    return np.concatenate([x[..., : bins - 1], x[..., bins - 1:].sum(-1, keepdims=True)], axis=-1)
+
+
 def fill_gaps(pb: np.ndarray, p0: float) -> None:
     """Bins without data (a rank a topology left out, between two it drafted) take the straight
     line between their nearest bins with data, and bins before the first take the pooled ``p0``:
@@ -77,7 +87,8 @@ def fill_gaps(pb: np.ndarray, p0: float) -> None:
         >>> pb = np.array([0.3, np.nan, 0.1]); fill_gaps(pb, 0.2); pb.round(3).tolist()
         [0.3, 0.2, 0.1]
     """
-    have = np.flatnonzero(~np.isnan(pb))  # never empty: curve_test's last bin holds data
+    have = np.flatnonzero(~np.isnan(pb))  # never empty: curve_test's last bin holds data (and fitinterval's
+    # caller skips a draw without any); bins past the last with data, in a bootstrap draw, repeat its value
     gaps = np.flatnonzero(np.isnan(pb))
     inner = gaps[gaps > have[0]]
     pb[inner] = np.interp(inner, have, pb[have])
@@ -93,8 +104,7 @@ def curve_test(matched: np.ndarray, reached: np.ndarray, *, start: int = 1, min_
         return CurveTest(name, (), (), math.nan, 0.0, 0.0, 0.0, 0, math.nan, math.nan, math.nan)
     well = np.flatnonzero(n >= min_n)
     last = int(well[-1]) if well.size else int(used[0])
-    kb, nb = k[: last + 1].copy(), n[: last + 1].copy()
-    kb[last] += k[last + 1:].sum(); nb[last] += n[last + 1:].sum()
+    kb, nb = pool_tail(k, last + 1), pool_tail(n, last + 1)
     p0 = kb.sum() / nb.sum()
     with np.errstate(all="ignore"):
         pb = np.where(nb > 0, kb / np.where(nb > 0, nb, 1), np.nan)
@@ -146,8 +156,7 @@ def parent_test(matched: np.ndarray, reached: np.ndarray, *, bins: int = 1) -> P
     """
     k, n = np.asarray(matched, float), np.asarray(reached, float)
     bins = max(1, min(bins, k.shape[1]))
-    kb = np.concatenate([k[:, : bins - 1], k[:, bins - 1:].sum(1, keepdims=True)], axis=1)
-    nb = np.concatenate([n[:, : bins - 1], n[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    kb, nb = pool_tail(k, bins), pool_tail(n, bins)
     with np.errstate(all="ignore"):
         p0 = np.where(nb.sum(0) > 0, kb.sum(0) / nb.sum(0), 0.0)
         p1 = np.where(nb > 0, kb / np.where(nb > 0, nb, 1), 0.0)
