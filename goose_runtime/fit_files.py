@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -100,9 +101,10 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
             continue
         path = topologies[g.label] = os.path.join(out_dir, stems[g.label] + ".json")
         if g.label not in regimes:
-            rec = g.recommendation  # its interval: this one-regime prediction's (the regime files carry none)
-            writers[path] = _topology_writer(rec.best.topology.with_meta(
-                provenance=_provenance(analysis, g), predicted_ci95=to_jsonable(rec.rows[0].get("predicted_ci95"))))
+            ci = g.recommendation.rows[0].get("predicted_ci95")  # this one-regime prediction's (regime files: none)
+            interval = {"predicted_ci95": ci} if ci is not None and all(map(math.isfinite, ci)) else {}  # 1 prompt: NaN
+            writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(
+                provenance=_provenance(analysis, g), **interval))
             continue
         single, pair = with_fit_provenance(*regimes[g.label][:2], _provenance(analysis, g))
         pair_path = regime_pair_path(path)

@@ -22,6 +22,10 @@ def _ci(ci: tuple[float, float] | list[float], digits: int = 3) -> str:
     return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
+# what the comparison's intervals hold, and what they leave out (fitinterval's module docstring)
+INTERVAL_NOTE = ("95% intervals: the fit's prompts resampled, each tree priced under every draw, the gain paired; "
+                 "sampling error only: the trees were chosen on the same data, and the one-regime model's own error "
+                 "is not in them")
 COMPARISON_COLUMNS = ("rule", "budget", "predicted_tau", "predicted ci95", "spine_length", "gain_vs_paper", "gain ci95")
 
 
@@ -109,8 +113,8 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     lines += _recommendation_lines(analysis, files)
     rec = analysis.overall.recommendation
     if rec is not None:
-        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled "
-                  "(95% intervals: the fit's prompts resampled, each tree priced under every draw; the gain paired):",
+        lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled"
+                  + (f" ({INTERVAL_NOTE})" if _finite(rec.rows[0].get("predicted_ci95")) else "") + ":",
                   format_table(comparison_rows(rec.rows), list(COMPARISON_COLUMNS))]
         if rec.left_out:  # as goose compare says of --top-k
             lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
@@ -230,8 +234,9 @@ def _group_section(g: GroupAnalysis) -> list[str]:
            f"{'**VIOLATED**' if g.bound.violated else 'holds'}", ""]
     if g.recommendation is not None:
         rec = g.recommendation
-        out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(pd.DataFrame(comparison_rows(rec.rows), columns=list(COMPARISON_COLUMNS))), "",
-                "95% intervals: the fit's prompts resampled, each tree priced under every draw (the gain paired).", ""]
+        table = pd.DataFrame(comparison_rows(rec.rows), columns=list(COMPARISON_COLUMNS))
+        out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(table), "",
+                *([f"{INTERVAL_NOTE[0].upper()}{INTERVAL_NOTE[1:]}.", ""] if _finite(rec.rows[0].get("predicted_ci95")) else [])]
         if rec.left_out:
             out += [f"{', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record.", ""]
     else:
