@@ -12,6 +12,11 @@ prices the *same* trees, the ones built from the point estimate. Percentiles ove
 * ``gain_ci95`` of its gain over a reference tree (the paper's), *paired*: both priced under the
   same draw, so the variation the two share cancels.
 
+What the interval leaves out: it is sampling error alone. The trees were chosen on the same data
+(the optimum under the point estimate; its gain tends to sit high in its own interval), and a
+model that is wrong (one regime where the matcher offers a spine in only some cycles predicted
+22-70% above goose's measured tau, docs/two-regime.md) is as wrong under every draw.
+
 Compromises: the interval is conditional on the chosen model (re-running the curve tests on
 every draw would also count the choice's own uncertainty, but took fit-acceptance of the shipped
 traces by benchmark and method, 27 groups at 1,000 draws, from 3.1 s to 16.8 s here; this way
@@ -43,7 +48,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .fit import GroupFit
-from .fitcheck import GroupChecks, availability_rows, fill_gaps
+from .acceptance import pad_with_last
+from .fitcheck import GroupChecks, availability_rows, fill_gaps, pool_tail
 from .recommend import Recommendation
 from .topology import Topology
 from .yields import taus_by_draw
@@ -95,24 +101,20 @@ def draw_totals(group: GroupFit, counts: Any, weights: np.ndarray) -> dict[str, 
 def binned_rates(matched: np.ndarray, reached: np.ndarray, *, start: int, bins: int) -> np.ndarray:
     """Each draw's (row's) matched / reached in ``bins`` bins from column ``start``, the last bin
     pooling the tail, as :func:`goose_theory.fitcheck.curve_test` bins a supported curve; a bin
-    without data takes :func:`~goose_theory.fitcheck.fill_gaps`' value, a draw without any 0.
+    without data takes :func:`~goose_theory.fitcheck.fill_gaps`' value, a draw without any NaN
+    (the caller decides: see :func:`_transition_rates`, :func:`draw_parameters`).
 
     Example:
         >>> binned_rates(np.array([[0, 6, 2, 1]]), np.array([[0, 10, 10, 10]]), start=1, bins=2).tolist()
         [[0.6, 0.15]]
     """
-    k, n = matched[:, start:], reached[:, start:]
-    kb = np.concatenate([k[:, : bins - 1], k[:, bins - 1:].sum(1, keepdims=True)], axis=1)
-    nb = np.concatenate([n[:, : bins - 1], n[:, bins - 1:].sum(1, keepdims=True)], axis=1)
+    kb, nb = pool_tail(matched[:, start:], bins), pool_tail(reached[:, start:], bins)
     with np.errstate(all="ignore"):
         rates = np.where(nb > 0, kb / np.where(nb > 0, nb, 1.0), np.nan)
         pooled = kb.sum(1) / nb.sum(1)
-    for row in np.flatnonzero(np.isnan(rates).any(1)):
-        if np.isnan(rates[row]).all():
-            rates[row] = 0.0  # no reached node in this draw: rated 0, as the fit rates an unseen source
-        else:
-            fill_gaps(rates[row], pooled[row])
-    return np.clip(rates, 0.0, 1.0)
+    for row in np.flatnonzero(np.isnan(rates).any(1) & (nb.sum(1) > 0)):
+        fill_gaps(rates[row], pooled[row])
+    return np.clip(rates, 0.0, 1.0)  # NaN stays NaN
 
 
 def _bins(test: Any) -> int:
@@ -120,37 +122,38 @@ def _bins(test: Any) -> int:
     return len(test.curve) if test.supported else 1
 
 
-def _transition_rates(checks: GroupChecks, totals: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Per draw, p_t by rank: pooled, or under each parent source (root, spine, transition) where
-    the fit chose p_t by parent; a source the group never reached takes the pooled rates."""
-    pooled = binned_rates(totals["rm"], totals["rr"], start=0, bins=_bins(checks.transition_rank))
+def _transition_rates(checks: GroupChecks, totals: dict[str, np.ndarray]) -> np.ndarray:
+    """Per draw, (draws, 3, ranks) p_t by the parent's source (root, spine, transition) and rank:
+    pooled over sources, or each source's own where the fit chose p_t by parent. As the fit
+    (``fitcheck._source_p_t``): a source without reached nodes in a draw takes the draw's pooled
+    rates, and a draw without any transition node rates them 0."""
+    pooled = np.nan_to_num(binned_rates(totals["rm"], totals["rr"], start=0, bins=_bins(checks.transition_rank)))
     if checks.parent is None or not checks.parent.supported:
-        return [pooled]
-    return [pooled if checks.parent.n[k] == 0 else
-            binned_rates(totals["pm"][:, k], totals["pr"][:, k], start=0, bins=_bins(test))
-            for k, test in enumerate(checks.parent_rank)]
-
-
-def _pad_ranks(rates: list[np.ndarray]) -> np.ndarray:
-    """(draws, 3, ranks) p_t by parent source from one (pooled: every source) or three rate
-    tables, each padded with its last rank as :attr:`~goose_theory.acceptance.Acceptance.p_t_matrix`."""
-    rates = rates * 3 if len(rates) == 1 else rates
-    width = max(r.shape[1] for r in rates)
-    return np.stack([np.concatenate([r, np.repeat(r[:, -1:], width - r.shape[1], axis=1)], axis=1) for r in rates],
-                    axis=1)
+        return np.stack([pooled] * 3, axis=1)
+    own = [binned_rates(totals["pm"][:, k], totals["pr"][:, k], start=0, bins=_bins(test))
+           for k, test in enumerate(checks.parent_rank)]
+    width = max(r.shape[1] for r in (pooled, *own))
+    rates = np.stack([pad_with_last(r, width) for r in own], axis=1)
+    unseen = np.isnan(rates)  # whole rows: binned_rates fills every gap of a row with data
+    rates[unseen] = np.broadcast_to(pad_with_last(pooled, width)[:, None, :], rates.shape)[unseen]
+    return rates
 
 
 def draw_parameters(checks: GroupChecks, totals: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Each draw's p_s by spine depth (draws, depths) and p_t by parent source and rank (draws, 3,
     ranks): the fit's selected model (``checks``) re-estimated from the draw's ``totals``, with the
     draw's a(d) folded into p_s(d) as :attr:`~goose_theory.fitcheck.GroupChecks.for_recommendation`
-    folds the fit's (:func:`goose_theory.yields.taus_by_draw` prices trees under them)."""
-    p_s = binned_rates(totals["sm"], totals["sr"], start=1 if checks.spine_depth.supported else 0,
-                       bins=_bins(checks.spine_depth))
+    folds the fit's (:func:`goose_theory.yields.taus_by_draw` prices trees under them). As the fit
+    rates them: p_s 0 in a draw without a reached spine node, and no a(d) folded in a draw whose
+    cycles recorded no offers (``spine_avail`` null, as ``ar``, ``tr`` and ``iso`` write it)."""
+    p_s = np.nan_to_num(binned_rates(totals["sm"], totals["sr"], start=1 if checks.spine_depth.supported else 0,
+                                     bins=_bins(checks.spine_depth)))
     if checks.availability:  # p_s(d) repeats its last bin past the curve, as Acceptance.spine_q
-        depth = np.minimum(np.arange(1, len(checks.availability) + 1), p_s.shape[1]) - 1
-        p_s = p_s[:, depth] * availability_rows(totals["offers"], max_spine=len(checks.availability))
-    return p_s, _pad_ranks(_transition_rates(checks, totals))
+        p_s = pad_with_last(p_s, len(checks.availability))[:, : len(checks.availability)]
+        availability = availability_rows(totals["offers"], max_spine=len(checks.availability))
+        availability[totals["offers"].sum(1) <= 0] = 1.0  # nothing recorded: spine_availability's ()
+        p_s = p_s * availability
+    return p_s, _transition_rates(checks, totals)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float]:
@@ -172,10 +175,14 @@ def tree_intervals(group: GroupFit, counts: Any, checks: GroupChecks, trees: Seq
     if group.prompts < 2:
         nan = (math.nan, math.nan)
         return [TreeInterval(nan, None if reference is None else nan, 0) for _ in trees]
+    if not trees:
+        return []
     weights = prompt_weights(group.prompts, n_boot, group_seed(seed, group.label))
     p_s, p_t = draw_parameters(checks, draw_totals(group, counts, weights))
-    taus = np.stack([taus_by_draw(tree, p_s, p_t, model) for tree in trees], axis=1).reshape(n_boot, len(trees))
+    taus = np.stack([taus_by_draw(tree, p_s, p_t, model) for tree in trees], axis=1)
     gains = None if reference is None else taus / taus[:, [reference]] - 1.0
+    if not np.isfinite(taus).all():  # a rate without data is rated as the fit rates it: no draw may drop out
+        raise RuntimeError("a bootstrap draw priced a tree at NaN")
     return [TreeInterval(_percentiles(taus[:, j]), None if gains is None else _percentiles(gains[:, j]), n_boot)
             for j in range(len(trees))]
 

@@ -17,7 +17,8 @@ from goose_theory.fit import fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcheck import check_group, curve_test
 from goose_theory.fitcounts import count_files, count_tables
-from goose_theory.fitinterval import binned_rates, draw_parameters, draw_totals, prompt_weights, tree_intervals
+from goose_theory.fitinterval import (binned_rates, draw_parameters, draw_totals, group_seed, prompt_weights,
+                                      tree_intervals)
 from goose_theory.optimize import build_topology
 from goose_theory.synthetic import SyntheticSpec, synthetic_table, write_synthetic
 from goose_theory.topology import Topology, load_topology
@@ -25,6 +26,9 @@ from goose_theory.yields import expected_tau, taus_by_draw, yield_with_fallback
 
 DEEP = Topology.from_nodes([(-1, "root", 0)] + [(i, "spine", 0) for i in range(6)]
                            + [(0, "transition", 0), (0, "transition", 1), (1, "transition", 0), (7, "transition", 0)])
+ROOT_ONLY = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (0, "transition", 0),
+                                 (0, "transition", 1)])
+NO_CHAIN = Topology.from_nodes(list(zip(DEEP.parent, DEEP.source, DEEP.rank))[:10])
 KEYS = {"sm": "spine_matched", "sr": "spine_reached", "rm": "rank_matched", "rr": "rank_reached",
         "pm": "parent_rank_matched", "pr": "parent_rank_reached", "offers": "spine_avail"}
 
@@ -54,6 +58,8 @@ CASES = {  # each selects a different model: scalar, depth curve, rank curve, p_
     "rank curve": (SyntheticSpec(0.6, [0.3, 0.05], (DEEP,), prompts=30, cycles=100), None),
     "by parent": (SyntheticSpec(0.6, 0.15, (DEEP,), prompts=40, cycles=150, p_t_spine=0.03, p_t_chain=0.5), None),
     "offers": (SyntheticSpec([0.8, 0.5], 0.08, (DEEP,), prompts=20, cycles=60), 3),
+    # p_t by parent, no transition under a transition: that source takes the pooled rates
+    "unseen source": (SyntheticSpec(0.6, 0.15, (NO_CHAIN,), prompts=40, cycles=150, p_t_spine=0.03), None),
 }
 
 
@@ -72,7 +78,8 @@ def test_a_draw_of_the_whole_sample_prices_trees_as_the_fit_does(case):
     for source in range(3):
         assert p_t[0, source] == pytest.approx([model.transition_q(r, source) for r in range(p_t.shape[2])], rel=1e-12)
     selected = {"depth curve": checks.spine_depth.supported, "rank curve": checks.transition_rank.supported,
-                "by parent": model.by_parent, "offers": checks.availability[:4] == (0.5, 1.0, 1.0, 0.0)}
+                "by parent": model.by_parent, "offers": checks.availability[:4] == (0.5, 1.0, 1.0, 0.0),
+                "unseen source": model.by_parent and checks.parent.n[2] == 0}
     assert selected.get(case, True), (case, checks.to_dict()["selected"])
 
 
@@ -95,7 +102,7 @@ def test_binned_rates_bin_as_the_curve_test(k, extra, start, min_n):
     reached = matched + np.array(extra[: len(k)], float) * (np.arange(len(k)) % 3 != 1)  # some bins without data
     test = curve_test(matched, reached, start=start, min_n=min_n)
     if not test.curve:
-        assert binned_rates(matched[None], reached[None], start=start, bins=1).tolist() == [[0.0]]
+        assert np.isnan(binned_rates(matched[None], reached[None], start=start, bins=1)).all()  # the caller rates it
         return
     got = binned_rates(matched[None], reached[None], start=start, bins=len(test.curve))[0]
     assert got == pytest.approx(test.curve, rel=1e-12, abs=1e-15)
@@ -109,6 +116,51 @@ def test_draws_weight_every_prompt_once_on_average():
     assert totals["sr"].mean(0) == pytest.approx(whole["sr"][0], rel=0.03)
     with pytest.raises(ValueError, match="weights must be"):
         draw_totals(fit.overall, fit.counts, np.ones((2, fit.overall.prompts + 1)))
+
+
+def test_a_draw_without_some_data_rates_it_as_a_fit_of_that_draw_would():
+    """Three prompts draft transitions under spine and transition nodes and record the matcher's
+    offers; twenty draft under the root alone and record none (as ar / tr / iso runs). A draw of
+    the twenty alone rates the unseen sources at the pooled p_t (not 0) and folds in no a(d)
+    (not a(d) = 0, which rated every spine node 0)."""
+    rich = SyntheticSpec(0.6, 0.15, (DEEP,), prompts=3, cycles=150, p_t_spine=0.03, p_t_chain=0.5, method="a")
+    plain = SyntheticSpec(0.6, 0.15, (ROOT_ONLY,), prompts=20, cycles=150, method="b")
+    table = synthetic_table([rich, plain], seed=4)
+    i = table.schema.get_field_index("spine_avail")
+    offers = [None if m == "b" else v for m, v in zip(table.column("method").to_pylist(), table.column(i).to_pylist())]
+    table = table.set_column(i, table.schema.field(i), pa.array(offers, table.schema.field(i).type))
+    fit = fit_counts(count_tables([table]), n_boot=50)
+    checks = check_group(fit.overall, fit.counts)
+    assert checks.for_recommendation.by_parent and checks.availability  # the fit uses both
+    weights = np.r_[np.zeros(3), np.ones(20)][None]  # units in sorted prompt order: method a's first
+    p_s, p_t = draw_parameters(checks, draw_totals(fit.overall, fit.counts, weights))
+    assert p_t[0, 1] == pytest.approx(p_t[0, 2]) and abs(p_t[0, 1, 0] - 0.15) < 0.03
+    assert abs(p_s[0, :6] - 0.6).max() < 0.05
+
+
+def test_draws_weight_prompts_not_runs():
+    """One prompt set decoded by two runs: 12 prompts, 24 clusters; a draw weights a prompt's
+    clusters in both runs alike (resampling runs' clusters apart would narrow the interval)."""
+    specs = [SyntheticSpec(0.6, 0.1, (DEEP,), prompts=12, cycles=30, prompt_group="shared", run_id=run)
+             for run in ("run-a", "run-b")]
+    fit = fit_counts(count_tables([synthetic_table(specs, seed=6)]), n_boot=50)
+    assert fit.overall.prompts == 12 and fit.counts.n_clusters == 24
+    weights = np.zeros((1, 12))
+    weights[0, 0] = 12.0
+    first = fit.counts.cluster_prompt == np.unique(fit.counts.cluster_prompt)[0]
+    totals = draw_totals(fit.overall, fit.counts, weights)
+    assert first.sum() == 2 and totals["sr"][0] == pytest.approx(12 * fit.counts.spine_reached[first].sum(0))
+
+
+def test_gains_are_paired_draw_by_draw():
+    fit = _fit(CASES["rank curve"][0], seed=9)
+    checks = check_group(fit.overall, fit.counts)
+    trees = [build_topology(r, checks.for_recommendation, budget=10).topology for r in ("optimal", "paper")]
+    got = tree_intervals(fit.overall, fit.counts, checks, trees, reference=1, n_boot=300, seed=2)
+    weights = prompt_weights(fit.overall.prompts, 300, group_seed(2, fit.overall.label))
+    p_s, p_t = draw_parameters(checks, draw_totals(fit.overall, fit.counts, weights))
+    ratio = taus_by_draw(trees[0], p_s, p_t) / taus_by_draw(trees[1], p_s, p_t) - 1.0
+    assert got[0].gain_ci95 == tuple(np.percentile(ratio, [2.5, 97.5]))
 
 
 def _resampled(table: pa.Table, weights: np.ndarray) -> pa.Table:
@@ -196,3 +248,14 @@ def test_fit_acceptance_reports_and_exports_the_interval(tmp_path, capsys):
     assert main([str(trace), "--bootstrap", "200"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended for"))
     assert f"[{lo:.3f}, {hi:.3f}] (95%, the fit's prompts resampled)" in line
+
+
+def test_one_prompt_reports_and_exports_no_interval(tmp_path, capsys):
+    trace = tmp_path / "t.parquet"
+    write_synthetic(trace, SyntheticSpec(0.6, 0.1, (DEEP,), prompts=1, cycles=200), seed=9)
+    assert main([str(trace), "--json", "--bootstrap", "200", "--out", str(tmp_path / "out")]) == 0
+    rec = json.loads(capsys.readouterr().out)["recommended"]
+    assert rec["predicted_ci95"] == [None, None] and "predicted_ci95" not in load_topology(rec["file"]).meta
+    assert "each tree priced under every draw" not in (tmp_path / "out" / "report.md").read_text()
+    assert main([str(trace), "--bootstrap", "200"]) == 0
+    assert "95%" not in capsys.readouterr().out.split("recommended for")[1]
