@@ -36,11 +36,18 @@ def loads_json(text: str) -> Any:
         ... except json.JSONDecodeError as exc:
         ...     print(exc.msg)
         nested too deeply
+        >>> try:
+        ...     loads_json('{"nodes": [], "nodes": [1]}')
+        ... except json.JSONDecodeError as exc:
+        ...     print(exc.msg)
+        the key 'nodes' appears twice in one object (which one was meant?)
     """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError:
         raise
+    except _DuplicateKey as exc:
+        raise _LimitError(f"the key {exc.args[0]!r} appears twice in one object (which one was meant?)", text, 0) from None
     except RecursionError:
         raise _LimitError("nested too deeply", text, 0) from None
     except ValueError:  # Python refuses to convert an integer literal this long
@@ -75,6 +82,19 @@ def json_misfit(obj: Any, shapes: Mapping[str, tuple[tuple[type, ...], str]]) ->
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             return key, what, value
     return None
+
+
+class _DuplicateKey(Exception):
+    """An object with a key twice: Python's json keeps the last silently, so a hand-edited file's
+    second "nodes" (or a node's second "source") would replace the first unsaid."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return obj
 
 
 class _LimitError(json.JSONDecodeError):

@@ -1,12 +1,13 @@
 """Validated JSON input shared by every loader: one line naming the file for each way it can fail."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
 from goose_theory.errors import InputError
-from goose_theory.jsonio import json_misfit, load_json_file, read_json
+from goose_theory.jsonio import json_misfit, load_json_file, loads_json, read_json
 
 
 def test_read_json_errors_name_the_file(tmp_path):
@@ -69,3 +70,12 @@ def test_a_leading_byte_order_mark_is_dropped(tmp_path):
     path = tmp_path / "bom.json"
     path.write_bytes(b'\xef\xbb\xbf{"n": 1}')
     assert read_json(str(path), InputError) == {"n": 1}
+
+
+@pytest.mark.parametrize("text, key", [('{"nodes": [], "nodes": [1]}', "nodes"),
+                                       ('{"a": [{"source": "spine", "source": "transition"}]}', "source")])
+def test_a_key_twice_in_one_object_is_refused(text, key):
+    """Python's json keeps the last value of a repeated key silently (a second "nodes" replaced the tree)."""
+    with pytest.raises(json.JSONDecodeError, match=f"the key '{key}' appears twice"):
+        loads_json(text)
+    assert loads_json('{"a": {"k": 1}, "b": {"k": 2}}') == {"a": {"k": 1}, "b": {"k": 2}}  # apart: fine
