@@ -245,8 +245,8 @@ def load_model(name: str = DEFAULT_NAME, *, device: str = "auto", dtype: str = "
 
 class ByteTokenizer:
     """A minimal stand-in tokenizer for :func:`tiny_random_bundle`: token id = byte value + 3
-    (ids 0-2 are pad/bos/eos). It has no chat template. Only ``encode``/``decode`` and the
-    ``__call__`` form used by prompt helpers are provided."""
+    (ids 0-2 are pad/bos/eos). It has no chat template. Only ``encode``/``decode``, ``get_vocab`` and
+    the ``__call__`` form used by prompt helpers are provided."""
 
     eos_token_id = 2
     pad_token_id = 0
@@ -257,6 +257,11 @@ class ByteTokenizer:
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         return [min(b + 3, self.vocab_size - 1) for b in text.encode("utf-8")]
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token string -> id, as a Hugging Face tokenizer's: one character per byte."""
+        specials = {"<pad>": 0, "<s>": 1, "</s>": 2}
+        return {**specials, **{chr(b): b + 3 for b in range(min(256, self.vocab_size - 3))}}
 
     def decode(self, ids: Any, skip_special_tokens: bool = False) -> str:
         data = bytes(int(i) - 3 for i in ids if 3 <= int(i) < 259)

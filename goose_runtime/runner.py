@@ -23,7 +23,7 @@ from typing import Callable
 
 from goose_theory.errors import InputError
 
-from .prompts import Prompt, encode_prompt
+from .prompts import Prompt, encode_prompt, longest_token
 from .records import PromptResult
 
 
@@ -104,11 +104,15 @@ def parse_labeled(spec: str, *, budget: int | None = None, topology_path: str | 
 def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: int = 32) -> list[list[int]]:
     """Encoded prompts; raises :class:`PromptLengthError` for an empty or over-long one."""
     context = getattr(bundle.model.config, "max_position_embeddings", None)
+    longest = longest_token(bundle.tokenizer) if context else 0
     out = []
     for prompt in prompts:
-        who = "--prompt" if prompt.benchmark == "prompt" else f"prompt {prompt.id!r}"  # not its made-up hash id
+        who = "--prompt" if prompt.benchmark == "prompt" else f"prompt {prompt.id!r} of {prompt.benchmark}"  # not its hash id
         if not prompt.text.strip():
             raise PromptLengthError(f"{who} is empty")
+        if context and len(prompt.text) > context * longest:  # tokenizing 10M characters took 22 s and 4.5 GB
+            raise PromptLengthError(f"{who} has {len(prompt.text)} characters: more than the model's context of "
+                                    f"{context} tokens holds even at its longest token ({longest} characters)")
         ids = encode_prompt(bundle, prompt)
         if context and len(ids) + max_new_tokens + margin > context:
             raise PromptLengthError(f"{who} has {len(ids)} tokens; with {max_new_tokens} new tokens "

@@ -82,6 +82,18 @@ def test_jsonl_fields_ids_and_blank_lines(tmp_path):
                        Prompt("81", "e", "mine"), Prompt("6", "f", "mine")]  # null: not given (was "None")
     path.write_bytes(b'\xef\xbb\xbf{"prompt": "a", "id": "x"}\n')  # a BOM (Windows editors): line 1 was "not valid JSON"
     assert load_prompts(str(path)) == [Prompt("x", "a", "mine")]
+    path.write_text('{"prompt": "", "text": "b"}\n{"prompt": null, "turns": ["c"]}\n')  # "" and null: not given
+    assert load_prompts(str(path)) == [Prompt("1", "b", "mine"), Prompt("2", "c", "mine")]
+
+
+def test_a_large_set_is_read_in_one_pass_and_an_oversized_file_refused(tmp_path, monkeypatch):
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(f'{{"prompt": "a", "id": {i}}}\n' for i in range(100_000)) + '{"prompt": "b", "id": 99999}\n')
+    with pytest.raises(PromptError, match="duplicate prompt id '99999'"):  # a count per id took 141 s
+        load_prompts(str(path))
+    monkeypatch.setattr("goose_runtime.prompts.MAX_JSON_BYTES", 1 << 20)
+    with pytest.raises(PromptError, match="big.jsonl: larger than 1 MB, more than a prompt set"):
+        load_prompts(str(path))
 
 
 @pytest.mark.parametrize("content, message", [

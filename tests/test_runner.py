@@ -81,10 +81,17 @@ def test_common_prefix():
 def test_encode_all_rejects_empty_and_over_long():
     bundle = tiny_random_bundle()
     assert encode_all(bundle, [Prompt("a", "hi", "b")], max_new_tokens=4) == [[107, 108]]
-    with pytest.raises(PromptLengthError, match="'e' is empty"):
+    with pytest.raises(PromptLengthError, match="prompt 'e' of b is empty"):
         encode_all(bundle, [Prompt("e", "  ", "b")], max_new_tokens=4)
     with pytest.raises(PromptLengthError, match="context of 2048"):
         encode_all(bundle, [Prompt("long", "x" * 2000, "b")], max_new_tokens=100)
+    # past context x the longest token in characters: refused before tokenizing (10M characters took
+    # 22 s and 4.5 GB to tokenize, a 210 MB prompt ran out of memory)
+    longest = max(len(t) for t in bundle.tokenizer.get_vocab())
+    bundle.tokenizer.encode = None  # not called
+    with pytest.raises(PromptLengthError, match=f"prompt 'huge' of b has {2048 * longest + 1} characters: .* context "
+                                                f"of 2048 tokens holds even at its longest token \\({longest} characters"):
+        encode_all(bundle, [Prompt("huge", "x" * (2048 * longest + 1), "b")], max_new_tokens=4)
 
 
 def test_run_methods_keeps_a_deep_topology_file_inside_the_context(tmp_path):
