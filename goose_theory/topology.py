@@ -35,6 +35,7 @@ SCHEMA = "goose-topology/1"
 ROOT, SPINE, TRANSITION = 0, 1, 2
 SOURCE_NAMES = ("root", "spine", "transition")
 _SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
+NODE_KEYS = ("parent", "source", "rank")  # what to_dict writes per node
 MAX_RANK = 32767  # the traces store rank as int16; an adjacency list is never that long
 # The paper's limits, every builder's and the runtime's defaults: transition branches reach depth
 # 6, the spine takes up to 20 matched tokens (the matcher's continuation), ranks come from the
@@ -229,6 +230,10 @@ def topology_from_dict(data: Any) -> Topology:
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):
             raise TopologyError(f"node {i}: must be an object with parent, source and rank")
+        unknown = next((k for k in node if k not in NODE_KEYS), None)
+        if unknown is not None:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review)
+            raise TopologyError(f"node {i}: unknown key {unknown!r} (a node holds parent, source and rank; "
+                                f"depths follow from the parents)")
         default_parent = -1 if i == 0 else None
         # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
         p, s = node.get("parent", default_parent), node.get("source")
@@ -242,11 +247,13 @@ def topology_from_dict(data: Any) -> Topology:
                 raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")
         if not isinstance(s, str) or s not in _SOURCE_CODES:  # a list or an object is unhashable: no dict lookup
             raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
+        if i == 0 and r != 0:
+            raise TopologyError(f"node 0: the root's rank must be 0, got {r!r}")
         triples.append((p, s, r))
     meta = {k: v for k, v in data.items() if k not in ("schema", "nodes", "max_depth", "max_spine", "budget")}
     topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
                                max_spine=data.get("max_spine", 20), meta=meta)
-    if "budget" in data and (isinstance(data["budget"], bool) or data["budget"] != topo.budget):  # true == 1
+    if "budget" in data and (type(data["budget"]) is not int or data["budget"] != topo.budget):  # true == 1 == 1.0
         nodes = f"{topo.budget} non-root node{'' if topo.budget == 1 else 's'}"
         raise TopologyError(f"'budget' is {data['budget']!r} but the file has {nodes}")
     if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)

@@ -42,11 +42,18 @@ def test_bursty_takes_p_t_from_a_file_and_p_s_from_the_regime(capsys, tmp_path, 
     (["--acceptance-from", "FIT", "--p-t", "0.1"], "--acceptance-from gives the acceptance; drop --p-t"),
     (["--acceptance-from", "PLAIN"], "holds no 'acceptance' (goose optimize and fit-acceptance --out write one)"),
     (["--acceptance-from", "missing.json"], "missing.json: no such file"),
+    # fuzz review, 7 Dec: a typo was dropped unsaid and the file priced without its override
+    (["--acceptance-from", "TYPO"], "TYPO: meta: acceptance: unknown key 'p_t_chian' in an acceptance (it holds p_s, p_t, "
+                                    "model, p_t_spine, p_t_chain); did you mean 'p_t_chain'?"),
 ])
 def test_acceptance_flags_or_file_one_line(capsys, tmp_path, topo_file, extra, needle):
     fitted = tmp_path / "fit.json"
     save_topology(Topology.from_nodes(NODES).with_meta(acceptance={"p_s": 0.5, "p_t": 0.1}), fitted)
-    extra = [{"FIT": str(fitted), "PLAIN": topo_file}.get(x, x) for x in extra]
+    typo = tmp_path / "typo.json"
+    typo.write_text(fitted.read_text().replace('"p_t": 0.1', '"p_t": 0.1, "p_t_chian": 0.9'))
+    names = {"FIT": str(fitted), "PLAIN": topo_file, "TYPO": str(typo)}
+    extra = [names.get(x, x) for x in extra]
+    needle = needle.replace("TYPO", str(typo))
     assert main(["yield", "--topology", topo_file, *extra]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1

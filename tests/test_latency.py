@@ -69,6 +69,9 @@ def test_round_trip(tmp_path):
     ({"schema": None}, "no 'schema' key (expected 'goose-latency/1'): not a latency profile"),
     ({"draft_s": None}, "missing key 'draft_s'"),
     ({"device": 3}, "device must be a string"),
+    # fuzz review, 7 Dec: a typo priced drafting at 0 s a node unsaid
+    ({"draft_s_per_nod": 0.5}, "unknown key 'draft_s_per_nod' (a latency profile holds schema, device, model, dtype, "
+                               "sizes, seconds, draft_s, draft_s_per_node); did you mean 'draft_s_per_node'?"),
 ])
 def test_bad_files_give_one_line(tmp_path, data, needle):
     doc = {"schema": SCHEMA, "sizes": [1, 2], "seconds": [0.1, 0.2], "draft_s": 0.0}
