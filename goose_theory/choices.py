@@ -57,6 +57,9 @@ def choices_from_topology(topology: Topology) -> list[list[int]]:
         raise ChoicesError(f"the tree has {topology.spine_length} spine node(s): tree choices are draft-rank paths "
                            f"only and cannot hold the context match; export a transition-only tree (goose optimize "
                            f"--p-s 0, or --rule transition-only)")
+    if topology.budget > MAX_NODES or int(topology.depth.max()) > MAX_PATH:  # else import refused what export wrote
+        raise ChoicesError(f"the tree has {topology.budget} nodes past the root, {int(topology.depth.max())} levels: "
+                           f"a choices list here holds at most {MAX_NODES} paths of {MAX_PATH} (as choices import reads)")
     paths: list[tuple[int, ...]] = [()]
     for i in range(1, topology.n_nodes):  # parents precede children
         paths.append(paths[topology.parent[i]] + (topology.rank[i],))

@@ -79,7 +79,11 @@ def unmatched_topology(topology: Topology) -> Topology | None:
         >>> unmatched_topology(t.with_meta(regimes={"unmatched": u.to_dict()})).budget, unmatched_topology(t)
         (1, None)
     """
-    return _tree(topology, "unmatched")
+    tree = _tree(topology, "unmatched")
+    if tree is not None and tree.spine_length:  # the matcher offered nothing: no spine token to draft
+        raise TopologyError(f"regimes.unmatched holds spine nodes, which an unmatched cycle cannot draft "
+                            f"(the matcher offered no token); its tree is transitions only")
+    return tree
 
 
 def confident_topology(topology: Topology) -> tuple[Topology, int] | None:

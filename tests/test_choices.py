@@ -90,6 +90,17 @@ def test_spine_refused_on_export():
         choices_from_topology(topo)
 
 
+@pytest.mark.parametrize("nodes", [[(0, "transition", r) for r in range(10_001)],  # wide
+                                   [(i, "transition", 0) for i in range(65)]])  # deep
+def test_export_refuses_what_import_would_refuse(nodes):
+    """Fuzz review, 7 Dec: a 20,000-node tree was exported to a file choices import then refused."""
+    tree = Topology.from_nodes([(-1, "root", 0), *nodes], max_depth=65)
+    with pytest.raises(ChoicesError, match="a choices list here holds at most 10000 paths of 64"):
+        choices_from_topology(tree)
+    paths = choices_from_topology(Topology.from_nodes([(-1, "root", 0), *nodes[:64]], max_depth=65))
+    assert topology_from_choices(paths).budget == 64  # at the limits: both ways
+
+
 @pytest.mark.parametrize("bad,needle", [
     ({"0": [0]}, "must be a list of rank paths"),
     ("[[0]]", "must be a list of rank paths"),

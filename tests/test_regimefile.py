@@ -11,16 +11,17 @@ from goose_theory.topology import Topology, TopologyError, load_topology
 
 BASE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0)])
 SPARE = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (1, "spine", 0), (1, "transition", 0)])
+UNMATCHED = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 1)])  # no spine there
 
 
 def test_matched_tree_round_trips_and_the_writer_pairs_the_files(tmp_path):
-    pair = BASE.with_meta(regimes={"matched": SPARE.to_dict(), "unmatched": BASE.to_dict()})
+    pair = BASE.with_meta(regimes={"matched": SPARE.to_dict(), "unmatched": UNMATCHED.to_dict()})
     path = save_regime_topologies(BASE, pair, str(tmp_path / "topology-x.json"))
     assert path.endswith("topology-x-regimes.json")
     loaded = load_topology(path)
     assert loaded.budget == 2 and matched_topology(loaded).parent == SPARE.parent
     assert matched_topology(load_topology(tmp_path / "topology-x.json")) is None
-    assert unmatched_topology(loaded).parent == BASE.parent
+    assert unmatched_topology(loaded).parent == UNMATCHED.parent
 
 
 def test_a_malformed_matched_tree_is_one_topology_error():
@@ -55,6 +56,9 @@ def test_a_regimes_entry_of_the_wrong_type_is_one_topology_error(regimes):
     ({"unmatched": {"schema": "zzz", "nodes": [{"source": "root"}]}}, "regimes.unmatched: schema 'zzz' is not"),
     ({"matched_by_length": [{"nodes": [{"source": "root"}], "regimes": {"unmatched": {"nodes": [{"source": "root"}]}}}]},
      r"regimes.matched_by_length\[0\] holds regimes of its own"),
+    # fuzz review, 7 Dec: loaded, priced and drafted (the runtime found no spine token to put there)
+    ({"unmatched": {"nodes": [{"source": "root"}, {"parent": 0, "source": "spine"}]}},
+     "regimes.unmatched holds spine nodes, which an unmatched cycle cannot draft"),
 ])
 def test_every_reader_checks_a_regime_files_trees(tmp_path, regimes, message):
     """A malformed entry was read as absent (the file's own tree drafted instead) and yield never
