@@ -145,7 +145,8 @@ def test_compare_lists_rules(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["yield", "--p-s", "1.5", "--p-t", "0.1"], "p_s: 1.5 is not a probability"),
     (["yield", "--p-s", "nan", "--p-t", "0.1"], "p_s: nan is not a probability"),
-    (["yield", "--p-s", "0.6", "--p-t", "0.5"], "exclusive model: the children of node 0"),
+    (["yield", "--p-s", "0.6", "--p-t", "0.5"], "tree.json: exclusive model: the children of node 0"),  # names the file
+    (["simulate", "--p-s", "0.6", "--p-t", "0.5"], "tree.json: exclusive model: the children of node 0"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--model", "magic"], "unknown acceptance model 'magic'"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--p-t-chain", "2"], "p_t_chain: 2.0 is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),
