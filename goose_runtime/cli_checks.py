@@ -1,12 +1,13 @@
 """Checks the runtime CLIs (``goose decode``, ``profile-latency``, ``record-traces``, ``validate``,
 ``loop``) share: counts and their ranges, output paths, the refresh flag, and DecodeConfig's
 ranges named by flag. Each raises a one-line :class:`~goose_theory.cli_util.UsageError` before
-the model loads, so bad input never costs a run. Also the note they share on a run too short
-for its speedups.
+the model loads, so bad input never costs a run. Also the notes they share: a run too short
+for its speedups, a fixed tree with ranks the adjacency table never fills.
 """
 from __future__ import annotations
 
 from goose_theory.cli_util import UsageError, check_output_dir, check_output_file
+from goose_theory.topology import TRANSITION
 
 MAX_THREADS = 1024  # more only allocates thread pools (100000 ran out of memory)
 MAX_REPEATS = 1000  # timed forwards per size: 1000 at 128 nodes already take minutes, 100000 hours
@@ -123,3 +124,26 @@ def noisy_speedup_note(rows: list[tuple[str, float, float]]) -> str | None:
         return None
     return (f"speedup above tau in {', '.join(fast)}: the machine's load changed during the run; run it again "
             "on a quiet machine before reading the speedups")
+
+
+def unreachable_ranks_note(specs, top_k: int) -> str | None:
+    """Which fixed trees (``topology:FILE``, any of a regime file's trees) hold transition nodes of a
+    rank the adjacency table never fills (it keeps the top ``top_k`` successors): those slots are
+    dropped with their subtrees every cycle, so the file's tree is not the tree drafted. The fuzz
+    review's ranks 32765-32767 decoded as ar at tau 1.0, unsaid.
+
+    Example:
+        >>> from goose_runtime.runner import parse_labeled
+        >>> unreachable_ranks_note([parse_labeled("goose")], 10) is None
+        True
+    """
+    out = []
+    for s in specs:
+        trees = [t for t in (s.topology, s.unmatched, s.confident, s.matched, *s.by_length) if t is not None]
+        ranks = [int(r) for t in trees for r, kind in zip(t.rank, t.source) if kind == TRANSITION and r >= top_k]
+        if ranks:
+            out.append(f"{s.name} has {len(ranks)} transition node(s) of rank {min(ranks)}-{max(ranks)}")
+    if not out:
+        return None
+    return (f"{'; '.join(out)}: the adjacency table keeps the top {top_k} successors (ranks 0-{top_k - 1}), so "
+            f"those slots are never filled and are dropped with their subtrees")

@@ -22,8 +22,7 @@ from goose_theory.cli_util import (UsageError, check_not_an_input, format_table,
                                    split_list)
 
 from .cli_checks import (check_model_args, check_refresh, check_run_args, few_tokens_note, make_config,
-                         noisy_speedup_note)
-
+                         noisy_speedup_note, unreachable_ranks_note)
 
 DEFAULT_COMPARE = "ar"
 
@@ -164,14 +163,15 @@ def decode_handler(args: argparse.Namespace) -> int:
     if args.prompt is not None and args.limit is not None:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
-                         keep_history=args.keep_history,
-                         min_score=args.min_score, branch_power=args.branch_power,
+                         keep_history=args.keep_history, min_score=args.min_score, branch_power=args.branch_power,
                          store_corpus=tuple(args.store_corpus or ()))
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
     distinct_methods(specs)  # before the model loads: two topology files of one name are refused
     _check_decode_flags(args, specs)
+    if note := unreachable_ranks_note(specs, config.top_k):
+        say(f"note: {note}")
     prompts = _decode_prompts(args, specs, config)
     bundle = load_quietly(args)
     config = _shared_parts(args, bundle, specs, config)

@@ -44,3 +44,18 @@ def test_check_model_args_wants_config_json_in_a_local_folder(tmp_path, monkeypa
     monkeypatch.setattr(model_mod, "default_model_dir", lambda: pytest.fail("the default's folder is the load's"))
     cli_checks.check_model_args(args("default"))
     cli_checks.check_model_args(argparse.Namespace())  # a command without the flags: the defaults
+
+
+def test_a_fixed_tree_with_ranks_the_adjacency_table_never_fills_is_named(tmp_path):
+    """Fuzz review, 7 Dec: ranks 32765-32767 decoded as ar (tau 1.0) without a word."""
+    from goose_runtime.runner import parse_labeled
+    from goose_theory.topology import Topology, save_topology
+
+    unmatched = Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 12)])
+    tree = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), (0, "transition", 3)])
+    save_topology(tree.with_meta(regimes={"unmatched": unmatched.to_dict()}), tmp_path / "wide.json")
+    save_topology(tree, tmp_path / "fine.json")
+    specs = [parse_labeled(f"topology:{tmp_path / name}") for name in ("wide.json", "fine.json")] + [parse_labeled("goose")]
+    note = cli_checks.unreachable_ranks_note(specs, 10)
+    assert note.startswith("topology:wide has 1 transition node(s) of rank 12-12: the adjacency table keeps the top 10")
+    assert "fine" not in note and cli_checks.unreachable_ranks_note(specs, 13) is None
