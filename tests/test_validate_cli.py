@@ -295,5 +295,5 @@ def test_validate_checks_room_for_its_deepest_tree_before_the_first_set(capsys, 
     (tmp_path / "long.jsonl").write_text(json.dumps({"id": "z", "prompt": "x" * 2000}) + "\n")
     fails(capsys, ["validate", "--topology", str(deep), "--bench", f"{tmp_path / 'a.jsonl'},{tmp_path / 'long.jsonl'}",
                     "--limit", "1", "--max-new-tokens", "8", "--no-holdout", "--trace-dir", str(tmp_path / "vt")],
-           "prompt 'z' has 2000 tokens; with 8 new tokens and 52 positions for a drafted tree it does not fit")
+           "prompt 'z' of long has 2000 tokens; with 8 new tokens and 52 positions for a drafted tree it does not fit")
     assert not (tmp_path / "vt").exists()
