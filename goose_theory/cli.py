@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from .acceptance import Acceptance
-from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_yield, format_table,
+from .cli_util import (UsageError, check_not_an_input, check_output_file, count, file_scored, format_table,
                        latency_table_lines, load_latency_option, print_json, regime_note, unpriced_note)
 from .topology import PAPER_TOP_K, load_topology, save_topology
 from .topometa import MAX_TOP_K  # also a file's top_k
@@ -140,6 +140,7 @@ def _check_shape(args: argparse.Namespace) -> None:
 
 def cmd_yield(args: argparse.Namespace) -> int:
     from .bound import paper_lower_bound
+    from .yields import exact_yield
     topology, acceptance = load_topology(args.topology), _acceptance(args)
     lbar: str | float = args.lbar
     if lbar not in ("topology", "zero"):
@@ -149,7 +150,7 @@ def cmd_yield(args: argparse.Namespace) -> int:
             raise UsageError(f"--lbar: {args.lbar!r} is not 'topology', 'zero' or a number") from None
         if not (math.isfinite(lbar) and lbar >= 0):
             raise UsageError(f"--lbar: {args.lbar!r} must be a finite non-negative number")
-    result = file_yield(topology, acceptance, args.topology)
+    result = file_scored(args.topology, exact_yield, topology, acceptance)
     bound = paper_lower_bound(topology, acceptance, lbar=lbar)
     regime_note(topology, args.topology, "scores")  # after the scoring: a tree it refuses is one line
     out = {"exact": result.expected_tau, "variance": result.variance, "std": result.std,
@@ -180,6 +181,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not 1 <= args.cycles <= MAX_CYCLES:
         raise UsageError(f"--cycles must be in 1..{MAX_CYCLES:.0e}, got {args.cycles}")  # 1e+11 is a --cycles value too
     from .simulate import BurstyRegime, simulate, simulate_bursty
+    from .yields import exact_yield
     if bursty:
         try:
             parts = [float(x) for x in args.bursty.split(",")]
@@ -192,10 +194,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             args.p_s = str(regime.p_s_repetitive)
     topology, acceptance = load_topology(args.topology), _acceptance(args)
     if bursty:
-        result = simulate_bursty(topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
+        result = file_scored(args.topology, simulate_bursty, topology, acceptance, regime, cycles=args.cycles, seed=args.seed)
         exact = result.iid_mixture_tau
     else:
-        exact = file_yield(topology, acceptance, args.topology).expected_tau  # first: it names the file
+        exact = file_scored(args.topology, exact_yield, topology, acceptance).expected_tau  # first: names the file
         result = simulate(topology, acceptance, cycles=args.cycles, seed=args.seed)
     regime_note(topology, args.topology, "simulates")
     out = {"mean": result.mean, "std": result.std, "ci95": list(result.ci95), "cycles": result.cycles,
@@ -272,13 +274,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     acceptance = _acceptance(args)  # first: a file's top_k is --top-k's default
     _check_shape(args)
     from .optimize import compare_rules, too_wide
+    from .yields import exact_yield
     results = compare_rules(acceptance, budget=args.budget, max_depth=args.max_depth,
                             max_spine=args.max_spine, top_k=args.top_k)
-    # each tree's own budget: a rule may build fewer nodes than --budget (its shape or the candidate tree ends)
-    trees = [(r.rule, r.topology, r.predicted_tau) for r in results]
+    trees = [(r.rule, r.topology, r.predicted_tau) for r in results]  # each its own budget (a rule may build fewer)
     for path in args.topology:  # loaded and priced before anything is printed: a bad file is one line
         topology = load_topology(path)
-        trees.append((f"topology:{path}", topology, file_yield(topology, acceptance, path).expected_tau))
+        trees.append((f"topology:{path}", topology, file_scored(path, exact_yield, topology, acceptance).expected_tau))
         regime_note(topology, path, "prices")
     rows = [{"rule": rule, "budget": topology.budget, "predicted_tau": tau, "spine_length": topology.spine_length,
              "widths": ",".join(str(w) for w in topology.first_level_widths[:8])} for rule, topology, tau in trees]

@@ -290,11 +290,11 @@ def regime_note(topology: Any, path: str, verb: str) -> None:
               f"prediction is {'the predicted_tau in its metadata' if tau is None else f'{tau:.3f}'}", file=sys.stderr)
 
 
-def file_yield(topology: Any, acceptance: Any, path: str) -> Any:
-    """Exact yield of a topology file's tree; a tree the acceptance cannot score (the exclusive
-    model's children summing past 1) is one line naming the file (yield and simulate named none)."""
-    from .yields import ExclusiveModelError, exact_yield  # the numba kernels: only where a tree is scored
+def file_scored(path: str, score: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``score(*args, **kwargs)`` on a topology file's tree; a tree the acceptance cannot score (the
+    exclusive model's children summing past 1) is one line naming the file (yield, simulate, compare)."""
+    from .yields import ExclusiveModelError  # the numba kernels: only where a tree is scored
     try:
-        return exact_yield(topology, acceptance)
+        return score(*args, **kwargs)
     except ExclusiveModelError as exc:
         raise UsageError(f"--topology {path}: {exc}") from None

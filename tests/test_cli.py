@@ -147,6 +147,7 @@ def test_compare_lists_rules(capsys):
     (["yield", "--p-s", "nan", "--p-t", "0.1"], "p_s: nan is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.5"], "tree.json: exclusive model: the children of node 0"),  # names the file
     (["simulate", "--p-s", "0.6", "--p-t", "0.5"], "tree.json: exclusive model: the children of node 0"),
+    (["simulate", "--p-t", "0.5", "--bursty", "0.9,0.1,0.5,0.5"], "tree.json: exclusive model: the children of node 0"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--model", "magic"], "unknown acceptance model 'magic'"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--p-t-chain", "2"], "p_t_chain: 2.0 is not a probability"),
     (["yield", "--p-s", "0.6", "--p-t", "0.1", "--lbar", "x"], "--lbar"),

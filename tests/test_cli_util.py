@@ -187,16 +187,17 @@ def test_a_dash_for_standard_output_is_refused(tmp_path, monkeypatch):
     assert not (tmp_path / "-").exists()
 
 
-def test_file_yield_names_the_file_the_acceptance_cannot_score(tmp_path):
+def test_file_scored_names_the_file_the_acceptance_cannot_score(tmp_path):
     # goose compare --topology a.json --topology b.json said only "the children of node 0 have match
     # probabilities summing to 1.7 > 1", not which file (walkthrough, 5 Dec)
     from goose_theory.acceptance import Acceptance
-    from goose_theory.cli_util import file_yield
+    from goose_theory.cli_util import file_scored
+    from goose_theory.yields import exact_yield
     from goose_theory.topology import Topology
     wide = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0), *[(0, "transition", r) for r in range(5)]])
-    assert file_yield(wide, Acceptance.parse(0.5, 0.1), "w.json").expected_tau == pytest.approx(1 + 0.5 + 5 * 0.1)
+    assert file_scored("w.json", exact_yield, wide, Acceptance.parse(0.5, 0.1)).expected_tau == pytest.approx(1.5 + 5 * 0.1)
     with pytest.raises(UsageError, match=r"^--topology w\.json: exclusive model: the children of node 0 .* 1\.2 > 1"):
-        file_yield(wide, Acceptance.parse(0.7, 0.1), "w.json")
+        file_scored("w.json", exact_yield, wide, Acceptance.parse(0.7, 0.1))
 
 
 def test_a_value_starting_minus_digit_reaches_its_options_check(capsys):
