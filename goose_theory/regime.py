@@ -196,7 +196,9 @@ def best_pair(matched: Acceptance, unmatched: Acceptance, psi: float, *, budget:
     and with ``BY_LENGTH`` one matched tree per offered match length (``by_length``,
     :mod:`goose_theory.regimelength`) prices the matched regime instead."""
     tm = build_topology("optimal", matched, budget=budget, **limits).topology
-    tu = max((build_topology("optimal", unmatched, budget=k * budget, **limits).topology for k in (1, OVERFILL)),
+    no_spine = {**limits, "max_spine": 0}  # an unmatched cycle has no match: a spine slot there is worth 0, yet
+    # the optimum filled OVERFILL x budget with such nodes where the ranks ran out, and no reader takes them
+    tu = max((build_topology("optimal", unmatched, budget=k * budget, **no_spine).topology for k in (1, OVERFILL)),
              key=lambda t: filled_tau(t, unmatched, fill, budget, samples=FILL_SAMPLES))
     tc = build_topology("optimal", confident, budget=budget, **limits).topology if confident is not None else None
     spare = None

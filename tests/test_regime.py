@@ -283,3 +283,21 @@ def test_by_length_matched_trees_price_the_matched_regime_and_are_exported():
     _, two = export_topologies(fit, 6, provenance={}, split=fit)
     assert [t.parent for t in matched_by_length(two)] == [t.parent for t in pair.by_length]
     assert matched_topology(two) is None and two.budget == 6
+
+
+def test_an_unmatched_tree_never_holds_a_spine_node_even_where_the_ranks_run_out(tmp_path):
+    """Review, 7 Dec: with two usable ranks the optimum filled OVERFILL x budget with spine slots
+    (worth 0 at p_s = 0), and the regime file it wrote was refused by every reader."""
+    from goose_theory.regimefile import save_regime_topologies
+    from goose_theory.topology import load_topology
+
+    class Fit:
+        matched, unmatched, psi = Acceptance.parse([0.8] * 20, [0.1]), Acceptance.parse(0.0, [0.9, 0.2]), 0.4
+
+        @staticmethod
+        def to_dict():
+            return {"psi": 0.4, "matched": Fit.matched.to_dict(), "unmatched": Fit.unmatched.to_dict()}
+
+    single, pair = export_topologies(Fit, 80, provenance={})
+    path = save_regime_topologies(single, pair, str(tmp_path / "t.json"))
+    assert unmatched_topology(load_topology(path)).spine_length == 0
