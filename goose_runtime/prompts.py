@@ -209,10 +209,11 @@ def _read_jsonl(path: Path, *, benchmark: str) -> list[Prompt]:
 
 @functools.lru_cache(maxsize=4)
 def longest_token(tokenizer) -> int:
-    """The most characters one token of ``tokenizer`` stands for, bounded above by the length of its
-    longest vocabulary entry (a byte-level entry's characters are bytes, a SentencePiece entry's
-    the text's, "<0x0A>" more than its one byte): a text of n characters is at least n / this
-    many tokens, whatever the tokenizer makes of it."""
+    """The length of ``tokenizer``'s longest vocabulary entry: about the most characters one token
+    stands for (a byte-level entry's characters are bytes, a SentencePiece entry's the text's,
+    "<0x0A>" more than its one byte), so a prompt of more than context x this many characters
+    almost surely overflows; :func:`~goose_runtime.runner.encode_all` then tokenizes that many first
+    characters alone to be sure (a run of unknown characters fused into one <unk> beats the bound)."""
     return max(1, max((len(t) for t in tokenizer.get_vocab()), default=1))
 
 

@@ -110,9 +110,11 @@ def encode_all(bundle, prompts: list[Prompt], *, max_new_tokens: int, margin: in
         who = "--prompt" if prompt.benchmark == "prompt" else f"prompt {prompt.id!r} of {prompt.benchmark}"  # not its hash id
         if not prompt.text.strip():
             raise PromptLengthError(f"{who} is empty")
-        if context and len(prompt.text) > context * longest:  # tokenizing 10M characters took 22 s and 4.5 GB
-            raise PromptLengthError(f"{who} has {len(prompt.text)} characters: more than the model's context of "
-                                    f"{context} tokens holds even at its longest token ({longest} characters)")
+        if context and len(prompt.text) > context * longest:  # tokenizing 10M characters took 22 s and 4.5 GB:
+            head = encode_prompt(bundle, dataclasses.replace(prompt, text=prompt.text[: context * longest]))
+            if len(head) > context:  # a prefix that alone overflows (a fused <unk> can beat the longest token)
+                raise PromptLengthError(f"{who} has {len(prompt.text)} characters, and its first {context * longest} "
+                                        f"alone make {len(head)} tokens: more than the model's context of {context}")
         ids = encode_prompt(bundle, prompt)
         if context and len(ids) + max_new_tokens + margin > context:
             raise PromptLengthError(f"{who} has {len(ids)} tokens; with {max_new_tokens} new tokens "
