@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from goose_theory.errors import InputError, did_you_mean
-from goose_theory.jsonio import MAX_JSON_BYTES, loads_json
+from goose_theory.jsonio import MAX_JSON_BYTES, DuplicateKeyError, loads_json
 
 BENCHMARKS = ("humaneval", "mtbench", "stdlib", "stdlib-wide", "humaneval-shuffled", "mtbench-shuffled")
 SHUFFLED_OF = {"humaneval-shuffled": "humaneval", "mtbench-shuffled": "mtbench"}  # shuffled set -> its source
@@ -232,6 +232,8 @@ def _parse_line(line: str, *, path: Path, lineno: int, benchmark: str) -> Prompt
     where = f"{path}:{lineno}"
     try:
         obj = loads_json(line)
+    except DuplicateKeyError as exc:  # valid JSON, so not "not valid JSON"
+        raise PromptError(f"{where}: {exc.msg}") from None
     except json.JSONDecodeError as exc:
         raise PromptError(f"{where}: not valid JSON ({exc.msg})") from None
     if not isinstance(obj, dict):

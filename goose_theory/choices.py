@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from .errors import InputError
 from .fileio import write_text_atomic
-from .jsonio import loads_json, read_text_file
+from .jsonio import DuplicateKeyError, loads_json, read_text_file
 from .topology import MAX_RANK, ROOT, TRANSITION, Topology
 
 MAX_NODES = 10_000  # goose optimize's largest budget; Medusa's and EAGLE's default trees have 63 and 59
@@ -189,6 +189,8 @@ def parse_choices_text(text: str, *, name: str | None = None) -> Any:
     _check_size(text)
     try:
         data = loads_json(text)
+    except DuplicateKeyError as exc:  # valid JSON: Python's literal parser would take the last one
+        raise ChoicesError(str(exc)) from None
     except json.JSONDecodeError as exc:
         json_problem = str(exc)
     else:

@@ -69,7 +69,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         paths = choices_from_topology(topology)
     except ChoicesError as exc:
         hint = ("; it is a regime file: --regime unmatched exports its tree without spine"
-                if unmatched and args.regime != "unmatched" else "")  # not the advice just taken
+                if unmatched and topology.spine_length else "")  # the spine refusal's advice, and only that
         raise ChoicesError(f"{args.topology}: {exc}{hint}") from None
     if args.format == "vllm" and not paths:  # docs/tree-choices.md: vLLM fails on "[]"
         raise UsageError(f"{args.topology}: the tree has no node past the root, and vLLM refuses an empty "

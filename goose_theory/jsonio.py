@@ -47,7 +47,8 @@ def loads_json(text: str) -> Any:
     except json.JSONDecodeError:
         raise
     except _DuplicateKey as exc:
-        raise _LimitError(f"the key {exc.args[0]!r} appears twice in one object (which one was meant?)", text, 0) from None
+        raise DuplicateKeyError(f"the key {exc.args[0]!r} appears twice in one object (which one was meant?)",
+                                text, 0) from None
     except RecursionError:
         raise _LimitError("nested too deeply", text, 0) from None
     except ValueError:  # Python refuses to convert an integer literal this long
@@ -145,3 +146,8 @@ def load_json_file(path: str | os.PathLike, parse: Callable[[Any], T], error: ty
         return parse(data)
     except error as exc:
         raise error(f"{path}: {exc}") from None
+
+
+class DuplicateKeyError(_LimitError):
+    """Valid JSON whose object holds a key twice (a reader that tries other formats after JSON fails
+    must not take it for a syntax error)."""

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, did_you_mean
 from .fileio import atomic_output, write_text
 from .jsonio import load_json_file
 from .topometa import meta_problem
@@ -232,8 +232,8 @@ def topology_from_dict(data: Any) -> Topology:
             raise TopologyError(f"node {i}: must be an object with parent, source and rank")
         unknown = next((k for k in node if k not in NODE_KEYS), None)
         if unknown is not None:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review)
-            raise TopologyError(f"node {i}: unknown key {unknown!r} (a node holds parent, source and rank; "
-                                f"depths follow from the parents)")
+            raise TopologyError(f"node {i}: unknown key {unknown!r} (a node holds {', '.join(NODE_KEYS)}; depths "
+                                f"follow from the parents){did_you_mean(unknown, NODE_KEYS)}")
         default_parent = -1 if i == 0 else None
         # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
         p, s = node.get("parent", default_parent), node.get("source")
@@ -253,9 +253,11 @@ def topology_from_dict(data: Any) -> Topology:
     meta = {k: v for k, v in data.items() if k not in ("schema", "nodes", "max_depth", "max_spine", "budget")}
     topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
                                max_spine=data.get("max_spine", 20), meta=meta)
-    if "budget" in data and (type(data["budget"]) is not int or data["budget"] != topo.budget):  # true == 1 == 1.0
-        nodes = f"{topo.budget} non-root node{'' if topo.budget == 1 else 's'}"
-        raise TopologyError(f"'budget' is {data['budget']!r} but the file has {nodes}")
+    if "budget" in data and type(data["budget"]) is not int:  # true == 1 == 1.0
+        raise TopologyError(f"'budget' must be a whole number of nodes, got {data['budget']!r}")
+    if "budget" in data and data["budget"] != topo.budget:
+        raise TopologyError(f"'budget' is {data['budget']!r} but the file has {topo.budget} non-root "
+                            f"node{'' if topo.budget == 1 else 's'}")
     if "regimes" in meta:  # a regime file's other trees are checked on load too (imported here: it imports us)
         from .regimefile import check_regimes
         check_regimes(topo)

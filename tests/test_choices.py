@@ -189,6 +189,13 @@ def test_byte_order_mark_and_quoted_lists():
         parse_choices_text('"not a tree"')
 
 
+def test_a_json_object_with_a_key_twice_is_named_not_taken_for_python():
+    # review, 7 Dec: it failed as JSON, then Python's literal parser took the last entry's list and the
+    # error said "must be a list of rank paths ..., got dict"
+    with pytest.raises(ChoicesError, match="the key 'medusa_choices' appears twice in one object"):
+        parse_choices_text('{"medusa_choices": [[0]], "medusa_choices": [[0], [1]]}')
+
+
 @pytest.mark.parametrize("text,needle", [
     ("[" + "0," * (MAX_RANKS + MAX_NODES + 1) + "]", "more than the 640000 ranks"),  # refused before parsing
     ("x = 1\n" * 200_000, "larger than 1 MB for Python"),  # no commas, but a Python parse of 1.2 MB

@@ -54,6 +54,12 @@ def test_export_takes_a_regime_files_unmatched_tree(tmp_path, capsys):
     assert "it is a regime file: --regime unmatched exports" in capsys.readouterr().err
     assert main(["choices", "export", str(tmp_path / "r.json"), "--regime", "unmatched"]) == 0
     assert json.loads(capsys.readouterr().out) == [[0], [1], [0, 0]]
+    # a refusal that is not the spine's gets no spine advice (review, 7 Dec)
+    deep = Topology.from_nodes([(-1, "root", 0), *[(i, "transition", 0) for i in range(65)]], max_depth=65)
+    save_topology(deep.with_meta(regimes={"unmatched": TREE.to_dict()}), tmp_path / "deep.json")
+    assert main(["choices", "export", str(tmp_path / "deep.json")]) == 2
+    err = capsys.readouterr().err
+    assert "at most 10000 paths of 64" in err and "--regime unmatched" not in err
     save_topology(TREE, tmp_path / "plain.json")
     assert main(["choices", "export", str(tmp_path / "plain.json"), "--regime", "unmatched"]) == 2
     err = capsys.readouterr().err

@@ -232,3 +232,13 @@ def test_registering_the_commands_imports_no_torch():
             "if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "", proc.stdout + proc.stderr
+
+
+def test_a_tree_with_ranks_past_the_adjacency_table_is_named_before_decoding(capsys, tiny, tmp_path):
+    # fuzz review, 7 Dec: ranks 32765-32767 decoded as ar at tau 1.0 without a word
+    save_topology(Topology.from_nodes([(-1, "root", 0), (0, "transition", 0), (0, "transition", 40)]),
+                  tmp_path / "far.json")
+    assert main(["decode", "--method", f"topology:{tmp_path / 'far.json'}", "--prompt", "abc abc",
+                 "--max-new-tokens", "4"]) == 0
+    err = capsys.readouterr().err
+    assert "note: topology:far has 1 transition node(s) of rank 40-40: the adjacency table keeps the top 10" in err

@@ -105,6 +105,7 @@ def test_a_large_set_is_read_in_one_pass_and_an_oversized_file_refused(tmp_path,
     ('{"prompt": "  "}\n', "mine.jsonl:1: needs a non-empty string"),
     ('{"other": 1}\n', "mine.jsonl:1: needs a non-empty string"),
     ('{"prompt": "a", "id": 1}\n{"prompt": "b", "id": 1}\n', "duplicate prompt id '1'"),
+    ('{"prompt": "a"}\n{"prompt": "b", "prompt": "c"}\n', "mine.jsonl:2: the key 'prompt' appears twice in one object"),
     ('{"prompt": "a", "id": [1]}\n', "mine.jsonl:1: id must be a string or an integer, got \\[1\\]"),
     ('{"prompt": "a", "task_id": true}\n', "mine.jsonl:1: task_id must be a string or an integer, got True"),
 ])

@@ -54,12 +54,14 @@ def _doc(nodes, **extra):
     (_doc(SAMPLE[:1] + [(0, "transition", "a")]), "rank must be an integer"),
     (_doc([(0, "transition", 0)]), "node 0 must be the root"),
     (_doc(SAMPLE, budget=3), "'budget' is 3 but the file has 6"),
-    (_doc(SAMPLE[:2], budget=True), "'budget' is True but the file has 1"),  # JSON's true is no count, though == 1
+    (_doc(SAMPLE[:2], budget=True), "'budget' must be a whole number of nodes, got True"),  # JSON's true == 1
     # fuzz review, 7 Dec: accepted unsaid
-    (_doc(SAMPLE[:2], budget=1.0), "'budget' is 1.0 but the file has 1"),
+    (_doc(SAMPLE[:2], budget=1.0), "'budget' must be a whole number of nodes, got 1.0"),
     ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root", "rank": 5}]}, "node 0: the root's rank must be 0, got 5"),
     ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root"}, {"parent": 0, "source": "spine", "depth": 7}]},
-     "node 1: unknown key 'depth' \\(a node holds parent, source and rank; depths follow from the parents\\)"),
+     "node 1: unknown key 'depth' \\(a node holds parent, source, rank; depths follow from the parents\\)"),
+    ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root"}, {"parent": 0, "source": "spine", "rnak": 0}]},
+     "node 1: unknown key 'rnak' .*; did you mean 'rank'\\?"),
     (_doc(SAMPLE[:1] + [(0, "transition", 0), (1, "transition", 0)], max_depth=1), "exceeds max_depth 1"),
     (_doc(SAMPLE[:2] + [(1, "spine", 0)], max_spine=1), "exceeds max_spine 1"),
     ({"schema": "goose-topology/2", "nodes": []}, "unknown schema 'goose-topology/2'"),
