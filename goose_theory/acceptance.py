@@ -28,7 +28,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InputError, did_you_mean
+from .errors import InputError
+from .jsonio import unknown_key
 
 MODELS = ("exclusive", "independent")
 DICT_KEYS = ("p_s", "p_t", "model", "p_t_spine", "p_t_chain")  # what to_dict writes and from_dict reads
@@ -131,12 +132,11 @@ class Acceptance:
         Example:
             >>> Acceptance.from_dict({"p_s": 0.5, "p_t": 0.1, "p_t_chian": 0.9})
             Traceback (most recent call last):
-            goose_theory.acceptance.AcceptanceError: unknown key 'p_t_chian' in an acceptance (it holds p_s, p_t, model, p_t_spine, p_t_chain); did you mean 'p_t_chain'?
+            goose_theory.acceptance.AcceptanceError: unknown key 'p_t_chian' (an acceptance holds p_s, p_t, model, p_t_spine, p_t_chain); did you mean 'p_t_chain'?
         """
-        unknown = next((k for k in data if k not in DICT_KEYS), None)
-        if unknown is not None:
-            raise AcceptanceError(f"unknown key {unknown!r} in an acceptance (it holds {', '.join(DICT_KEYS)})"
-                                  + did_you_mean(unknown, DICT_KEYS))
+        problem = unknown_key(data, DICT_KEYS, "an acceptance")
+        if problem:
+            raise AcceptanceError(problem)
         return cls.parse(data["p_s"], data["p_t"], data.get("model", "exclusive"),
                          p_t_spine=data.get("p_t_spine"), p_t_chain=data.get("p_t_chain"))
 

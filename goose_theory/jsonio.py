@@ -18,6 +18,8 @@ import stat
 import sys
 from typing import Any, Callable, Mapping, TypeVar
 
+from .errors import did_you_mean
+
 T = TypeVar("T")
 
 MAX_JSON_BYTES = 256 << 20  # no topology, latency or prompt file comes near; /dev/zero would never end
@@ -83,6 +85,17 @@ def json_misfit(obj: Any, shapes: Mapping[str, tuple[tuple[type, ...], str]]) ->
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             return key, what, value
     return None
+
+
+def unknown_key(obj: Mapping[str, Any], known: tuple[str, ...], what: str) -> str | None:
+    """The problem with the first key of ``obj`` outside ``known`` (a typo would be dropped unsaid), or None.
+
+    Example:
+        >>> unknown_key({"p_s": 0.5, "p_t_chian": 0.9}, ("p_s", "p_t", "p_t_chain"), "an acceptance")
+        "unknown key 'p_t_chian' (an acceptance holds p_s, p_t, p_t_chain); did you mean 'p_t_chain'?"
+    """
+    key = next((k for k in obj if k not in known), None)
+    return None if key is None else f"unknown key {key!r} ({what} holds {', '.join(known)}){did_you_mean(key, known)}"
 
 
 class _DuplicateKey(Exception):

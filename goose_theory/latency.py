@@ -34,8 +34,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .acceptance import Acceptance
-from .errors import InputError, did_you_mean
-from .jsonio import load_json_file
+from .errors import InputError
+from .jsonio import load_json_file, unknown_key
 from .optimize import OptimizeResult, _check_int, build_topology, optimal_curve_nodes, parse_rule
 from .topology import PAPER_MAX_DEPTH, PAPER_MAX_SPINE, PAPER_TOP_K, write_json_atomic
 
@@ -156,10 +156,9 @@ def latency_from_dict(data: Any) -> LatencyProfile:
     for key in ("sizes", "seconds", "draft_s"):
         if key not in data:
             raise LatencyError(f"missing key {key!r}")
-    unknown = next((k for k in data if k not in DICT_KEYS), None)
-    if unknown is not None:  # a typo ("draft_s_per_nod") priced drafting at 0 s a node unsaid
-        raise LatencyError(f"unknown key {unknown!r} (a latency profile holds {', '.join(DICT_KEYS)})"
-                           + did_you_mean(unknown, DICT_KEYS))
+    problem = unknown_key(data, DICT_KEYS, "a latency profile")
+    if problem:  # a typo ("draft_s_per_nod") priced drafting at 0 s a node unsaid
+        raise LatencyError(problem)
     text = {k: data.get(k, "") for k in ("device", "model", "dtype")}
     for key, value in text.items():
         if not isinstance(value, str):

@@ -26,9 +26,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import InputError, did_you_mean
+from .errors import InputError
 from .fileio import atomic_output, write_text
-from .jsonio import load_json_file
+from .jsonio import load_json_file, unknown_key
 from .topometa import meta_problem
 
 SCHEMA = "goose-topology/1"
@@ -230,10 +230,9 @@ def topology_from_dict(data: Any) -> Topology:
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):
             raise TopologyError(f"node {i}: must be an object with parent, source and rank")
-        unknown = next((k for k in node if k not in NODE_KEYS), None)
-        if unknown is not None:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review)
-            raise TopologyError(f"node {i}: unknown key {unknown!r} (a node holds {', '.join(NODE_KEYS)}; depths "
-                                f"follow from the parents){did_you_mean(unknown, NODE_KEYS)}")
+        problem = unknown_key(node, NODE_KEYS, "a node")
+        if problem:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review): depths follow from them
+            raise TopologyError(f"node {i}: {problem}")
         default_parent = -1 if i == 0 else None
         # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
         p, s = node.get("parent", default_parent), node.get("source")

@@ -43,7 +43,7 @@ def test_bursty_takes_p_t_from_a_file_and_p_s_from_the_regime(capsys, tmp_path, 
     (["--acceptance-from", "PLAIN"], "holds no 'acceptance' (goose optimize and fit-acceptance --out write one)"),
     (["--acceptance-from", "missing.json"], "missing.json: no such file"),
     # fuzz review, 7 Dec: a typo was dropped unsaid and the file priced without its override
-    (["--acceptance-from", "TYPO"], "TYPO: meta: acceptance: unknown key 'p_t_chian' in an acceptance (it holds p_s, p_t, "
+    (["--acceptance-from", "TYPO"], "TYPO: meta: acceptance: unknown key 'p_t_chian' (an acceptance holds p_s, p_t, "
                                     "model, p_t_spine, p_t_chain); did you mean 'p_t_chain'?"),
 ])
 def test_acceptance_flags_or_file_one_line(capsys, tmp_path, topo_file, extra, needle):

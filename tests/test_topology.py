@@ -59,7 +59,7 @@ def _doc(nodes, **extra):
     (_doc(SAMPLE[:2], budget=1.0), "'budget' must be a whole number of nodes, got 1.0"),
     ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root", "rank": 5}]}, "node 0: the root's rank must be 0, got 5"),
     ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root"}, {"parent": 0, "source": "spine", "depth": 7}]},
-     "node 1: unknown key 'depth' \\(a node holds parent, source, rank; depths follow from the parents\\)"),
+     "node 1: unknown key 'depth' \\(a node holds parent, source, rank\\)"),
     ({"schema": SCHEMA, "nodes": [{"parent": -1, "source": "root"}, {"parent": 0, "source": "spine", "rnak": 0}]},
      "node 1: unknown key 'rnak' .*; did you mean 'rank'\\?"),
     (_doc(SAMPLE[:1] + [(0, "transition", 0), (1, "transition", 0)], max_depth=1), "exceeds max_depth 1"),
