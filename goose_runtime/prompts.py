@@ -259,5 +259,8 @@ def _prompt_id(obj: dict, where: str, lineno: int) -> str:
             continue
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise PromptError(f"{where}: {key} must be a string or an integer, got {value!r}"[:200])
+        # a line break in an id split the summary tables' rows and the one-line errors that name it
+        if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise PromptError(f"{where}: {key} must be one line without control characters, got {value!r}"[:200])
         return str(value)
     return str(lineno)

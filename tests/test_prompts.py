@@ -108,6 +108,7 @@ def test_a_large_set_is_read_in_one_pass_and_an_oversized_file_refused(tmp_path,
     ('{"prompt": "a"}\n{"prompt": "b", "prompt": "c"}\n', "mine.jsonl:2: the key 'prompt' appears twice in one object"),
     ('{"prompt": "a", "id": [1]}\n', "mine.jsonl:1: id must be a string or an integer, got \\[1\\]"),
     ('{"prompt": "a", "task_id": true}\n', "mine.jsonl:1: task_id must be a string or an integer, got True"),
+    ('{"prompt": "a", "id": "x\\ny"}\n', "mine.jsonl:1: id must be one line without control characters, got 'x\\\\ny'"),
 ])
 def test_jsonl_errors_name_file_and_line(tmp_path, content, message):
     path = tmp_path / "mine.jsonl"
