@@ -4,6 +4,8 @@ test_regimesingle.py); and
 the files that carry their trees (goose_theory/regimeexport.py), exported and read back."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -12,8 +14,8 @@ from goose_theory.acceptance import Acceptance
 from goose_theory.regime import best_pair, harmonic_tau, regime_tau, seconds_per_token
 from goose_theory.regimeexport import export_topologies
 from goose_theory.regimesingle import best_single
-from goose_theory.regimefile import unmatched_topology
-from goose_theory.topology import Topology
+from goose_theory.regimefile import save_regime_topologies, unmatched_topology
+from goose_theory.topology import Topology, load_topology
 from goose_theory.yields import exact_yield
 
 from conftest import random_topology
@@ -288,16 +290,9 @@ def test_by_length_matched_trees_price_the_matched_regime_and_are_exported():
 def test_an_unmatched_tree_never_holds_a_spine_node_even_where_the_ranks_run_out(tmp_path):
     """Review, 7 Dec: with two usable ranks the optimum filled OVERFILL x budget with spine slots
     (worth 0 at p_s = 0), and the regime file it wrote was refused by every reader."""
-    from goose_theory.regimefile import save_regime_topologies
-    from goose_theory.topology import load_topology
-
-    class Fit:
-        matched, unmatched, psi = Acceptance.parse([0.8] * 20, [0.1]), Acceptance.parse(0.0, [0.9, 0.2]), 0.4
-
-        @staticmethod
-        def to_dict():
-            return {"psi": 0.4, "matched": Fit.matched.to_dict(), "unmatched": Fit.unmatched.to_dict()}
-
-    single, pair = export_topologies(Fit, 80, provenance={})
+    m, u = Acceptance.parse([0.8] * 20, [0.1]), Acceptance.parse(0.0, [0.9, 0.2])
+    fit = SimpleNamespace(matched=m, unmatched=u, psi=0.4,
+                          to_dict=lambda: {"psi": 0.4, "matched": m.to_dict(), "unmatched": u.to_dict()})
+    single, pair = export_topologies(fit, 80, provenance={})
     path = save_regime_topologies(single, pair, str(tmp_path / "t.json"))
     assert unmatched_topology(load_topology(path)).spine_length == 0
