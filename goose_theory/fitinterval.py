@@ -47,8 +47,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .fit import GroupFit
 from .acceptance import pad_with_last
+from .fit import GroupFit
 from .fitcheck import GroupChecks, availability_rows, fill_gaps, pool_tail
 from .recommend import Recommendation
 from .topology import Topology
