@@ -37,6 +37,7 @@ SOURCE_NAMES = ("root", "spine", "transition")
 _SOURCE_CODES = {name: code for code, name in enumerate(SOURCE_NAMES)}
 NODE_KEYS = ("parent", "source", "rank")  # what to_dict writes per node
 MAX_RANK = 32767  # the traces store rank as int16; an adjacency list is never that long
+MAX_FILE_NODES = 100_000  # ten times goose optimize's largest budget; a verification takes at most 1024
 # The paper's limits, every builder's and the runtime's defaults: transition branches reach depth
 # 6, the spine takes up to 20 matched tokens (the matcher's continuation), ranks come from the
 # adjacency table's top 10 successors.
@@ -226,6 +227,8 @@ def topology_from_dict(data: Any) -> Topology:
     nodes = data.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise TopologyError("'nodes' must be a non-empty list")
+    if len(nodes) > MAX_FILE_NODES + 1:  # a 3.5M-node chain took yield 26 s and 2.3 GB, then printed 3.5M pmf rows
+        raise TopologyError(f"{len(nodes) - 1} nodes past the root: more than the {MAX_FILE_NODES} a file holds here")
     triples = []
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):

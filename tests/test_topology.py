@@ -67,6 +67,8 @@ def _doc(nodes, **extra):
     ({"schema": "goose-topology/2", "nodes": []}, "unknown schema 'goose-topology/2'"),
     ({"nodes": [{"source": "root"}]}, "no 'schema' key \\(expected 'goose-topology/1'\\): not a topology file"),
     ({"schema": SCHEMA, "nodes": []}, "non-empty list"),
+    ({"schema": SCHEMA, "nodes": [{"source": "root"}] + [{"parent": 0, "source": "spine"}] * 100_001},
+     "100001 nodes past the root: more than the 100000 a file holds here"),  # fuzz review: 3.5M took 26 s, 2.3 GB
     ([1, 2], "JSON object"),
 ])
 def test_invalid_documents(doc, message):
