@@ -215,43 +215,43 @@ def _validate(parent, source, rank, max_depth, max_spine) -> None:
                 raise TopologyError(f"node {i}: transition depth {depth[i]} exceeds max_depth {max_depth}")
 
 
+def _node_triple(i: int, node: Any) -> tuple[int, str, int]:
+    """(parent, source, rank) of the file's ``i``-th node, checked; raises :class:`TopologyError`."""
+    if not isinstance(node, dict):
+        raise TopologyError(f"node {i}: must be an object with parent, source and rank")
+    problem = unknown_key(node, NODE_KEYS, "a node")
+    if problem:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review): depths follow from them
+        raise TopologyError(f"node {i}: {problem}")
+    # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
+    p, s = node.get("parent"), node.get("source")
+    p = -1 if p is None and i == 0 else p  # the root's parent may be left out, or null
+    r = node.get("rank", None if s == "transition" else 0)
+    if r is None:
+        raise TopologyError(f"node {i}: a transition node needs its rank (which adjacency candidate it takes)")
+    for key, value in (("parent", p), ("rank", r)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")
+    if not isinstance(s, str) or s not in _SOURCE_CODES:  # a list or an object is unhashable: no dict lookup
+        raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
+    if i == 0 and r != 0:
+        raise TopologyError(f"node 0: the root's rank must be 0, got {r!r}")
+    return p, s, r
+
+
 def topology_from_dict(data: Any) -> Topology:
     """Parse the ``goose-topology/1`` JSON object; raises :class:`TopologyError`."""
     if not isinstance(data, dict):
         raise TopologyError("a topology file must hold a JSON object")
-    schema = data.get("schema")
     if "schema" not in data:
         raise TopologyError(f"no 'schema' key (expected {SCHEMA!r}): not a topology file")
-    if schema != SCHEMA:
-        raise TopologyError(f"unknown schema {schema!r} (expected {SCHEMA!r})")
+    if data["schema"] != SCHEMA:
+        raise TopologyError(f"unknown schema {data['schema']!r} (expected {SCHEMA!r})")
     nodes = data.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise TopologyError("'nodes' must be a non-empty list")
     if len(nodes) > MAX_FILE_NODES + 1:  # a 3.5M-node chain took yield 26 s and 2.3 GB, then printed 3.5M pmf rows
         raise TopologyError(f"{len(nodes) - 1} nodes past the root: more than the {MAX_FILE_NODES} a file holds here")
-    triples = []
-    for i, node in enumerate(nodes):
-        if not isinstance(node, dict):
-            raise TopologyError(f"node {i}: must be an object with parent, source and rank")
-        problem = unknown_key(node, NODE_KEYS, "a node")
-        if problem:  # a "depth" that contradicts the parents was ignored unsaid (fuzz review): depths follow from them
-            raise TopologyError(f"node {i}: {problem}")
-        default_parent = -1 if i == 0 else None
-        # a transition's rank says which candidate it takes, so it must be given; a spine node's is 0
-        p, s = node.get("parent", default_parent), node.get("source")
-        r = node.get("rank", None if s == "transition" else 0)
-        if p is None and i == 0:
-            p = -1
-        if r is None:
-            raise TopologyError(f"node {i}: a transition node needs its rank (which adjacency candidate it takes)")
-        for key, value in (("parent", p), ("rank", r)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise TopologyError(f"node {i}: {key} must be an integer, got {value!r}")
-        if not isinstance(s, str) or s not in _SOURCE_CODES:  # a list or an object is unhashable: no dict lookup
-            raise TopologyError(f"node {i}: unknown source {s!r} (expected 'spine' or 'transition')")
-        if i == 0 and r != 0:
-            raise TopologyError(f"node 0: the root's rank must be 0, got {r!r}")
-        triples.append((p, s, r))
+    triples = [_node_triple(i, node) for i, node in enumerate(nodes)]
     meta = {k: v for k, v in data.items() if k not in ("schema", "nodes", "max_depth", "max_spine", "budget")}
     topo = Topology.from_nodes(triples, max_depth=data.get("max_depth", 6),
                                max_spine=data.get("max_spine", 20), meta=meta)
