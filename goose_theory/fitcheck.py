@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import special
 
-from .acceptance import Acceptance
+from .acceptance import Acceptance, pad_with_last
 from .dispersion import OverDispersion, chi2_sf, overdispersion
 from .fit import PARENT_SOURCES, GroupFit
 from .topology import PAPER_MAX_SPINE
@@ -216,7 +216,10 @@ class GroupChecks:
         """The selected model with p_s(d) scaled by a(d): a fixed tree's spine node at depth d
         can only match when the matcher offered a d-th token (as recorded in ``spine_avail``).
         The per-parent p_t overrides are kept."""
-        return fold_availability(self.selected, self.availability)
+        if not self.availability:
+            return self.selected
+        folded = fold_availability(self.selected.p_s_array, np.asarray(self.availability))
+        return replace(self.selected, p_s=tuple(folded.tolist()))
 
     def to_dict(self) -> dict[str, Any]:
         return {"spine_depth": self.spine_depth.to_dict(), "transition_rank": self.transition_rank.to_dict(),
@@ -233,11 +236,17 @@ def _prob(x: float) -> float:
     return 0.0 if not math.isfinite(x) else min(max(x, 0.0), 1.0)
 
 
-def fold_availability(selected: Acceptance, availability: Sequence[float]) -> Acceptance:
-    """``selected`` with p_s(d) scaled by a(d) (:func:`spine_availability`; empty: unchanged)."""
-    if not len(availability):
-        return selected
-    return replace(selected, p_s=tuple(selected.spine_q(d) * a for d, a in enumerate(availability, start=1)))
+def fold_availability(p_s: np.ndarray, availability: np.ndarray) -> np.ndarray:
+    """p_s(d) times a(d) for d = 1..len(a) (last axis), p_s repeating its last value past its end as
+    :meth:`Acceptance.spine_q` does: :attr:`GroupChecks.for_recommendation` on the fit, and
+    :mod:`goose_theory.fitinterval` on each bootstrap draw's rows.
+
+    Example:
+        >>> fold_availability(np.array([0.9, 0.6]), np.array([0.5, 1.0, 0.5])).tolist()
+        [0.45, 0.6, 0.3]
+    """
+    depths = availability.shape[-1]
+    return pad_with_last(p_s, depths)[..., :depths] * availability
 
 
 def check_group(group: GroupFit, counts: Any, *, model: str = "exclusive", min_n: int = MIN_BIN) -> GroupChecks:

@@ -49,7 +49,7 @@ import numpy as np
 
 from .acceptance import pad_with_last
 from .fit import GroupFit
-from .fitcheck import GroupChecks, availability_rows, fill_gaps, pool_tail
+from .fitcheck import GroupChecks, availability_rows, fill_gaps, fold_availability, pool_tail
 from .recommend import Recommendation
 from .topology import Topology
 from .yields import taus_by_draw
@@ -148,19 +148,15 @@ def draw_parameters(checks: GroupChecks, totals: dict[str, np.ndarray]) -> tuple
     cycles recorded no offers (``spine_avail`` null, as ``ar``, ``tr`` and ``iso`` write it)."""
     p_s = np.nan_to_num(binned_rates(totals["sm"], totals["sr"], start=1 if checks.spine_depth.supported else 0,
                                      bins=_bins(checks.spine_depth)))
-    if checks.availability:  # p_s(d) repeats its last bin past the curve, as Acceptance.spine_q
-        p_s = pad_with_last(p_s, len(checks.availability))[:, : len(checks.availability)]
+    if checks.availability:
         availability = availability_rows(totals["offers"], max_spine=len(checks.availability))
         availability[totals["offers"].sum(1) <= 0] = 1.0  # nothing recorded: spine_availability's ()
-        p_s = p_s * availability
+        p_s = fold_availability(p_s, availability)
     return p_s, _transition_rates(checks, totals)
 
 
 def _percentiles(values: np.ndarray) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    lo, hi = np.percentile(finite, [2.5, 97.5])
+    lo, hi = np.percentile(values, [2.5, 97.5])
     return float(lo), float(hi)
 
 
@@ -180,9 +176,9 @@ def tree_intervals(group: GroupFit, counts: Any, checks: GroupChecks, trees: Seq
     weights = prompt_weights(group.prompts, n_boot, group_seed(seed, group.label))
     p_s, p_t = draw_parameters(checks, draw_totals(group, counts, weights))
     taus = np.stack([taus_by_draw(tree, p_s, p_t, model) for tree in trees], axis=1)
-    gains = None if reference is None else taus / taus[:, [reference]] - 1.0
     if not np.isfinite(taus).all():  # a rate without data is rated as the fit rates it: no draw may drop out
         raise RuntimeError("a bootstrap draw priced a tree at NaN")
+    gains = None if reference is None else taus / taus[:, [reference]] - 1.0  # tau >= 1: finite
     return [TreeInterval(_percentiles(taus[:, j]), None if gains is None else _percentiles(gains[:, j]), n_boot)
             for j in range(len(trees))]
 
