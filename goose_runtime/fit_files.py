@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,7 +20,7 @@ from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.regimefile import regime_pair_path, with_fit_provenance
 from goose_theory.topology import Topology, json_text
 
-from .fit_report import CHART_NAMES, chart_frames, chart_writer, regime_section, render_markdown
+from .fit_report import CHART_NAMES, chart_frames, chart_writer, has_interval, regime_section, render_markdown
 
 
 def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
@@ -102,7 +101,7 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
         path = topologies[g.label] = os.path.join(out_dir, stems[g.label] + ".json")
         if g.label not in regimes:
             ci = g.recommendation.rows[0].get("predicted_ci95")  # this one-regime prediction's (regime files: none)
-            interval = {"predicted_ci95": ci} if ci is not None and all(map(math.isfinite, ci)) else {}  # 1 prompt: NaN
+            interval = {"predicted_ci95": ci} if has_interval(ci) else {}  # 1 prompt: NaN, left out
             writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(
                 provenance=_provenance(analysis, g), **interval))
             continue

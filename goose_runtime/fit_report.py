@@ -38,19 +38,19 @@ def comparison_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         '[1.900, 2.100]'
     """
     def text(ci: Any, digits: int) -> str:
-        return _ci(ci, digits) if _finite(ci) else ""
+        return _ci(ci, digits) if has_interval(ci) else ""
     return [{**r, "predicted ci95": text(r.get("predicted_ci95"), 3), "gain ci95": text(r.get("gain_vs_paper_ci95"), 4)}
             for r in rows]
 
 
-def _finite(ci: Any) -> bool:
+def has_interval(ci: Any) -> bool:
     """An interval was computed (None: not asked for; NaN: one prompt, nothing to resample)."""
     return ci is not None and all(math.isfinite(x) for x in ci)
 
 
 def _interval_text(row: dict[str, Any]) -> str:
     ci = row.get("predicted_ci95")
-    return f" {_ci(ci)} (95%, the fit's prompts resampled)" if _finite(ci) else ""
+    return f" {_ci(ci)} (95%, the fit's prompts resampled)" if has_interval(ci) else ""
 
 
 def group_rows(analysis: Analysis) -> list[dict[str, Any]]:
@@ -114,7 +114,7 @@ def summary_text(analysis: Analysis, files: dict[str, str] | None = None) -> str
     rec = analysis.overall.recommendation
     if rec is not None:
         lines += ["", f"rules compared at budget {rec.budget} under the fit of all traces pooled"
-                  + (f" ({INTERVAL_NOTE})" if _finite(rec.rows[0].get("predicted_ci95")) else "") + ":",
+                  + (f" ({INTERVAL_NOTE})" if has_interval(rec.rows[0].get("predicted_ci95")) else "") + ":",
                   format_table(comparison_rows(rec.rows), list(COMPARISON_COLUMNS))]
         if rec.left_out:  # as goose compare says of --top-k
             lines.append(f"note: {', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record")
@@ -236,7 +236,7 @@ def _group_section(g: GroupAnalysis) -> list[str]:
         rec = g.recommendation
         table = pd.DataFrame(comparison_rows(rec.rows), columns=list(COMPARISON_COLUMNS))
         out += [f"Recommendation (budget {rec.budget}, {rec.budget_source}):", "", _md_table(table), "",
-                *([f"{INTERVAL_NOTE[0].upper()}{INTERVAL_NOTE[1:]}.", ""] if _finite(rec.rows[0].get("predicted_ci95")) else [])]
+                *([f"{INTERVAL_NOTE[0].upper()}{INTERVAL_NOTE[1:]}.", ""] if has_interval(rec.rows[0].get("predicted_ci95")) else [])]
         if rec.left_out:
             out += [f"{', '.join(rec.left_out)} left out: K is above the {rec.top_k} ranks the traces record.", ""]
     else:
