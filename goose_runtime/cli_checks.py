@@ -139,8 +139,7 @@ def unreachable_ranks_note(specs, top_k: int) -> str | None:
     """
     out = []
     for s in specs:
-        trees = [t for t in (s.topology, s.unmatched, s.confident, s.matched, *s.by_length) if t is not None]
-        ranks = [int(r) for t in trees for r, kind in zip(t.rank, t.source) if kind == TRANSITION and r >= top_k]
+        ranks = [int(r) for t in s.fixed_trees for r, kind in zip(t.rank, t.source) if kind == TRANSITION and r >= top_k]
         if ranks:
             out.append(f"{s.name} has {len(ranks)} transition node(s) of rank {min(ranks)}-{max(ranks)}")
     if not out:

@@ -92,6 +92,12 @@ class MethodSpec:
         return self.matched or self.topology
 
     @property
+    def fixed_trees(self) -> tuple[Topology, ...]:
+        """Every fixed tree :meth:`tree_for` may return (none for the adaptive and plain methods)."""
+        return tuple(t for t in (self.topology, self.unmatched, self.confident, self.matched, *self.by_length)
+                     if t is not None)
+
+    @property
     def uses_adjacency(self) -> bool:
         return self.kind in ("tr", "iso", "mixed-iso", "goose", "topology", "auto")
 

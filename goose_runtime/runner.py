@@ -128,7 +128,7 @@ def deepest_tree(specs: list) -> int:
     """The deepest node of the fixed trees ``specs`` draft (a ``topology:`` file's, every regime's):
     a drafted node sits at position past + depth, which must stay inside the model's context (a
     file's spine may be deeper than the adaptive builders' ``max_spine``)."""
-    trees = [t for s in specs for t in (s.topology, s.unmatched, s.confident, s.matched, *s.by_length) if t is not None]
+    trees = [t for s in specs for t in s.fixed_trees]
     return max((int(t.depth.max()) for t in trees), default=0)
 
 
