@@ -25,7 +25,7 @@ import pandas as pd
 from ._fill_kernels import _fill_order
 from .acceptance import Acceptance
 from .allocation import PAPER_BYPASS_LEN
-from .topology import SOURCE_NAMES, SPINE, TRANSITION, Topology, topology_from_dict
+from .topology import SOURCE_NAMES, SPINE, Topology, topology_from_dict
 from .validation import cluster_ratio_ci
 from .yields import yield_with_fallback
 
@@ -156,10 +156,8 @@ def filled_tau(topology: Topology, acceptance: Acceptance, fill: Sequence[float]
         keep, new, nodes = [True], {0: 0}, [(-1, "root", 0)]
         for v in range(1, len(topology.parent)):
             p = topology.parent[v]
-            if topology.source[v] == SPINE:
-                ok = keep[p] and has_spine
-            else:
-                ok = keep[p] and (topology.source[v] != TRANSITION or rng.random() < fill[topology.source[p]])
+            # a spine slot exists when the regime has a spine, a transition slot when a candidate fills it
+            ok = keep[p] and (has_spine if topology.source[v] == SPINE else rng.random() < fill[topology.source[p]])
             keep.append(ok)
             if ok:
                 new[v] = len(nodes)
