@@ -123,8 +123,9 @@ def trace_copies(infos: list[TraceInfo]) -> list[tuple[TraceInfo, TraceInfo]]:
     copies, seen = [], []
     for info in infos:
         key = _data_key(info)
-        original = next((o for o, k in seen if o.num_rows == info.num_rows and (o.footer.equals(info.footer) or key is not None and k == key)),
-                        None)
+        same = (o for o, k in seen if o.num_rows == info.num_rows  # cheap first: a copy has as many rows
+                and (o.footer.equals(info.footer) or (key is not None and k == key)))
+        original = next(same, None)
         if original is None:
             seen.append((info, key))
         else:
