@@ -281,7 +281,8 @@ def fill_rates(frames: Sequence[tuple[pd.DataFrame, dict]], nodes: pd.DataFrame)
     # goose always asks for root transitions in unmatched cycles; static shapes (no matcher) also
     # draft inside copied stretches, whose contexts the table has seen, and overrate the fill
     # (mtbench: 0.59 against 0.54 for goose@8, 0.49 for the exported B = 7 tree)
+    fitted = set(nodes["method"])  # once: inside the generator it was built for every method entry
     static = any(m.get("topology") and not str(m.get("label")).startswith("mixed")
                  for _, meta in frames for m in (meta.get("config") or {}).get("methods", [])
-                 if m.get("label") in set(nodes["method"]))
+                 if m.get("label") in fitted)
     return (root, root, fill[2] if static else root)
