@@ -81,8 +81,8 @@ def unmatched_topology(topology: Topology) -> Topology | None:
     """
     tree = _tree(topology, "unmatched")
     if tree is not None and tree.spine_length:  # the matcher offered nothing: no spine token to draft
-        raise TopologyError(f"regimes.unmatched holds spine nodes, which an unmatched cycle cannot draft "
-                            f"(the matcher offered no token); its tree is transitions only")
+        raise TopologyError("regimes.unmatched holds spine nodes, which an unmatched cycle cannot draft "
+                            "(the matcher offered no token); its tree is transitions only")
     return tree
 
 
@@ -164,3 +164,4 @@ def with_fit_provenance(single: Topology, pair: Topology, provenance: dict) -> t
     fitted values) plus what the regime fit adds to ``single``'s."""
     prov = {**provenance, **(single.meta.get("provenance") or {})}
     return single.with_meta(provenance=prov), pair.with_meta(provenance=prov)
+
