@@ -10,6 +10,8 @@ writes by default (``regime.BY_LENGTH``). :mod:`goose_theory.regime` writes them
 """
 from __future__ import annotations
 
+import dataclasses
+
 from .allocation import PAPER_BYPASS_LEN
 from .topology import SCHEMA, Topology, TopologyError, topology_from_dict
 
@@ -165,3 +167,10 @@ def with_fit_provenance(single: Topology, pair: Topology, provenance: dict) -> t
     prov = {**provenance, **(single.meta.get("provenance") or {})}
     return single.with_meta(provenance=prov), pair.with_meta(provenance=prov)
 
+
+def without_interval(topology: Topology) -> Topology:
+    """``topology`` without a ``predicted_ci95``: for a tree derived from an exported one (a replay
+    variant), whose prediction is its own and whose interval is not the file's."""
+    if "predicted_ci95" not in topology.meta:
+        return topology
+    return dataclasses.replace(topology, meta={k: v for k, v in topology.meta.items() if k != "predicted_ci95"})

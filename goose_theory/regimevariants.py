@@ -26,7 +26,7 @@ from typing import Any, Sequence
 from .acceptance import Acceptance
 from .optimize import build_topology
 from .regime import RegimeTau, harmonic_tau, regime_tau
-from .regimefile import confident_topology, matched_by_length, unmatched_topology
+from .regimefile import confident_topology, matched_by_length, unmatched_topology, without_interval
 from .regimelength import length_tau, length_trees
 from .topology import Topology
 
@@ -63,7 +63,7 @@ def matched_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPIN
         pred = regime_tau(tree, fit.matched, fit.unmatched, fit.psi, unmatched, confident=fit.confident,
                           psi_confident=fit.psi_confident, confident_topology=confident[0] if confident else None,
                           fill=fit.fill, budget=pair.budget, spines=fit.spines)
-        out.append((f, tree.with_meta(**{**pair.meta, "regimes": _without_matched(pair), "predicted_tau": pred.tau,
+        out.append((f, tree.with_meta(**{**without_interval(pair).meta, "regimes": _without_matched(pair), "predicted_tau": pred.tau,
                                          "regime_prediction": pred.to_dict(), "spine_scale": f})))
     return out
 
@@ -89,7 +89,7 @@ def length_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPINE
         tm, nm = length_tau(trees, fit.matched, spine, fit.fill, budget=pair.budget)
         pred = _with_matched(prior, tm, nm)
         regimes = {**_without_matched(pair), "matched_by_length": [t.to_dict() for t in trees]}
-        out.append((float(f), pair.with_meta(regimes=regimes, predicted_tau=pred.tau, regime_prediction=pred.to_dict(),
+        out.append((float(f), without_interval(pair).with_meta(regimes=regimes, predicted_tau=pred.tau, regime_prediction=pred.to_dict(),
                                              spine_scale=float(f), matched_rule="by-length")))
     return out
 

@@ -67,8 +67,8 @@ def meta_problem(meta: Mapping[str, Any]) -> str | None:
             problem = _missing_rate(key, acc) or _acceptance_problem(key, acc)
             if problem:
                 return problem
-    return (_tau_problem(meta.get("predicted_tau")) or _prompts_problem(meta) or _top_k_problem(meta.get("top_k"))
-            or _regime_fit_problem(meta.get("regime_fit")))
+    return (_tau_problem(meta.get("predicted_tau")) or _interval_problem(meta.get("predicted_ci95"))
+            or _prompts_problem(meta) or _top_k_problem(meta.get("top_k")) or _regime_fit_problem(meta.get("regime_fit")))
 
 
 def _top_k_problem(top_k: Any) -> str | None:
@@ -91,6 +91,16 @@ def _tau_problem(tau: Any) -> str | None:
     if not 1 <= value < math.inf:  # NaN too: a file with no prediction leaves the key out
         return f"{what} {tau!r}"
     return None
+
+
+def _interval_problem(ci: Any) -> str | None:
+    """validate prints the interval beside the prediction: two taus, low first (a bootstrap's
+    percentiles need not hold the point estimate, so that is not asked)."""
+    if ci is None:
+        return None
+    ok = (len(ci) == 2 and all(type(x) in (int, float) for x in ci)
+          and 1 <= ci[0] <= ci[1] <= sys.float_info.max)  # NaN, inf and 10**400 fail it
+    return None if ok else f"predicted_ci95 must be two taus [low, high] with 1 <= low <= high, got {ci!r}"[:200]
 
 
 def _prompts_problem(meta: Mapping[str, Any]) -> str | None:

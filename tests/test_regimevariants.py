@@ -99,3 +99,12 @@ def test_an_exported_by_length_file_round_trips_and_drafts_by_length(stdlib_pair
     spec = parse_method(f"topology:{tmp_path / 'pair.json'}")
     two = Match((4, 5), 3, 1, 1)  # a non-confident 2-token match drafts the file's tree for L = 2
     assert spec.tree_for(two).parent == matched_by_length(stdlib_pair)[1].parent
+
+
+def test_a_variant_does_not_carry_the_files_interval(stdlib_pair):
+    # its prediction is its own; the file's bootstrap interval (goose_theory.regimeinterval) is not its
+    fit = regime_fit_from_dict(stdlib_pair.meta["regime_fit"])
+    pair = stdlib_pair.with_meta(predicted_ci95=[3.0, 4.0])
+    variants = matched_variants(pair, fit, scales=(1.0, 0.5)) + length_variants(pair, fit, scales=(0.8,))
+    assert variants[0][1].meta["predicted_ci95"] == [3.0, 4.0] and len(variants) >= 3
+    assert all("predicted_ci95" not in v.meta for _, v in variants[1:])

@@ -137,3 +137,11 @@ def test_a_top_k_that_is_no_number_of_ranks_is_refused_on_load(tmp_path, top_k):
     with pytest.raises(TopologyError, match=r"t\.json: meta: top_k must be a whole number of ranks in 1\.\.1000, got"):
         load_topology(_file(tmp_path, top_k=top_k))
     assert load_topology(_file(tmp_path, top_k=4)).meta["top_k"] == 4
+
+
+@pytest.mark.parametrize("ci", [[2.0, 1.5], [0.5, 2.0], [1.5], [1.5, 2.0, 3.0], [True, 2.0], ["1.5", 2.0],
+                                [1.5, 10**400], [1.5, float("nan")]])
+def test_a_prediction_interval_validate_cannot_print_is_refused(tmp_path, ci):
+    with pytest.raises(TopologyError, match=r"t\.json: meta: predicted_ci95 must be two taus \[low, high\] with 1 <= low"):
+        load_topology(_file(tmp_path, predicted_ci95=ci))
+    assert load_topology(_file(tmp_path, predicted_ci95=[1, 2.5])).meta["predicted_ci95"] == [1, 2.5]

@@ -1,0 +1,138 @@
+"""How sure is a regime file's predicted tau? A prompt bootstrap of the two-regime fit.
+
+``goose loop`` and ``fit-acceptance --regimes`` export two-regime topologies
+(:mod:`goose_theory.regimeexport`) whose ``predicted_tau`` is what ``goose validate`` holds against
+the measured tau. That prediction rests on a few fitted prompts (16 per set in ``traces/prior``),
+so it carries a sampling error of its own. Every draw here resamples the fit's prompts with
+replacement (a prompt is the unit: its rows in every trace file, across methods), redoes the
+whole two-regime fit (:func:`~goose_theory.regimefit.fit_regimes`: psi, per-regime acceptance,
+slot fill, spine models, the confident split) on the resampled rows, and prices the *same* trees,
+the exported ones, under it (:func:`file_regime_tau`). The 2.5 and 97.5 percentiles over the draws
+are the file's ``predicted_ci95``.
+
+What it leaves out, as :mod:`goose_theory.fitinterval` does for one regime: sampling error alone;
+the trees were chosen on the same data (their prediction tends to sit high in its interval), and
+a model error is the same under every draw. Percentile intervals from 16 prompts run somewhat
+narrow (the one-regime coverage test: 52 of 60 at 20 prompts).
+
+Cost: each draw refits (pandas), about 0.1 s a fit on a set of ``traces/prior`` (Zen 4 EPYC), two fits
+a draw (the single tree's fit and the split one); ``DRAWS`` = 100 draws add about 20 s a set.
+
+Example: ``regime_intervals(read_frames(files, benchmark="stdlib"), ("goose+prior@8",), [single, pair])``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .regime import regime_tau
+from .regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology, without_interval
+from .regimefit import fit_regimes
+from .topology import Topology
+
+DRAWS = 100
+KEY = ["benchmark", "prompt_id"]
+
+
+def file_regime_tau(topology: Topology, fit: Any) -> float:
+    """The two-regime tau of an exported topology under a :class:`~goose_theory.regimefit.RegimeFit`,
+    priced as the export priced it: a file without ``regimes`` (the single tree, drafted in every
+    cycle) by :func:`~goose_theory.regime.regime_tau` alone; a regime file with its unmatched,
+    confident, spare-slot or by-length trees, the slot fill and the spine models. Under the fit the
+    file was exported from, it is the file's ``predicted_tau`` (tests/test_regimeinterval.py)."""
+    if not topology.meta.get("regimes"):
+        return regime_tau(topology, fit.matched, fit.unmatched, fit.psi).tau
+    confident = confident_topology(topology)
+    return regime_tau(matched_topology(topology) or topology, fit.matched, fit.unmatched, fit.psi,
+                      unmatched_topology(topology), confident=fit.confident, psi_confident=fit.psi_confident,
+                      confident_topology=confident[0] if confident else None, fill=fit.fill, budget=topology.budget,
+                      spines=fit.spines, by_length=matched_by_length(topology) or ()).tau
+
+
+def prompt_keys(frames: Sequence[tuple[pd.DataFrame, dict]]) -> pd.MultiIndex:
+    """The (benchmark, prompt_id) clusters of ``frames``, sorted: the bootstrap's unit."""
+    keys = pd.concat([frame[KEY] for frame, _ in frames]).drop_duplicates()
+    return pd.MultiIndex.from_frame(keys.astype(str).sort_values(KEY))
+
+
+def resample_frames(frames: Sequence[tuple[pd.DataFrame, dict]], counts: pd.Series) -> list[tuple[pd.DataFrame, dict]]:
+    """``frames`` with each prompt's rows taken ``counts[(benchmark, prompt_id)]`` times (0: left out).
+    Copy j > 0 of a prompt is the prompt ``"<id>#<j>"``, so each copy is a cluster of its own, and
+    copies are whole blocks in the original row order: a cycle's rows stay together, root first, as
+    the fit indexes parents from its root row.
+
+    Example:
+        >>> f = pd.DataFrame({"benchmark": "b", "prompt_id": ["x", "x", "y"], "node": [0, 1, 0]})
+        >>> counts = pd.Series([2, 0], index=pd.MultiIndex.from_tuples([("b", "x"), ("b", "y")]))
+        >>> resample_frames([(f, {})], counts)[0][0]["prompt_id"].tolist()
+        ['x', 'x', 'x#1', 'x#1']
+    """
+    out = []
+    for frame, meta in frames:
+        times = counts.reindex(pd.MultiIndex.from_frame(frame[KEY].astype(str))).fillna(0).to_numpy(dtype=np.int64)
+        parts = [frame[times > j] if j == 0 else frame[times > j].assign(
+                 prompt_id=lambda f, j=j: f["prompt_id"].astype(str) + f"#{j}") for j in range(int(times.max(initial=0)))]
+        if parts and sum(len(p) for p in parts):
+            out.append((pd.concat(parts, ignore_index=True), meta))
+    return out
+
+
+def _draw_fits(frames, methods: Sequence[str], plain: bool) -> tuple[Any, Any]:
+    """(plain fit or None, the fit a regime file is priced under) of one draw, as the export chose
+    them (:func:`~goose_theory.regimeexport.regime_topologies`: the split fit where it finds a
+    confident regime, else the plain one)."""
+    split = fit_regimes(frames, methods=methods, split=True)
+    if plain or split.confident is None:
+        fit = fit_regimes(frames, methods=methods)
+        return fit, split if split.confident is not None else fit
+    return None, split
+
+
+def _check_pricing(frames, methods: Sequence[str], topologies: Sequence[Topology]) -> None:
+    """Each topology priced under the fit of all the prompts is its ``predicted_tau``: the draws price
+    it the way its prediction was made (a file exported otherwise, e.g. ``spare=False``, is refused)."""
+    plain, regime_fit = _draw_fits(frames, methods, True)
+    for t in topologies:
+        here, said = file_regime_tau(t, regime_fit if t.meta.get("regimes") else plain), t.meta.get("predicted_tau")
+        if said is not None and abs(here - said) > 1e-9 * said:
+            raise ValueError(f"the {t.meta.get('rule', 'topology')} file predicts tau {said!r}, but its fit prices "
+                             f"it at {here!r}: it was not exported as this interval prices it")
+
+
+def draw_taus(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str], topologies: Sequence[Topology], *,
+              draws: int = DRAWS, seed: int = 0) -> np.ndarray:
+    """(draws, topologies) array: each exported topology priced under the two-regime fit of each
+    bootstrap draw of the prompts (``default_rng(seed)``; the same draws for every topology, so
+    differences between them are paired)."""
+    keys = prompt_keys(frames)
+    rng = np.random.default_rng(seed)
+    plain = any(not t.meta.get("regimes") for t in topologies)
+    out = np.empty((draws, len(topologies)))
+    for d in range(draws):
+        counts = pd.Series(rng.multinomial(len(keys), np.full(len(keys), 1.0 / len(keys))), index=keys)
+        fit, regime_fit = _draw_fits(resample_frames(frames, counts), methods, plain)
+        out[d] = [file_regime_tau(t, regime_fit if t.meta.get("regimes") else fit) for t in topologies]
+    return out
+
+
+def regime_intervals(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str],
+                     topologies: Sequence[Topology], *, draws: int = DRAWS, seed: int = 0) -> list[tuple[float, float] | None]:
+    """The 95% percentile interval of each topology's predicted tau over ``draws`` bootstrap draws
+    (:func:`draw_taus`); None for each when there is nothing to resample (one prompt, or
+    ``draws`` < 1)."""
+    if draws < 1 or len(prompt_keys(frames)) < 2:
+        return [None] * len(topologies)
+    _check_pricing(frames, methods, topologies)
+    taus = draw_taus(frames, methods, topologies, draws=draws, seed=seed)
+    return [(float(lo), float(hi)) for lo, hi in np.percentile(taus, [2.5, 97.5], axis=0).T]
+
+
+def with_intervals(topologies: Sequence[Topology], frames: Sequence[tuple[pd.DataFrame, dict]],
+                   methods: Sequence[str], *, draws: int = DRAWS, seed: int = 0) -> list[Topology]:
+    """``topologies`` with their ``predicted_ci95`` (:func:`regime_intervals`) in their metadata,
+    and with none where there is no interval (a copy of another file's is dropped)."""
+    cis = regime_intervals(frames, methods, topologies, draws=draws, seed=seed)
+    return [without_interval(t) if ci is None else t.with_meta(predicted_ci95=list(ci)) for t, ci in zip(topologies, cis)]
+
