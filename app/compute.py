@@ -83,9 +83,21 @@ def _number(value: Any) -> bool:
         return False
 
 
-def _regimes_sentence(pred: dict[str, Any]) -> str | None:
-    """The per-regime parts of a regime file's prediction in words; None if they are not numbers.
-    ``psi`` is the share of tokens from matched cycles, confident ones (``psi_confident``) included."""
+def _interval_words(ci: Any) -> str:
+    """A file's ``predicted_ci95`` in words ('' without one).
+
+    Example:
+        >>> _interval_words([1.934, 2.6])
+        " (95% interval 1.93-2.60, the fit's prompts resampled)"
+    """
+    ok = isinstance(ci, list) and len(ci) == 2 and all(_number(x) for x in ci)
+    return f" (95% interval {ci[0]:.2f}-{ci[1]:.2f}, the fit's prompts resampled)" if ok else ""
+
+
+def _regimes_sentence(pred: dict[str, Any], ci: Any = None) -> str | None:
+    """The per-regime parts of a regime file's prediction in words (``ci``: its interval, if any); None
+    if they are not numbers. ``psi`` is the share of tokens from matched cycles, confident ones
+    (``psi_confident``) included."""
     keys = ("tau", "psi", "tau_matched", "tau_unmatched", *(("psi_confident", "tau_confident")
                                                            if "tau_confident" in pred else ()))
     if not all(_number(pred.get(k)) for k in keys):
@@ -96,7 +108,7 @@ def _regimes_sentence(pred: dict[str, Any]) -> str | None:
     other = pred["psi"] - pred.get("psi_confident", 0.0)
     parts += [f"other matched cycles {pred['tau_matched']:.2f} on {other:.2f}",
               f"unmatched cycles {pred['tau_unmatched']:.2f} on {1 - pred['psi']:.2f}"]
-    return f"it predicts tau {pred['tau']:.3f}: " + ", ".join(parts) + ", mixed harmonically"
+    return f"it predicts tau {pred['tau']:.3f}{_interval_words(ci)}: " + ", ".join(parts) + ", mixed harmonically"
 
 
 def uploaded_note(topology: dict[str, Any]) -> str | None:
@@ -111,7 +123,7 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
         'Exported with predicted tau 2.500 (rule '
     """
     pred = topology.get("regime_prediction")
-    sentence = _regimes_sentence(pred) if isinstance(pred, dict) else None
+    sentence = _regimes_sentence(pred, topology.get("predicted_ci95")) if isinstance(pred, dict) else None
     if topology.get("regimes") and sentence:
         names = " / ".join(REGIME_NAMES.get(k, k) for k in topology["regimes"])
         return (f"A regime file (rule {topology.get('rule', '?')}): the runtime (topology:FILE) drafts its {names} "
@@ -125,7 +137,8 @@ def uploaded_note(topology: dict[str, Any]) -> str | None:
     if _number(tau) and topology.get("acceptance"):
         # only a fit export (provenance) has fitted rates; goose optimize and this page store the ones given
         whose = "fitted from its traces" if topology.get("provenance") else "it was optimised for (its 'acceptance')"
-        return (f"Exported with predicted tau {tau:.3f} (rule {topology.get('rule', '?')}) under the acceptance "
+        return (f"Exported with predicted tau {tau:.3f}{_interval_words(topology.get('predicted_ci95'))} (rule "
+                f"{topology.get('rule', '?')}) under the acceptance "
                 f"{whose}; the figures below use the sidebar's acceptance.")
     return None
 

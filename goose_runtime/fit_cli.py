@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from goose_theory.cli_util import (EXIT_BAD_INPUT, UsageError, check_output_dir, load_latency_option, make_parser,
                                    print_json, run_command, split_list)
@@ -22,13 +23,15 @@ from goose_theory.cli import MAX_BUDGET
 from goose_theory.fit import ROOTS_ONLY, fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
+from goose_theory.regimeinterval import DRAWS as REGIME_DRAWS
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
 from .fit_inputs import copy_problem, expand_paths, note_latency_mismatch, trace_copies
-from .fit_files import ReportFiles, check_outputs, stale_note, stale_outputs, write_report
-from .fit_report import export_line, summary_text
+from .fit_files import ReportFiles, check_outputs, export_line, stale_note, stale_outputs, write_report
+from .fit_report import summary_text
 
 
+MAX_REGIME_DRAWS = 10_000  # each draw refits the regime model (~0.2 s): 10,000 is half an hour a set
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace
 
 
@@ -56,6 +59,9 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--bootstrap", type=int, default=1000,
                    help=f"cluster-bootstrap draws (default 1000, at most {MAX_BOOTSTRAP})")
+    p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
+                   help=f"with --regimes: bootstrap draws of the prompts for the exports' predicted_ci95, each a "
+                        f"whole two-regime refit, ~0.2 s (default {REGIME_DRAWS}; 0: none; at most {MAX_REGIME_DRAWS})")
     return p
 
 
@@ -69,6 +75,8 @@ def _check_options(args) -> tuple[str, ...]:
         raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
     if not 1 <= args.bootstrap <= MAX_BOOTSTRAP:  # memory grows with the draws: 1e6 took 0.7 GB on 5 prompts
         raise UsageError(f"--bootstrap: {args.bootstrap} is not in 1..{MAX_BOOTSTRAP}")
+    if not 0 <= args.regime_draws <= MAX_REGIME_DRAWS:
+        raise UsageError(f"--regime-draws: {args.regime_draws} is not in 0..{MAX_REGIME_DRAWS}")
     if args.seed < 0:
         raise UsageError(f"--seed: {args.seed} must be a non-negative integer")
     if args.regimes and (not args.out or group_by not in ((), ("benchmark",))):
@@ -129,8 +137,9 @@ def _handler(args) -> int:
     if args.out:  # a blocked output file is refused now, not after the regime fit
         check_outputs(analysis, args.out, siblings=("-regimes",) if args.regimes else ())
     # the files that were counted (--skip-bad may have dropped some mid-stream); may fail: before anything is written
-    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}",
-                                 log=lambda line: print(line, file=sys.stderr, flush=True)) if args.regimes else {}
+    pairs = group_regime_exports(analysis, list(counts.files), context="--regimes: {}", draws=args.regime_draws,
+                                 seed=args.seed, log=lambda line: print(line, file=sys.stderr, flush=True)) \
+        if args.regimes else {}
     written = write_report(analysis, args.out, regimes=pairs) if args.out else ReportFiles({}, [])
     if args.out and (stale := stale_outputs(args.out, written)):
         print(stale_note(args.out, stale), file=sys.stderr)
@@ -169,13 +178,15 @@ def regime_exports(files: list[str], *, bench: str | None, budget: int, context:
 
 
 def group_regime_exports(analysis, files: list[str], *, context: str, labels: set[str] | None = None,
-                         log=None) -> dict[str, tuple]:
+                         log=None, draws: int = 0, seed: int = 0) -> dict[str, tuple]:
     """:func:`regime_exports` of each group that has a recommendation (of ``labels`` only, if given):
     group label -> (single, pair, fit, methods). Without a latency profile at the recommended
     budget; with one (a cost table) at the budget where the regime file's own predicted tau per
     cycle second peaks (:mod:`goose_theory.regimebudget`; ``log`` gets one line per group).
-    ``context`` names the group in an error (``{}`` is its label). ``fit-acceptance --regimes``
-    and ``goose loop`` both export through it."""
+    ``context`` names the group in an error (``{}`` is its label). ``draws`` > 0: each export's
+    single tree and regime file get a ``predicted_ci95`` from that many bootstrap draws of the
+    prompts (:mod:`goose_theory.regimeinterval`, ``seed``). ``fit-acceptance --regimes`` and
+    ``goose loop`` both export through it."""
     out = {}
     for g in analysis.groups:
         if g.recommendation is None or (labels is not None and g.label not in labels):
@@ -183,11 +194,29 @@ def group_regime_exports(analysis, files: list[str], *, context: str, labels: se
         budget, bench = g.recommendation.best.topology.budget, g.fit.key.get("benchmark")
         table = g.recommendation.cost_table
         if not table or max(r["budget"] for r in table) < 1:  # nothing to choose (--budget 0 --latency)
-            out[g.label] = regime_exports(files, bench=bench, budget=budget, context=context.format(g.label))
-            continue
-        out[g.label] = _cost_aware_regime_export(files, bench, table, budget,
+            exported = regime_exports(files, bench=bench, budget=budget, context=context.format(g.label))
+        else:
+            exported = _cost_aware_regime_export(files, bench, table, budget,
                                                  context=context.format(g.label), log=log, label=g.label)
+        out[g.label] = _with_intervals(exported, files, bench, draws=draws, seed=seed, log=log, label=g.label)
     return out
+
+
+def _with_intervals(exported: tuple, files: list[str], bench: str | None, *, draws: int, seed: int, log,
+                    label: str) -> tuple:
+    """``exported`` (single, pair, fit, methods) with the two files' bootstrap intervals."""
+    if draws < 1:
+        return exported
+    from goose_theory.regimeinput import read_frames
+    from goose_theory.regimeinterval import with_intervals
+
+    single, pair, fit, methods = exported
+    start = time.perf_counter()
+    single, pair = with_intervals([single, pair], read_frames(files, benchmark=bench), methods, draws=draws, seed=seed)
+    if log and "predicted_ci95" in pair.meta:
+        log(f"{label}: predicted-tau intervals from {draws} bootstrap draws of the fitted prompts, each a whole "
+            f"two-regime refit ({time.perf_counter() - start:.0f} s)")
+    return single, pair, fit, methods
 
 
 def _cost_aware_regime_export(files, bench, cost_table, budget: int, *, context: str, log, label: str) -> tuple:

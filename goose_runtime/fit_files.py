@@ -20,7 +20,11 @@ from goose_theory.fitanalysis import Analysis, GroupAnalysis
 from goose_theory.regimefile import regime_pair_path, with_fit_provenance
 from goose_theory.topology import Topology, json_text
 
-from .fit_report import CHART_NAMES, chart_frames, chart_writer, has_interval, regime_section, render_markdown
+from .fit_report import CHART_NAMES, chart_frames, chart_writer, has_interval, render_markdown, tau_text
+
+# what a regime export's intervals hold and leave out (goose_theory.regimeinterval's docstring)
+REGIME_INTERVAL_NOTE = ("95% intervals: the fitted prompts resampled, the two-regime fit redone on each draw, "
+                        "the exported trees kept; sampling error only (the trees were chosen on the same data)")
 
 
 def _provenance(analysis: Analysis, g: GroupAnalysis) -> dict[str, Any]:
@@ -100,7 +104,7 @@ def write_report(analysis: Analysis, out_dir: str | os.PathLike, *,
             continue
         path = topologies[g.label] = os.path.join(out_dir, stems[g.label] + ".json")
         if g.label not in regimes:
-            ci = g.recommendation.rows[0].get("predicted_ci95")  # this one-regime prediction's (regime files: none)
+            ci = g.recommendation.rows[0].get("predicted_ci95")  # the one-regime prediction's; a regime export brings its own
             interval = {"predicted_ci95": ci} if has_interval(ci) else {}  # 1 prompt: NaN, left out
             writers[path] = _topology_writer(g.recommendation.best.topology.with_meta(
                 provenance=_provenance(analysis, g), **interval))
@@ -152,5 +156,30 @@ def regime_export(group: str, single, pair, single_path: str, pair_path: str) ->
     """What a group's two regime exports hold (``fit-acceptance --regimes``, ``goose loop``): the
     trees as exported, and the files they were saved to."""
     return {"group": group, "budget": single.budget,
-            **{key: {"file": path, "rule": t.meta.get("rule"), "predicted_tau": t.meta.get("predicted_tau")}
+            **{key: {"file": path, "rule": t.meta.get("rule"), "predicted_tau": t.meta.get("predicted_tau"),
+                     "predicted_ci95": t.meta.get("predicted_ci95")}  # None without bootstrap draws
                for key, path, t in (("single", single_path, single), ("regime_file", pair_path, pair))}}
+
+
+def export_line(e: dict[str, Any]) -> str:
+    """One group's two regime exports (:func:`regime_export`), on one line."""
+    one, pair = e["single"], e["regime_file"]
+    return (f"{e['group']} at budget {e['budget']}: one tree, predicted tau "
+            f"{tau_text(one['predicted_tau'], one.get('predicted_ci95'))} -> {one['file']}; regime file, predicted tau "
+            f"{tau_text(pair['predicted_tau'], pair.get('predicted_ci95'))} -> {pair['file']}")
+
+
+def regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
+    """The report's section on the groups whose files hold two-regime exports ('' without any)."""
+    if not exports:
+        return ""
+    section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
+               "The recommendation above treats cycles with and without a match as one regime (a(d) folded into "
+               "p_s). These exports fit "
+               "the cycles with and without a match apart; theirs are the predictions to hold against measured tau."
+               + (" With a latency profile each file's budget is where its own predicted tau per cycle second "
+                  "peaks (`goose_theory/regimebudget.py`), which may differ from the budget above."
+                  if any(g.recommendation and g.recommendation.cost_table for g in analysis.groups) else ""), "",
+               *([REGIME_INTERVAL_NOTE, ""] if any(e["regime_file"].get("predicted_ci95") for e in exports) else []),
+               *[f"- {export_line(e)}" for e in exports], ""]
+    return "\n" + "\n".join(section)

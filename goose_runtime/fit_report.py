@@ -48,6 +48,16 @@ def has_interval(ci: Any) -> bool:
     return ci is not None and all(math.isfinite(x) for x in ci)
 
 
+def tau_text(tau: float, ci: Any = None) -> str:
+    """A predicted tau, with its interval where one was computed (a regime export's ``predicted_ci95``).
+
+    Example:
+        >>> tau_text(2.0, [1.81, 2.254]), tau_text(2.0, None)
+        ('2.000 [1.81, 2.25]', '2.000')
+    """
+    return f"{tau:.3f}" + (f" {_ci(ci, 2)}" if has_interval(ci) else "")
+
+
 def _interval_text(row: dict[str, Any]) -> str:
     ci = row.get("predicted_ci95")
     return f" {_ci(ci)} (95%, the fit's prompts resampled)" if has_interval(ci) else ""
@@ -271,23 +281,3 @@ def render_markdown(analysis: Analysis, files: dict[str, str], chart_files: list
     lines += ["## Charts", "", *[f"- [{os.path.basename(c)}]({os.path.basename(c)})" for c in chart_files], ""]
     return "\n".join(lines)
 
-
-def export_line(e: dict[str, Any]) -> str:
-    return (f"{e['group']} at budget {e['budget']}: one tree, predicted tau {e['single']['predicted_tau']:.3f} -> "
-            f"{e['single']['file']}; regime file, predicted tau {e['regime_file']['predicted_tau']:.3f} -> "
-            f"{e['regime_file']['file']}")
-
-
-def regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
-    """The report's section on the groups whose files hold two-regime exports ('' without any)."""
-    if not exports:
-        return ""
-    section = ["## Exported topologies (two-regime fit, `docs/two-regime.md`)", "",
-               "The recommendation above treats cycles with and without a match as one regime (a(d) folded into "
-               "p_s). These exports fit "
-               "the cycles with and without a match apart; theirs are the predictions to hold against measured tau."
-               + (" With a latency profile each file's budget is where its own predicted tau per cycle second "
-                  "peaks (`goose_theory/regimebudget.py`), which may differ from the budget above."
-                  if any(g.recommendation and g.recommendation.cost_table for g in analysis.groups) else ""), "",
-               *[f"- {export_line(e)}" for e in exports], ""]
-    return "\n" + "\n".join(section)

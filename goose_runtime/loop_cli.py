@@ -21,6 +21,8 @@ from .prompts import set_name
 from .validate_cli import add_prior_option, check_args, emit_report, encode_held_out, run_validation
 from .validate_inputs import check_loop_outputs, held_out
 
+REGIME_DRAWS = 100  # goose_theory.regimeinterval.DRAWS, not imported: `goose --help` would load pandas (a test checks)
+
 
 def register(sub) -> None:
     p = sub.add_parser("loop", help="main job: fit traces -> optimise (cost-aware) -> validate on held-out prompts")
@@ -37,6 +39,9 @@ def register(sub) -> None:
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
     add_refresh_option(p)
     p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
+    p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
+                   help=f"bootstrap draws of the fitted prompts for the exports' predicted-tau interval, each a whole "
+                        f"two-regime refit, ~0.2 s (default {REGIME_DRAWS}, ~20 s a set; 0: none)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_prior_option(p)
     add_model_options(p)
@@ -44,12 +49,15 @@ def register(sub) -> None:
 
 
 def loop_handler(args: argparse.Namespace) -> int:
+    from .fit_cli import MAX_REGIME_DRAWS, group_regime_exports
+
     benches, config = check_args(args)
+    if not 0 <= args.regime_draws <= MAX_REGIME_DRAWS:
+        raise UsageError(f"--regime-draws: {args.regime_draws} is not in 0..{MAX_REGIME_DRAWS}")
     check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
     files, prompts = _loop_inputs(args, benches)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
-    from .fit_cli import group_regime_exports
     from .fit_inputs import fit_metadata, note_model_mismatch, note_token_cap
     from .fit_files import check_outputs, write_report
 
@@ -67,7 +75,8 @@ def loop_handler(args: argparse.Namespace) -> int:
     analysis = analyze(fit, latency=profile)
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
-    fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress)
+    fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress,
+                                draws=args.regime_draws)
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir, regimes=fits)
@@ -92,10 +101,12 @@ def _regime_topologies(exported: tuple, bench: str, paths: list[str], budget: in
     given, a JSONL path, where ``bench`` is its label). Returns the paths the set runs."""
     from goose_theory.regimefill import budget_gap_note, prior_mismatch_note
 
+    from .fit_report import tau_text
+
     single, pair, fit, methods = exported
     _progress(f"{bench}: two-regime fit from {', '.join(methods)}: psi {fit.psi:.2f}, predicted tau "
-              f"{single.meta['predicted_tau']:.2f} (one tree), {pair.meta['predicted_tau']:.2f} ({pair.meta['rule']}), "
-              f"budget {budget}")
+              f"{tau_text(single.meta['predicted_tau'], single.meta.get('predicted_ci95'))} (one tree), "
+              f"{tau_text(pair.meta['predicted_tau'], pair.meta.get('predicted_ci95'))} ({pair.meta['rule']}), budget {budget}")
     for note in (budget_gap_note(pair.meta["provenance"].get("regime_budgets") or [], budget),
                  prior_mismatch_note(methods, prior)):
         if note:

@@ -9,7 +9,9 @@ model's successor prior (:mod:`goose_runtime.prior`), for files fitted on traces
 the paper's goose@60 runs as published too (neither predicted nor replayed). Each row reports:
 
 * ``predicted_tau``: the topology's exported prediction (a priori; for ``goose loop``'s files the
-  two-regime tau of :mod:`goose_theory.regime`);
+  two-regime tau of :mod:`goose_theory.regime`), with ``predicted_low`` / ``predicted_high``, the
+  file's 95% interval where it carries one (``predicted_ci95``: a bootstrap of its fit's prompts,
+  :mod:`goose_theory.regimeinterval`, or fit-acceptance's :mod:`goose_theory.fitinterval`);
 * ``realised_tau``: mean exact E[tau] of the trees the runtime actually built, same model
   (see :mod:`goose_theory.validation`);
 * ``measured_tau`` with a 95% interval over prompts (``goose_theory.validation.ratio_ci``: a t
@@ -79,6 +81,8 @@ class ValidationRow:
     accepted_error_pct: float = float("nan")  # (predicted - accepted) / accepted, percent
     replayed_tau: float = float("nan")        # the trace replay's emitted tau (goose_runtime.replay)
     replayed_error_pct: float = float("nan")  # (replayed - measured) / measured, percent
+    predicted_low: float = float("nan")       # the file's predicted_ci95 (a bootstrap of its fit), where it has one
+    predicted_high: float = float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,11 +144,13 @@ def _versus(runs: Sequence[PromptResult], baseline: Sequence[PromptResult] | Non
 def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summaries: dict[str, Any],
                    predictions: dict[str, tuple[int, float, Acceptance | None]], *,
                    fitted_prompts: dict[str, int] | None = None, baselines: dict[str, str] | None = None,
-                   replayed: dict[str, float] | None = None) -> list[ValidationRow]:
+                   replayed: dict[str, float] | None = None,
+                   intervals: dict[str, Sequence[float]] | None = None) -> list[ValidationRow]:
     """One row per method label; ``predictions`` maps label -> (budget, a-priori tau, realised-tree
     acceptance model); ``fitted_prompts``: label -> how many prompts its prediction was fitted on
     (absent: unknown, no ``noise_pct``); ``baselines``: label -> the label it is compared with on the
-    same prompts (``vs_goose_pct``); ``replayed``: label -> the trace replay's emitted tau."""
+    same prompts (``vs_goose_pct``); ``replayed``: label -> the trace replay's emitted tau;
+    ``intervals``: label -> the prediction's 95% interval (a topology file's ``predicted_ci95``)."""
     rows = []
     for label, runs in results.items():
         budget, predicted, acceptance = predictions.get(label, (0, float("nan"), None))
@@ -159,7 +165,8 @@ def summarize_rows(benchmark: str, results: dict[str, list[PromptResult]], summa
         rows.append(ValidationRow(benchmark, label, budget, predicted, realised, tau, lo, hi, _error(predicted, tau),
                                   s.tokens_per_s, s.speedup_vs_ar, s.matches_ar, len(runs),
                                   sum(cycles), *regime_split(runs), noise, *versus, accepted,
-                                  _error(predicted, accepted), replay, _error(replay, tau)))
+                                  _error(predicted, accepted), replay, _error(replay, tau),
+                                  *(intervals or {}).get(label, (float("nan"), float("nan")))))
     return rows
 
 
@@ -192,7 +199,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], pr
     from .runner import distinct_methods, parse_labeled, run_methods, summarize, write_results_trace
 
     topologies = [(path, load_topology(path)) for path in topology_paths]
-    specs, predictions, baselines, fitted, replayed = [parse_labeled("ar")], {}, {}, {}, {}
+    specs, predictions, baselines, fitted, replayed, intervals = [parse_labeled("ar")], {}, {}, {}, {}, {}
     suffix = PRIOR_SUFFIX if prior else ""
     goose = "goose" + suffix
     for path, topo in topologies:
@@ -210,6 +217,8 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], pr
         spec = parse_labeled(f"topology:{path}{suffix}")
         specs.append(spec)
         predictions[_label(spec)] = (topo.budget, float(topo.meta.get("predicted_tau", float("nan"))), realised)
+        if topo.meta.get("predicted_ci95"):  # checked on load (topometa): two taus, low first
+            intervals[_label(spec)] = tuple(float(x) for x in topo.meta["predicted_ci95"])
         baselines[_label(spec)], fitted[_label(spec)] = _label(parse_labeled(goose, budget=max(topo.budget, 1))), n_fit
         _replayed(replayed, replay_prediction(bundle, spec, benchmark, config=config), spec)
     specs = list(distinct_methods(specs).values())
@@ -220,7 +229,7 @@ def validate_benchmark(bundle, benchmark: str, topology_paths: Sequence[str], pr
         write_results_trace(trace_out, bundle, specs, results, config, run_id_prefix="validate",
                             benchmark=set_name(benchmark), holdout=holdout)
     return summarize_rows(benchmark, results, summarize(results), predictions, fitted_prompts=fitted,
-                          baselines=baselines, replayed=replayed), results
+                          baselines=baselines, replayed=replayed, intervals=intervals), results
 
 
 def _replay_goose(bundle, benchmark: str, config, topologies, specs, replayed: dict[str, float]) -> None:

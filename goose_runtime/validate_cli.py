@@ -38,8 +38,10 @@ def display_row(row, versus: str = "goose@B") -> dict[str, str]:
     vs = _pct(row.vs_goose_pct) + ("" if row.vs_goose_low != row.vs_goose_low else  # one prompt: no interval
                                    f" [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
+    predicted = _num(row.predicted_tau, ".3f") + ("" if row.predicted_low != row.predicted_low else
+                                                  f" [{row.predicted_low:.2f}, {row.predicted_high:.2f}]")
     return {"set": set_name(row.benchmark), "method": row.method, "B": str(row.budget),  # a JSONL set: its label
-            "predicted": _num(row.predicted_tau, ".3f"), "realised": _num(row.realised_tau, ".3f"),
+            "predicted [95% CI]": predicted, "realised": _num(row.realised_tau, ".3f"),
             "measured [95% CI]": measured, "error": _pct(row.error_pct), "replayed": _num(row.replayed_tau, ".3f"),
             "replay error": _pct(row.replayed_error_pct), "noise": _pct(row.noise_pct, signed=False),
             f"vs {versus} [95% CI]": vs, "psi": _num(row.psi, ".2f"),

@@ -221,6 +221,11 @@ def test_uploaded_note_states_the_files_own_prediction():
     assert f"predicts tau {single['regime_prediction']['tau']:.3f}: other matched cycles" in note
     bare = Topology.from_nodes([(-1, "root", 0), (0, "spine", 0)])
     assert compute.uploaded_note(compute.parse_topology_json(json.dumps(bare.to_dict()).encode())) is None
+    # an export's bootstrap interval (predicted_ci95) goes beside the prediction it belongs to
+    note = compute.uploaded_note({**regimes, "predicted_ci95": [1.934, 2.6]})
+    assert f"predicts tau {pred['tau']:.3f} (95% interval 1.93-2.60, the fit's prompts resampled): " in note
+    assert compute.uploaded_note({**plain, "predicted_ci95": [1.5, 2.25]}).startswith(
+        f"Exported with predicted tau {regimes['predicted_tau']:.3f} (95% interval 1.50-2.25, the fit's prompts resampled) (rule")
 
 
 def test_a_slider_move_builds_each_tree_once(monkeypatch):

@@ -23,7 +23,7 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     files = [os.path.join(traces, f) for f in ("mtbench.parquet", "mtbench-b8.parquet")]
     out = tmp_path / "fit"
     assert main([*files, "--group-by", "benchmark", "--budget", "4", "--out", str(out), "--regimes",
-                 "--bootstrap", "50", "--json"]) == 0
+                 "--bootstrap", "50", "--regime-draws", "3", "--json"]) == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
     single, pair = out / "topology-mtbench.json", out / "topology-mtbench-regimes.json"
@@ -31,16 +31,20 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     assert export["single"]["file"] == str(single) and export["regime_file"]["file"] == str(pair)
     assert export["single"]["predicted_tau"] == pytest.approx(load_topology(single).meta["predicted_tau"])
     assert export["regime_file"]["predicted_tau"] == pytest.approx(load_topology(pair).meta["predicted_tau"])
+    for key, path in (("single", single), ("regime_file", pair)):  # each file's own bootstrap interval (3 draws)
+        lo, hi = export[key]["predicted_ci95"]
+        assert load_topology(path).meta["predicted_ci95"] == [lo, hi] and 1 <= lo <= hi
     # the recommended (single-regime optimal) tree is not what the file holds now, so no file is named for it
     [group] = [g for g in result["groups"] if g["label"] == "mtbench"]
-    assert group["file"] is None and captured.err == ""
+    assert group["file"] is None
+    assert captured.err.startswith("mtbench: predicted-tau intervals from 3 bootstrap draws") and captured.err.count("\n") == 1
     assert load_topology(single).meta["rule"] == "regime-optimal"
     spec = parse_method(f"topology:{pair}")
     assert spec.unmatched is not None and spec.topology.budget <= 4
     assert load_topology(pair).meta["predicted_tau"] > 1.0
     # as text, the two predictions of one group come with which one a measurement is held against
     assert main([*files, "--group-by", "benchmark", "--budget", "4", "--out", str(tmp_path / "fit2"), "--regimes",
-                 "--bootstrap", "50"]) == 0
+                 "--bootstrap", "50", "--regime-draws", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("exported (--regimes) for mtbench at budget 4"))
     assert lines[at - 1].startswith("--regimes: the exports below fit the cycles with and without a context match")
@@ -54,7 +58,7 @@ def test_regimes_with_latency_export_where_the_regime_files_rate_peaks(tmp_path,
     save_latency(LatencyProfile(sizes=(1, 3, 4, 11), seconds=(0.033, 0.034, 0.045, 0.052)), prof)
     out = tmp_path / "fit"
     assert main([traces, "--group-by", "benchmark", "--latency", str(prof), "--out", str(out), "--regimes",
-                 "--bootstrap", "50", "--json"]) == 0
+                 "--bootstrap", "50", "--regime-draws", "0", "--json"]) == 0
     captured = capsys.readouterr()
     [line] = [x for x in captured.err.splitlines() if x.startswith("mtbench: regime file's predicted tokens/s")]
     rates = {int(b): float(r) for b, r in (item.split(": ") for item in line.split("by budget: ")[1].split("; ")[0].split(", "))}
@@ -66,7 +70,8 @@ def test_regimes_with_latency_export_where_the_regime_files_rate_peaks(tmp_path,
 
 
 @pytest.mark.parametrize("args,needle", [(["--regimes"], "--regimes needs --out"),
-                                         (["--regimes", "--group-by", "method", "--out", "o"], "--regimes needs")])
+                                         (["--regimes", "--group-by", "method", "--out", "o"], "--regimes needs"),
+                                         (["--regime-draws", "-1"], "--regime-draws: -1 is not in 0..10000")])
 def test_regimes_bad_options_exit_2(good, capsys, args, needle):
     assert main([str(good), *args]) == 2
     assert needle in capsys.readouterr().err
@@ -112,7 +117,8 @@ def test_budget_zero_with_latency_still_exports_the_regime_files(tmp_path, capsy
     save_latency(LatencyProfile(sizes=(1, 8), seconds=(0.02, 0.03)), prof)
     trace = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "stdlib-b8.parquet")
     out = tmp_path / "fit"
-    assert main([trace, "--budget", "0", "--latency", str(prof), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
+    assert main([trace, "--budget", "0", "--latency", str(prof), "--regimes", "--bootstrap", "10", "--regime-draws", "2",
+                 "--out", str(out)]) == 0
     files = sorted(out.glob("topology*-regimes.json"))
     assert files and all(load_topology(f).budget == 0 for f in files)
 
@@ -128,6 +134,7 @@ def test_regimes_export_where_the_optimum_leaves_rank_gaps(tmp_path, trace, budg
 
     path = os.path.join(os.path.dirname(__file__), os.pardir, "traces", trace)
     out = tmp_path / "fit"
-    assert main([path, "--budget", str(budget), "--regimes", "--bootstrap", "10", "--out", str(out)]) == 0
+    assert main([path, "--budget", str(budget), "--regimes", "--bootstrap", "10", "--regime-draws", "0",
+                 "--out", str(out)]) == 0
     pair = out / "topology-all-regimes.json"
     assert load_topology(pair).budget == budget and parse_method(f"topology:{pair}").unmatched is not None

@@ -121,7 +121,7 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
     out = tmp_path / "run"
     extra = ["--prior", "--traces", str(pathlib.Path(__file__).parents[1] / "traces" / "prior")] if prior else []
     code = main(["loop", "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "16", "--latency", str(latency),
-                 "--out-dir", str(out), "--json", *extra])
+                 "--out-dir", str(out), "--regime-draws", "3", "--json", *extra])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "the prior (" not in captured.err  # no prior-mismatch note: each kind of traces fits its own loop
@@ -138,6 +138,8 @@ def test_loop_end_to_end_on_one_set(capsys, tmp_path, prior):
     regimes = json.loads((out / "topology-stdlib-regimes.json").read_text())
     assert regimes["budget"] == json.loads((out / "topology-stdlib.json").read_text())["budget"]
     assert "unmatched" in regimes["regimes"]
+    [row] = [r for r in report["rows"] if r["method"] == f"topology:topology-stdlib-regimes{suffix}"]  # its interval
+    assert [row["predicted_low"], row["predicted_high"]] == regimes["predicted_ci95"] and row["predicted_low"] >= 1
     # report.md names the regime exports, and no longer says the set's file holds the recommended tree
     text = (out / "report.md").read_text()
     assert f"one tree, predicted tau {json.loads((out / 'topology-stdlib.json').read_text())['predicted_tau']:.3f}" in text
@@ -163,7 +165,8 @@ def test_loop_refuses_a_blocked_output_file_before_the_fit(capsys, tmp_path, no_
 
 
 @pytest.mark.parametrize("flag, value, message", [("--model", "README.md", "is a file, not a model folder"),
-                                                  ("--model", "no/such/folder", "does not exist")])
+                                                  ("--model", "no/such/folder", "does not exist"),
+                                                  ("--regime-draws", "-2", "--regime-draws: -2 is not in 0..10000")])
 def test_loop_refuses_a_bad_model_before_the_fit(capsys, tmp_path, no_model, flag, value, message):
     fails(capsys, ["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", flag, value,
                     "--out-dir", str(tmp_path / "out")], message)  # one line: no "[goose] fitting" before it
@@ -262,3 +265,10 @@ def test_loop_refuses_an_out_dir_whose_validation_traces_the_traces_would_fit(ca
                     _latency_file(tmp_path), "--out-dir", str(folder)],
            f"--out-dir {folder}: its validation trace validation-stdlib.parquet would be one of the --traces {traces}")
     assert [p.name for p in folder.iterdir()] == ["stdlib.parquet"]
+
+
+def test_the_loops_default_draws_are_the_intervals_own():
+    # loop_cli keeps its own copy so that `goose --help` does not import pandas
+    from goose_runtime.loop_cli import REGIME_DRAWS
+    from goose_theory.regimeinterval import DRAWS
+    assert REGIME_DRAWS == DRAWS

@@ -43,6 +43,10 @@ def test_summarize_rows_reports_error_and_regimes():
     assert row.cycles == 4 and row.prompts == 2 and row.lossless
     assert math.isnan(row.noise_pct)  # the number of fitted prompts was not given
     assert row.realised_tau == pytest.approx(1.2)  # every cycle built the root and one rank-0 transition: 1 + p_t
+    assert math.isnan(row.predicted_low) and math.isnan(row.predicted_high)  # the file gave no interval
+    row, = summarize_rows("b", {"topology:x": runs}, {"topology:x": summary}, {"topology:x": (1, 2.4, acc)},
+                          intervals={"topology:x": (2.1, 2.9)})
+    assert (row.predicted_low, row.predicted_high) == (2.1, 2.9) and row.predicted_tau == 2.4
 
 
 def test_accepted_tau_counts_what_verification_accepted_not_what_the_token_cap_emitted():
