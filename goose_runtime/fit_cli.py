@@ -198,7 +198,10 @@ def group_regime_exports(analysis, files: list[str], *, context: str, labels: se
         else:
             exported = _cost_aware_regime_export(files, bench, table, budget,
                                                  context=context.format(g.label), log=log, label=g.label)
-        out[g.label] = _with_intervals(exported, files, bench, draws=draws, seed=seed, log=log, label=g.label)
+        try:  # a draw the fit refuses (fit_regimes' ValueError) is named as the export's own errors are
+            out[g.label] = _with_intervals(exported, files, bench, draws=draws, seed=seed, log=log, label=g.label)
+        except ValueError as exc:
+            raise UsageError(f"{context.format(g.label)}: bootstrap interval: {str(exc).splitlines()[0]}") from None
     return out
 
 
@@ -214,8 +217,9 @@ def _with_intervals(exported: tuple, files: list[str], bench: str | None, *, dra
     start = time.perf_counter()
     single, pair = with_intervals([single, pair], read_frames(files, benchmark=bench), methods, draws=draws, seed=seed)
     if log and "predicted_ci95" in pair.meta:
+        few = f"; few for a 95% interval, its ends rest on a draw or two: use {REGIME_DRAWS}" * (draws < REGIME_DRAWS)
         log(f"{label}: predicted-tau intervals from {draws} bootstrap draws of the fitted prompts, each a whole "
-            f"two-regime refit ({time.perf_counter() - start:.0f} s)")
+            f"two-regime refit ({time.perf_counter() - start:.0f} s{few})")
     return single, pair, fit, methods
 
 

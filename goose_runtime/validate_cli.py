@@ -38,8 +38,8 @@ def display_row(row, versus: str = "goose@B") -> dict[str, str]:
     vs = _pct(row.vs_goose_pct) + ("" if row.vs_goose_low != row.vs_goose_low else  # one prompt: no interval
                                    f" [{_pct(row.vs_goose_low)}, {_pct(row.vs_goose_high)}]")
     measured = f"{row.measured_tau:.3f}" + ("" if row.ci_low != row.ci_low else f" [{row.ci_low:.2f}, {row.ci_high:.2f}]")
-    predicted = _num(row.predicted_tau, ".3f") + ("" if row.predicted_low != row.predicted_low else
-                                                  f" [{row.predicted_low:.2f}, {row.predicted_high:.2f}]")
+    ranged = row.predicted_low == row.predicted_low and row.predicted_tau == row.predicted_tau  # NaN: none
+    predicted = _num(row.predicted_tau, ".3f") + (f" [{row.predicted_low:.2f}, {row.predicted_high:.2f}]" if ranged else "")
     return {"set": set_name(row.benchmark), "method": row.method, "B": str(row.budget),  # a JSONL set: its label
             "predicted [95% CI]": predicted, "realised": _num(row.realised_tau, ".3f"),
             "measured [95% CI]": measured, "error": _pct(row.error_pct), "replayed": _num(row.replayed_tau, ".3f"),

@@ -4,16 +4,19 @@
 (:mod:`goose_theory.regimeexport`) whose ``predicted_tau`` is what ``goose validate`` holds against
 the measured tau. That prediction rests on a few fitted prompts (16 per set in ``traces/prior``),
 so it carries a sampling error of its own. Every draw here resamples the fit's prompts with
-replacement (a prompt is the unit: its rows in every trace file, across methods), redoes the
+replacement (a prompt is the unit: its rows in every trace file, across methods; those with rows of
+the fitted methods and the others apart, :func:`strata`), redoes the
 whole two-regime fit (:func:`~goose_theory.regimefit.fit_regimes`: psi, per-regime acceptance,
 slot fill, spine models, the confident split) on the resampled rows, and prices the *same* trees,
 the exported ones, under it (:func:`file_regime_tau`). The 2.5 and 97.5 percentiles over the draws
 are the file's ``predicted_ci95``.
 
 What it leaves out, as :mod:`goose_theory.fitinterval` does for one regime: sampling error alone;
-the trees were chosen on the same data (their prediction tends to sit high in its interval), and
-a model error is the same under every draw. Percentile intervals from 16 prompts run somewhat
-narrow (the one-regime coverage test: 52 of 60 at 20 prompts).
+the trees were chosen on the same data (the optimum's prediction tends to run above what the same
+trees measure), and a model error is the same under every draw. A draw whose split fit finds no
+confident cycles prices a three-regime file with the plain fit, as the export would have. Percentile
+ends need draws: at the default 100 each rests on two or three draws, so they move a little with the
+seed; below that the CLIs add a note.
 
 Cost: each draw refits (pandas), about 0.1 s a fit on a set of ``traces/prior`` (Zen 4 EPYC), two fits
 a draw (the single tree's fit and the split one); ``DRAWS`` = 100 draws add about 20 s a set.
@@ -53,8 +56,32 @@ def file_regime_tau(topology: Topology, fit: Any) -> float:
 
 def prompt_keys(frames: Sequence[tuple[pd.DataFrame, dict]]) -> pd.MultiIndex:
     """The (benchmark, prompt_id) clusters of ``frames``, sorted: the bootstrap's unit."""
-    keys = pd.concat([frame[KEY] for frame, _ in frames]).drop_duplicates()
+    keys = pd.concat([frame[KEY] for frame, _ in frames] or [pd.DataFrame(columns=KEY)]).drop_duplicates()
     return pd.MultiIndex.from_frame(keys.astype(str).sort_values(KEY))
+
+
+def strata(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str]) -> list[pd.MultiIndex]:
+    """The prompts, drawn apart in two strata: those with rows of the fitted ``methods`` (all prompts
+    when none are named), on which the per-regime acceptance rests, then the others, which count for
+    psi alone. Drawn together, a draw could miss every fitted prompt: in ``traces/``, goose@16 (the
+    methods nearest budgets >= 12) ran 6 of stdlib's 16 prompts, and draw 68 of seed 0 held none of
+    them (the fit refused it). Empty strata are left out."""
+    keys = prompt_keys(frames)
+    if not methods:
+        return [keys] if len(keys) else []
+    fitted = prompt_keys([(f[f["method"].isin(list(methods))], m) for f, m in frames])
+    return [s for s in (fitted, keys.difference(fitted)) if len(s)]
+
+
+def draw_counts(groups: Sequence[pd.MultiIndex], rng: np.random.Generator) -> pd.Series:
+    """One bootstrap draw: how often each prompt is taken, each stratum resampled to its own size.
+
+    Example:
+        >>> k = pd.MultiIndex.from_tuples([("b", "x"), ("b", "y")])
+        >>> int(draw_counts([k[:1], k[1:]], np.random.default_rng(0)).sum())
+        2
+    """
+    return pd.concat([pd.Series(rng.multinomial(len(g), np.full(len(g), 1.0 / len(g))), index=g) for g in groups])
 
 
 def resample_frames(frames: Sequence[tuple[pd.DataFrame, dict]], counts: pd.Series) -> list[tuple[pd.DataFrame, dict]]:
@@ -106,13 +133,11 @@ def draw_taus(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str
     """(draws, topologies) array: each exported topology priced under the two-regime fit of each
     bootstrap draw of the prompts (``default_rng(seed)``; the same draws for every topology, so
     differences between them are paired)."""
-    keys = prompt_keys(frames)
-    rng = np.random.default_rng(seed)
+    groups, rng = strata(frames, methods), np.random.default_rng(seed)
     plain = any(not t.meta.get("regimes") for t in topologies)
     out = np.empty((draws, len(topologies)))
     for d in range(draws):
-        counts = pd.Series(rng.multinomial(len(keys), np.full(len(keys), 1.0 / len(keys))), index=keys)
-        fit, regime_fit = _draw_fits(resample_frames(frames, counts), methods, plain)
+        fit, regime_fit = _draw_fits(resample_frames(frames, draw_counts(groups, rng)), methods, plain)
         out[d] = [file_regime_tau(t, regime_fit if t.meta.get("regimes") else fit) for t in topologies]
     return out
 
@@ -120,9 +145,10 @@ def draw_taus(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str
 def regime_intervals(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str],
                      topologies: Sequence[Topology], *, draws: int = DRAWS, seed: int = 0) -> list[tuple[float, float] | None]:
     """The 95% percentile interval of each topology's predicted tau over ``draws`` bootstrap draws
-    (:func:`draw_taus`); None for each when there is nothing to resample (one prompt, or
-    ``draws`` < 1)."""
-    if draws < 1 or len(prompt_keys(frames)) < 2:
+    (:func:`draw_taus`); None for each when there is nothing to resample (one prompt with rows of
+    the fitted ``methods``, or ``draws`` < 1)."""
+    groups = strata(frames, methods)
+    if draws < 1 or not groups or len(groups[0]) < 2:
         return [None] * len(topologies)
     _check_pricing(frames, methods, topologies)
     taus = draw_taus(frames, methods, topologies, draws=draws, seed=seed)

@@ -38,6 +38,7 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     [group] = [g for g in result["groups"] if g["label"] == "mtbench"]
     assert group["file"] is None
     assert captured.err.startswith("mtbench: predicted-tau intervals from 3 bootstrap draws") and captured.err.count("\n") == 1
+    assert "few for a 95% interval, its ends rest on a draw or two: use 100)" in captured.err
     assert load_topology(single).meta["rule"] == "regime-optimal"
     spec = parse_method(f"topology:{pair}")
     assert spec.unmatched is not None and spec.topology.budget <= 4
@@ -86,6 +87,20 @@ def test_regimes_on_traces_it_cannot_fit_exits_2_and_writes_nothing(good, tmp_pa
     assert main([str(old), "--out", str(out), "--regimes", "--bootstrap", "50"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--regimes" in err and not out.exists()
+
+
+def test_a_bootstrap_draw_the_fit_refuses_is_one_line_naming_the_set(tmp_path, capsys, monkeypatch):
+    import goose_theory.regimeinterval
+
+    def refuse(*args, **kwargs):
+        raise ValueError("the traces hold none of the methods goose@16\nsecond line")
+    monkeypatch.setattr(goose_theory.regimeinterval, "with_intervals", refuse)
+    trace = os.path.join(os.path.dirname(__file__), os.pardir, "traces", "prior", "mtbench-b8.parquet")
+    out = tmp_path / "fit"
+    assert main([trace, "--group-by", "benchmark", "--regimes", "--bootstrap", "10", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --regimes: mtbench: bootstrap interval: the traces hold none of the methods goose@16\n"
+    assert not out.exists()
 
 
 def test_regime_exports_turns_a_fit_error_into_one_usage_line(good, tmp_path, monkeypatch):

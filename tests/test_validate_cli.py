@@ -110,12 +110,12 @@ def test_display_row_puts_intervals_inline_and_blanks_what_does_not_apply():
     assert row["measured [95% CI]"] == "3.902 [2.44, 6.25]" and row["error"] == "-1.8%" and row["noise"] == "+-64%"
     assert ranged["predicted [95% CI]"] == "3.830 [3.51, 4.29]" and (row["predicted [95% CI]"], row["realised"]) == ("3.830", "4.480")
     assert row["vs goose@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]" and row["= ar"] == "yes" and row["speedup"] == "2.95x"
-    ar = ValidationRow("stdlib", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, False, 1, 128)
+    ar = ValidationRow("stdlib", "ar", 0, nan, nan, 1.0, nan, nan, nan, 37.6, 1.0, False, 1, 128, predicted_low=1.2,
+                       predicted_high=1.4)  # an interval without its prediction (a hand edit) is not printed alone
     row = display_row(ar)
     assert row["predicted [95% CI]"] == row["realised"] == row["error"] == row["noise"] == row["vs goose@B [95% CI]"] == ""
     assert display_row(topo, "goose+prior@B")["vs goose+prior@B [95% CI]"] == "+0.0% [-3.7%, +3.9%]"  # --prior's baseline
-    assert row["psi"] == ""
-    assert row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
+    assert row["psi"] == "" and row["measured [95% CI]"] == "1.000" and row["= ar"] == "NO"
     one = ValidationRow("stdlib", "topology:t", 16, 3.83, 4.48, 3.902, nan, nan, -1.846, 110.8, 2.95, True, 1, 160,
                         0.66, nan, 2.1, 64.4, -11.8, nan, nan)  # one prompt: no interval anywhere
     assert display_row(one)["vs goose@B [95% CI]"] == "-11.8%" and display_row(one)["measured [95% CI]"] == "3.902"
