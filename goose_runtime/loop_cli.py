@@ -80,7 +80,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir, regimes=fits)
-    plan = _loop_plan(args, written, fits, by_label, bundle=bundle, config=config)
+    plan = _loop_plan(args, written, fits, by_label, bundle=bundle, config=config, files=files)
     args.trace_dir = args.out_dir  # validation-<set>.parquet beside the report
     rows = run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")
@@ -92,13 +92,14 @@ def loop_handler(args: argparse.Namespace) -> int:
 
 
 def _regime_topologies(exported: tuple, bench: str, paths: list[str], budget: int, *, bundle=None, config=None,
-                       prompt_set: str | None = None, prior: bool = False) -> list[str]:
+                       prompt_set: str | None = None, prior: bool = False, interval=None) -> list[str]:
     """Report the two-regime export written at ``paths`` (its single tree, then its regime file:
     matched/unmatched trees, plus a tree for confident matches where the traces label them) at the
     (cost-aware) ``budget`` (``exported``: :func:`goose_runtime.fit_cli.regime_exports`' tuple);
     with ``bundle``, also write the regime file whose matched tree the trace replay picks
     (``*-regimes-replay.json``), where that is not the regime file's own (``prompt_set``: the set as
-    given, a JSONL path, where ``bench`` is its label). Returns the paths the set runs."""
+    given, a JSONL path, where ``bench`` is its label; ``interval``: gives the pick its own
+    ``predicted_ci95``, a topology -> topology). Returns the paths the set runs."""
     from goose_theory.regimefill import budget_gap_note, prior_mismatch_note
 
     from .fit_report import tau_text
@@ -111,11 +112,11 @@ def _regime_topologies(exported: tuple, bench: str, paths: list[str], budget: in
                  prior_mismatch_note(methods, prior)):
         if note:
             _progress(f"{bench}: note: {note}")
-    picked = _replay_pick(bundle, paths[1], prompt_set or bench, config) if bundle is not None else None
+    picked = _replay_pick(bundle, paths[1], prompt_set or bench, config, interval) if bundle is not None else None
     return paths + ([picked] if picked else [])
 
 
-def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
+def _replay_pick(bundle, pair_path: str, bench: str, config, interval=None) -> str | None:
     """The replay's choice among the regime file's matched-tree variants, written beside it when it
     is not the file itself (:func:`goose_runtime.replay.pick_by_replay`)."""
     from goose_theory.topology import load_topology, save_topology
@@ -131,7 +132,7 @@ def _replay_pick(bundle, pair_path: str, bench: str, config) -> str | None:
     _progress(f"{bench}: " + replay_line(rows, choice, os.path.basename(path), time.perf_counter() - start))
     if choice == 0:
         return None
-    save_topology(best, path)
+    save_topology(interval(best) if interval else best, path)  # the variant's own interval, not the file's
     return path
 
 
@@ -172,17 +173,26 @@ def _loop_inputs(args: argparse.Namespace, benches: list[str]) -> tuple[list[str
     return files, held_out(benches, {f"--traces {args.traces}": [os.path.abspath(f) for f in files]}, args)
 
 
-def _loop_plan(args: argparse.Namespace, written, fits: dict, by_label: dict, *, bundle, config) -> list:
+def _loop_plan(args: argparse.Namespace, written, fits: dict, by_label: dict, *, bundle, config,
+               files: list[str]) -> list:
     """(prompt set, topology files) to validate per exported group: the single tree, the regime
-    file and the replay's pick; notes the out folder's files this run did not write."""
+    file and the replay's pick (with its own interval, from the fit ``files``); notes the out
+    folder's files this run did not write."""
+    from goose_theory.regimeinput import read_frames
+    from goose_theory.regimeinterval import with_intervals
+
     from .fit_files import stale_note, stale_outputs
 
     plan = []
     for e in written.exports:
         label, exported = e["group"], fits[e["group"]]
+
+        def interval(topology, label=label, methods=exported[3]):
+            frames = read_frames(files, benchmark=label)
+            return with_intervals([topology], frames, methods, draws=args.regime_draws)[0]
         paths = _regime_topologies(exported, label, [e["single"]["file"], e["regime_file"]["file"]],
                                    exported[0].budget, bundle=bundle, config=config, prompt_set=by_label[label],
-                                   prior=args.prior)
+                                   prior=args.prior, interval=interval)
         plan.append((by_label[label], paths))
     replays = {os.path.basename(p) for _, paths in plan for p in paths}  # the replay's picks are this run's too
     if stale := [n for n in stale_outputs(args.out_dir, written) if n not in replays]:

@@ -214,6 +214,21 @@ def test_the_replay_pick_loads_the_prompt_set_as_given_not_its_label(tmp_path, m
     assert seen == ["sets/stdlib.jsonl"] and len(paths) == 2
 
 
+def test_the_replay_pick_is_saved_with_its_own_interval(tmp_path, monkeypatch):
+    # a variant's prediction is its own: the file's predicted_ci95 is dropped, the loop's interval put in
+    import goose_runtime.replayfit as replayfit
+    from goose_runtime.loop_cli import _regime_topologies
+    from goose_theory.regimefile import without_interval
+    from goose_theory.topology import load_topology
+    exported = _exported(8)
+    row = {"matched": "one", "spine": 5, "transitions": 3, "spine_scale": 1.0, "replayed_tau": 2.0}
+    pick = without_interval(exported[1]).with_meta(replay_choice=1)
+    monkeypatch.setattr(replayfit, "pick_by_replay", lambda bundle, pair, bench, **kw: (pick, [row, row]))
+    paths = _regime_topologies(exported, "stdlib", _saved(exported, tmp_path / "topology-stdlib.json"), 8,
+                               bundle=object(), interval=lambda t: t.with_meta(predicted_ci95=[1.5, 2.5]))
+    assert len(paths) == 3 and load_topology(paths[2]).meta["predicted_ci95"] == [1.5, 2.5]
+
+
 def test_the_loop_notes_a_fit_far_from_the_exported_budget(tmp_path, capsys):
     # rates harvested by smaller trees run low (docs/two-regime.md section 14): the loop says so
     from goose_runtime.loop_cli import _regime_topologies
