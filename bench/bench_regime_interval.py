@@ -24,14 +24,14 @@ import numpy as np
 from goose_theory.fileio import write_text_atomic
 from goose_theory.regimeexport import export_topologies
 from goose_theory.regimefill import nearest_methods
-from goose_theory.regimefit import fit_regimes
+from goose_theory.regimefit import fit_regimes_both
 from goose_theory.regimeinput import read_frames
 from goose_theory.regimeinterval import file_regime_tau, prompt_keys, regime_intervals
 
 
 def _fits(frames, methods):
     """(plain fit, the fit a regime file is priced under), as the export picks them."""
-    fit, split = fit_regimes(frames, methods=methods), fit_regimes(frames, methods=methods, split=True)
+    fit, split = fit_regimes_both(frames, methods=methods)
     return fit, (split if split.confident is not None else fit)
 
 

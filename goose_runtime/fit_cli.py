@@ -31,7 +31,7 @@ from .fit_files import ReportFiles, check_outputs, export_line, stale_note, stal
 from .fit_report import summary_text
 
 
-MAX_REGIME_DRAWS = 10_000  # each draw refits the regime model (~0.2 s): 10,000 is half an hour a set
+MAX_REGIME_DRAWS = 10_000  # each draw refits the regime model (~0.15 s): 10,000 is 25 minutes a set
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace
 
 
@@ -61,7 +61,7 @@ def build_parser():
                    help=f"cluster-bootstrap draws (default 1000, at most {MAX_BOOTSTRAP})")
     p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
                    help=f"with --regimes: bootstrap draws of the prompts for the exports' predicted_ci95, each a "
-                        f"whole two-regime refit, ~0.2 s (default {REGIME_DRAWS}; 0: none; at most {MAX_REGIME_DRAWS})")
+                        f"whole two-regime refit, ~0.15 s (default {REGIME_DRAWS}; 0: none; at most {MAX_REGIME_DRAWS})")
     return p
 
 

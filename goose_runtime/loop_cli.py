@@ -41,7 +41,7 @@ def register(sub) -> None:
     p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
     p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
                    help=f"bootstrap draws of the fitted prompts for the exports' predicted-tau interval, each a whole "
-                        f"two-regime refit, ~0.2 s (default {REGIME_DRAWS}, ~20 s a set; 0: none)")
+                        f"two-regime refit, ~0.15 s (default {REGIME_DRAWS}, ~15 s a set; 0: none)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_prior_option(p)
     add_model_options(p)

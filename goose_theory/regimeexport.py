@@ -63,13 +63,12 @@ def regime_topologies(files: Sequence[str], *, benchmark: str | None, budget: in
     trace methods whose budgets are nearest ``budget``, and export the (single, pair) topologies
     at ``budget``; also returns the fit and the methods used. Reads those rows into memory."""
     from .regimefill import method_budgets, nearest_methods
-    from .regimefit import fit_regimes
+    from .regimefit import fit_regimes_both
     from .regimeinput import read_frames
 
     frames = read_frames(files, benchmark=benchmark)
     methods = tuple(nearest_methods(frames, budget))
-    fit = fit_regimes(frames, methods=methods)
-    split = fit_regimes(frames, methods=methods, split=True)
+    fit, split = fit_regimes_both(frames, methods=methods)
     budgets = method_budgets(frames)
     single, pair = export_topologies(fit, budget, provenance={**provenance, "regime_methods": list(methods),
                                                               "regime_budgets": [budgets[m] for m in methods]},

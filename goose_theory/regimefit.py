@@ -233,16 +233,35 @@ def fit_regimes(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequenc
 
     Example: ``fit_regimes(read_frames(["traces/stdlib.parquet"]), methods=("goose@8",), split=True)``.
     """
+    return _fit(_prepare(frames, methods, seed, confident_methods(frames) if split else ()), split)
+
+
+def fit_regimes_both(frames: Sequence[tuple[pd.DataFrame, dict]], *, methods: Sequence[str] = (),
+                     seed: int = 0) -> tuple[RegimeFit, RegimeFit]:
+    """(plain, split) fits, equal to ``fit_regimes`` without and with ``split``, sharing the work
+    the two have in common (the rows' annotation, psi, slot fill): the bootstrap of
+    :mod:`goose_theory.regimeinterval` fits both on every draw. The plain fit reads no
+    confidence label, so one annotation with the labels serves both (tests/test_regimefit.py)."""
+    prepared = _prepare(frames, methods, seed, confident_methods(frames))
+    return _fit(prepared, False), _fit(prepared, True)
+
+
+def _prepare(frames, methods: Sequence[str], seed: int, known: Sequence[str]) -> tuple:
+    """What a fit of either kind starts from: (every method's annotated rows, psi and its interval,
+    the fitted methods' annotated rows, slot fill)."""
     if not frames:
         raise ValueError("no trace rows to fit")
-    known = confident_methods(frames) if split else ()
     everything = _annotate_all(frames, known)
     psi, psi_ci = _psi(everything, seed)
     frames = _select(frames, methods)
     if not frames:
         raise ValueError(f"the traces hold none of the methods {', '.join(methods)}")
     nodes = _annotate_all(frames, known)
-    fill = fill_rates(frames, nodes)
+    return everything, psi, psi_ci, nodes, fill_rates(frames, nodes)
+
+
+def _fit(prepared: tuple, split: bool) -> RegimeFit:
+    everything, psi, psi_ci, nodes, fill = prepared
     all_roots = nodes[nodes["node"] == 0]
     cut = _split(everything, psi) if split else None
     # spine acceptance is a property of the text: a split fit pools every known method for it

@@ -18,8 +18,9 @@ confident cycles prices a three-regime file with the plain fit, as the export wo
 ends need draws: at the default 100 each rests on two or three draws, so they move a little with the
 seed; below that the CLIs add a note.
 
-Cost: each draw refits (pandas), about 0.1 s a fit on a set of ``traces/prior`` (Zen 4 EPYC), two fits
-a draw (the single tree's fit and the split one); ``DRAWS`` = 100 draws add about 20 s a set.
+Cost: each draw refits (pandas), the single tree's fit and the split one together
+(:func:`~goose_theory.regimefit.fit_regimes_both`), about 0.15 s a draw on a set of ``traces/prior``
+(Zen 4 EPYC); ``DRAWS`` = 100 draws add about 15 s a set.
 
 Example: ``regime_intervals(read_frames(files, benchmark="stdlib"), ("goose+prior@8",), [single, pair])``.
 """
@@ -32,7 +33,7 @@ import pandas as pd
 
 from .regime import regime_tau
 from .regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology, without_interval
-from .regimefit import fit_regimes
+from .regimefit import fit_regimes, fit_regimes_both
 from .topology import Topology
 
 DRAWS = 100
@@ -110,11 +111,12 @@ def _draw_fits(frames, methods: Sequence[str], plain: bool) -> tuple[Any, Any]:
     """(plain fit or None, the fit a regime file is priced under) of one draw, as the export chose
     them (:func:`~goose_theory.regimeexport.regime_topologies`: the split fit where it finds a
     confident regime, else the plain one)."""
-    split = fit_regimes(frames, methods=methods, split=True)
-    if plain or split.confident is None:
-        fit = fit_regimes(frames, methods=methods)
-        return fit, split if split.confident is not None else fit
-    return None, split
+    fit, split = fit_regimes_both(frames, methods=methods) if plain else (None, fit_regimes(frames, methods=methods,
+                                                                                            split=True))
+    if split.confident is None:
+        fit = fit or fit_regimes(frames, methods=methods)
+        return fit, fit
+    return fit, split
 
 
 def _check_pricing(frames, methods: Sequence[str], topologies: Sequence[Topology]) -> None:

@@ -219,3 +219,19 @@ def test_tau_null_throughout_is_named_as_tau():
     with pytest.raises(ValueError, match=r"^column tau is null \(not recorded\) on every cycle whose regime") as caught:
         fit_regimes([(frame.assign(tau=None), meta)])
     assert "spine_avail" not in str(caught.value)
+
+
+@pytest.mark.parametrize("paths, bench, methods", [
+    (["traces/prior/stdlib-b8.parquet"], "stdlib", ("goose+prior@8", "iso:2+prior@8")),
+    (["traces/prior/mtbench-b8.parquet"], "mtbench", ()),
+    (["traces/humaneval.parquet", "traces/humaneval-b8.parquet"], "humaneval", ("tr",)),
+    (["traces/stdlib.parquet", "traces/stdlib-b8.parquet"], "stdlib", ("goose@16",))])
+def test_both_fits_at_once_are_the_two_fits(paths, bench, methods):
+    # fit_regimes_both shares the annotation, psi and slot fill (the bootstrap fits both on every draw)
+    from goose_theory.regimefit import fit_regimes_both
+    from goose_theory.regimeinput import read_frames
+    frames = read_frames(paths, benchmark=bench)
+    plain, split = fit_regimes_both(frames, methods=methods)
+    assert plain == fit_regimes(frames, methods=methods) and split == fit_regimes(frames, methods=methods, split=True)
+    assert repr(plain.to_dict()) == repr(fit_regimes(frames, methods=methods).to_dict())  # to the last digit
+    assert split.confident is not None and split.psi_confident > 0  # the split path is the one compared
