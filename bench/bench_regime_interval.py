@@ -29,12 +29,6 @@ from goose_theory.regimeinput import read_frames
 from goose_theory.regimeinterval import file_regime_tau, prompt_keys, regime_intervals
 
 
-def _fits(frames, methods):
-    """(plain fit, the fit a regime file is priced under), as the export picks them."""
-    fit, split = fit_regimes_both(frames, methods=methods)
-    return fit, (split if split.confident is not None else fit)
-
-
 def replicate(frames, keys, truth_fits, *, n_fit: int, budget: int, draws: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     chosen = {tuple(keys[i]) for i in rng.choice(len(keys), size=n_fit, replace=False)}
@@ -42,8 +36,8 @@ def replicate(frames, keys, truth_fits, *, n_fit: int, budget: int, draws: int, 
            for f, m in frames]
     sub = [(f, m) for f, m in sub if len(f)]
     methods = tuple(nearest_methods(sub, budget))
-    fit, pair_fit = _fits(sub, methods)
-    single, pair = export_topologies(fit, budget, provenance={}, split=pair_fit)
+    fit, split = fit_regimes_both(sub, methods=methods)
+    single, pair = export_topologies(fit, budget, provenance={}, split=split)
     start = time.perf_counter()
     cis = regime_intervals(sub, methods, [single, pair], draws=draws, seed=seed)
     seconds = time.perf_counter() - start
@@ -67,7 +61,7 @@ def main() -> None:
     frames = read_frames([args.trace])
     keys = prompt_keys(frames)
     methods = tuple(nearest_methods(frames, args.budget))
-    truth_fits = _fits(frames, methods)
+    truth_fits = fit_regimes_both(frames, methods=methods)  # (plain, split): split prices regime files
     rows = []
     for r in range(args.replicates):
         rows.append(replicate(frames, keys, truth_fits, n_fit=args.fit, budget=args.budget, draws=args.draws, seed=r))

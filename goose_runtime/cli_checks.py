@@ -14,6 +14,23 @@ MAX_REPEATS = 1000  # timed forwards per size: 1000 at 128 nodes already take mi
 
 
 PATH_FLAGS = ("latency", "topology", "model", "traces", "bench")  # input paths/names: '' is no value
+# goose_theory.regimeinterval.DRAWS, not imported: `goose --help` would load pandas and numba (a test checks)
+REGIME_DRAWS = 100
+MAX_REGIME_DRAWS = 10_000  # each draw refits the regime model (~0.14 s): 10,000 take 25 minutes a set
+
+
+def add_regime_draws_option(p, *, what: str = "") -> None:
+    """``--regime-draws`` of ``goose loop`` and ``fit-acceptance`` (``what``: when it applies)."""
+    p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
+                   help=f"{what}bootstrap draws of the fitted prompts for each export's predicted-tau interval, each a "
+                        f"whole two-regime refit, ~0.14 s (default {REGIME_DRAWS}, ~14 s a set; 0: none; at most "
+                        f"{MAX_REGIME_DRAWS})")
+
+
+def check_regime_draws(draws: int) -> None:
+    """``--regime-draws`` in 0 .. :data:`MAX_REGIME_DRAWS`, else a UsageError naming it."""
+    if not 0 <= draws <= MAX_REGIME_DRAWS:
+        raise UsageError(f"--regime-draws: {draws} is not in 0..{MAX_REGIME_DRAWS}")
 
 
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:

@@ -6,7 +6,8 @@ PATHs may be files, directories (the ``*.parquet`` files directly in them, as ``
 plain fit must not mix in) or globs (expanded here: the shell may not; ``**`` recurses). Every file is validated first; a bad one is one line naming the file and the problem,
 exit code 2, nothing written -- or, with ``--skip-bad``, a "skipped" line and the rest goes on.
 Each file's footer is read once, by that check; the counting pass streams the data with it
-(``--regimes`` reads the counted files once more, into memory, for the regime fit).
+(``--regimes`` reads the counted files once more, into memory, for the regime fit, and again per
+set for the exports' bootstrap intervals).
 
 Example:
     fit-acceptance traces/ --group-by method --out fit-out --json
@@ -23,15 +24,14 @@ from goose_theory.cli import MAX_BUDGET
 from goose_theory.fit import ROOTS_ONLY, fit_counts
 from goose_theory.fitanalysis import analyze
 from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
-from goose_theory.regimeinterval import DRAWS as REGIME_DRAWS
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
+from .cli_checks import REGIME_DRAWS, add_regime_draws_option, check_regime_draws
 from .fit_inputs import copy_problem, expand_paths, note_latency_mismatch, trace_copies
 from .fit_files import ReportFiles, check_outputs, export_line, stale_note, stale_outputs, write_report
 from .fit_report import summary_text
 
 
-MAX_REGIME_DRAWS = 10_000  # each draw refits the regime model (~0.15 s): 10,000 is 25 minutes a set
 MAX_BOOTSTRAP = 100_000  # 1000 draws are plenty; 100000 took 2.7 s and 0.34 GB on the shipped HumanEval trace
 
 
@@ -59,9 +59,7 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--bootstrap", type=int, default=1000,
                    help=f"cluster-bootstrap draws (default 1000, at most {MAX_BOOTSTRAP})")
-    p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
-                   help=f"with --regimes: bootstrap draws of the prompts for the exports' predicted_ci95, each a "
-                        f"whole two-regime refit, ~0.15 s (default {REGIME_DRAWS}; 0: none; at most {MAX_REGIME_DRAWS})")
+    add_regime_draws_option(p, what="with --regimes: ")
     return p
 
 
@@ -75,8 +73,7 @@ def _check_options(args) -> tuple[str, ...]:
         raise UsageError(f"--budget must be at most {MAX_BUDGET}, got {args.budget}")
     if not 1 <= args.bootstrap <= MAX_BOOTSTRAP:  # memory grows with the draws: 1e6 took 0.7 GB on 5 prompts
         raise UsageError(f"--bootstrap: {args.bootstrap} is not in 1..{MAX_BOOTSTRAP}")
-    if not 0 <= args.regime_draws <= MAX_REGIME_DRAWS:
-        raise UsageError(f"--regime-draws: {args.regime_draws} is not in 0..{MAX_REGIME_DRAWS}")
+    check_regime_draws(args.regime_draws)
     if args.seed < 0:
         raise UsageError(f"--seed: {args.seed} must be a non-negative integer")
     if args.regimes and (not args.out or group_by not in ((), ("benchmark",))):
@@ -210,17 +207,24 @@ def _with_intervals(exported: tuple, files: list[str], bench: str | None, *, dra
     """``exported`` (single, pair, fit, methods) with the two files' bootstrap intervals."""
     if draws < 1:
         return exported
-    from goose_theory.regimeinput import read_frames
-    from goose_theory.regimeinterval import with_intervals
-
     single, pair, fit, methods = exported
     start = time.perf_counter()
-    single, pair = with_intervals([single, pair], read_frames(files, benchmark=bench), methods, draws=draws, seed=seed)
+    single, pair = interval_exports([single, pair], files, bench, methods, draws=draws, seed=seed)
     if log and "predicted_ci95" in pair.meta:
         few = f"; few for a 95% interval, its ends rest on a draw or two: use {REGIME_DRAWS}" * (draws < REGIME_DRAWS)
         log(f"{label}: predicted-tau intervals from {draws} bootstrap draws of the fitted prompts, each a whole "
             f"two-regime refit ({time.perf_counter() - start:.0f} s{few})")
     return single, pair, fit, methods
+
+
+def interval_exports(topologies: list, files: list[str], bench: str | None, methods: tuple[str, ...], *, draws: int,
+                     seed: int) -> list:
+    """``topologies`` (one set's regime exports) with their ``predicted_ci95`` from ``draws`` bootstrap
+    draws of the fit ``files``' prompts of ``bench`` (:func:`goose_theory.regimeinterval.with_intervals`)."""
+    from goose_theory.regimeinput import read_frames
+    from goose_theory.regimeinterval import with_intervals
+
+    return with_intervals(topologies, read_frames(files, benchmark=bench), methods, draws=draws, seed=seed)
 
 
 def _cost_aware_regime_export(files, bench, cost_table, budget: int, *, context: str, log, label: str) -> tuple:

@@ -180,6 +180,7 @@ def regime_section(analysis: Analysis, exports: list[dict[str, Any]]) -> str:
                + (" With a latency profile each file's budget is where its own predicted tau per cycle second "
                   "peaks (`goose_theory/regimebudget.py`), which may differ from the budget above."
                   if any(g.recommendation and g.recommendation.cost_table for g in analysis.groups) else ""), "",
-               *([REGIME_INTERVAL_NOTE, ""] if any(e["regime_file"].get("predicted_ci95") for e in exports) else []),
+               *([REGIME_INTERVAL_NOTE, ""] if any(has_interval(e["regime_file"].get("predicted_ci95")) for e in exports)
+                 else []),
                *[f"- {export_line(e)}" for e in exports], ""]
     return "\n" + "\n".join(section)

@@ -15,13 +15,16 @@ import time
 
 from goose_theory.cli_util import UsageError
 
+from .cli_checks import add_regime_draws_option, check_regime_draws
 from .decode_cli import add_model_options, add_refresh_option, load_quietly
 from .decode_cli import say as _progress
 from .prompts import set_name
 from .validate_cli import add_prior_option, check_args, emit_report, encode_held_out, run_validation
 from .validate_inputs import check_loop_outputs, held_out
 
-REGIME_DRAWS = 100  # goose_theory.regimeinterval.DRAWS, not imported: `goose --help` would load pandas (a test checks)
+
+
+LOOP_SEED = 0  # the exports' bootstrap draws: the replay's pick is drawn as its regime file was
 
 
 def register(sub) -> None:
@@ -39,9 +42,7 @@ def register(sub) -> None:
     p.add_argument("--latency", help="goose-latency/1 profile; default: measure once on this device and cache it")
     add_refresh_option(p)
     p.add_argument("--out-dir", default="runs/loop", help="report, topologies, validation.json and traces (default runs/loop)")
-    p.add_argument("--regime-draws", type=int, default=REGIME_DRAWS,
-                   help=f"bootstrap draws of the fitted prompts for the exports' predicted-tau interval, each a whole "
-                        f"two-regime refit, ~0.15 s (default {REGIME_DRAWS}, ~15 s a set; 0: none)")
+    add_regime_draws_option(p)
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_prior_option(p)
     add_model_options(p)
@@ -49,11 +50,10 @@ def register(sub) -> None:
 
 
 def loop_handler(args: argparse.Namespace) -> int:
-    from .fit_cli import MAX_REGIME_DRAWS, group_regime_exports
+    from .fit_cli import group_regime_exports
 
     benches, config = check_args(args)
-    if not 0 <= args.regime_draws <= MAX_REGIME_DRAWS:
-        raise UsageError(f"--regime-draws: {args.regime_draws} is not in 0..{MAX_REGIME_DRAWS}")
+    check_regime_draws(args.regime_draws)
     check_loop_outputs(args, benches)  # the loop's own files now; the report's names depend on the fit (below)
     files, prompts = _loop_inputs(args, benches)
     from goose_theory.fit import fit_traces
@@ -76,7 +76,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     by_label = {set_name(b): b for b in benches}
     # every set's regime fit before any file is written: a set it cannot fit leaves no half report
     fits = group_regime_exports(analysis, files, context="two-regime fit ({})", labels=set(by_label), log=_progress,
-                                draws=args.regime_draws)
+                                draws=args.regime_draws, seed=LOOP_SEED)
     check_outputs(analysis, args.out_dir, siblings=("-regimes", "-regimes-replay"))  # validation files: up front
     os.makedirs(args.out_dir, exist_ok=True)
     written = write_report(analysis, args.out_dir, regimes=fits)
@@ -178,18 +178,14 @@ def _loop_plan(args: argparse.Namespace, written, fits: dict, by_label: dict, *,
     """(prompt set, topology files) to validate per exported group: the single tree, the regime
     file and the replay's pick (with its own interval, from the fit ``files``); notes the out
     folder's files this run did not write."""
-    from goose_theory.regimeinput import read_frames
-    from goose_theory.regimeinterval import with_intervals
-
+    from .fit_cli import interval_exports
     from .fit_files import stale_note, stale_outputs
 
     plan = []
     for e in written.exports:
-        label, exported = e["group"], fits[e["group"]]
-
-        def interval(topology, label=label, methods=exported[3]):
-            frames = read_frames(files, benchmark=label)
-            return with_intervals([topology], frames, methods, draws=args.regime_draws)[0]
+        label, exported = e["group"], fits[e["group"]]  # a group of --group-by benchmark: its label is the set
+        interval = (lambda t, label=label, methods=exported[3]: interval_exports(
+            [t], files, label, methods, draws=args.regime_draws, seed=LOOP_SEED)[0]) if args.regime_draws else None
         paths = _regime_topologies(exported, label, [e["single"]["file"], e["regime_file"]["file"]],
                                    exported[0].budget, bundle=bundle, config=config, prompt_set=by_label[label],
                                    prior=args.prior, interval=interval)

@@ -13,14 +13,15 @@ are the file's ``predicted_ci95``.
 
 What it leaves out, as :mod:`goose_theory.fitinterval` does for one regime: sampling error alone;
 the trees were chosen on the same data (the optimum's prediction tends to run above what the same
-trees measure), and a model error is the same under every draw. A draw whose split fit finds no
-confident cycles prices a three-regime file with the plain fit, as the export would have. Percentile
+trees measure), and a model error is the same under every draw. A draw without confident cycles
+prices a three-regime file's confident tree at nothing (two regimes), as an export from such data
+would. Percentile
 ends need draws: at the default 100 each rests on two or three draws, so they move a little with the
 seed; below that the CLIs add a note.
 
 Cost: each draw refits (pandas), the single tree's fit and the split one together
-(:func:`~goose_theory.regimefit.fit_regimes_both`), about 0.15 s a draw on a set of ``traces/prior``
-(Zen 4 EPYC); ``DRAWS`` = 100 draws add about 15 s a set.
+(:func:`~goose_theory.regimefit.fit_regimes_both`), 0.137 s a draw on stdlib of ``traces/prior``
+(Zen 4 EPYC, 7 Dec); ``DRAWS`` = 100 draws add about 14 s a set.
 
 Example: ``regime_intervals(read_frames(files, benchmark="stdlib"), ("goose+prior@8",), [single, pair])``.
 """
@@ -108,23 +109,25 @@ def resample_frames(frames: Sequence[tuple[pd.DataFrame, dict]], counts: pd.Seri
 
 
 def _draw_fits(frames, methods: Sequence[str], plain: bool) -> tuple[Any, Any]:
-    """(plain fit or None, the fit a regime file is priced under) of one draw, as the export chose
-    them (:func:`~goose_theory.regimeexport.regime_topologies`: the split fit where it finds a
-    confident regime, else the plain one)."""
-    fit, split = fit_regimes_both(frames, methods=methods) if plain else (None, fit_regimes(frames, methods=methods,
-                                                                                            split=True))
-    if split.confident is None:
-        fit = fit or fit_regimes(frames, methods=methods)
-        return fit, fit
-    return fit, split
+    """(plain fit, or None where no file needs it; split fit) of one draw. The split fit prices the
+    regime files, as the export does: without confident cycles it *is* the plain fit (the confident
+    split cut nothing; tests/test_regimefit.py)."""
+    if plain:
+        return fit_regimes_both(frames, methods=methods)
+    return None, fit_regimes(frames, methods=methods, split=True)
+
+
+def _price(topology: Topology, plain: Any, split: Any) -> float:
+    """:func:`file_regime_tau` under the fit its kind of file was exported from."""
+    return file_regime_tau(topology, split if topology.meta.get("regimes") else plain)
 
 
 def _check_pricing(frames, methods: Sequence[str], topologies: Sequence[Topology]) -> None:
     """Each topology priced under the fit of all the prompts is its ``predicted_tau``: the draws price
     it the way its prediction was made (a file exported otherwise, e.g. ``spare=False``, is refused)."""
-    plain, regime_fit = _draw_fits(frames, methods, True)
+    plain, split = _draw_fits(frames, methods, True)
     for t in topologies:
-        here, said = file_regime_tau(t, regime_fit if t.meta.get("regimes") else plain), t.meta.get("predicted_tau")
+        here, said = _price(t, plain, split), t.meta.get("predicted_tau")
         if said is not None and abs(here - said) > 1e-9 * said:
             raise ValueError(f"the {t.meta.get('rule', 'topology')} file predicts tau {said!r}, but its fit prices "
                              f"it at {here!r}: it was not exported as this interval prices it")
@@ -139,8 +142,8 @@ def draw_taus(frames: Sequence[tuple[pd.DataFrame, dict]], methods: Sequence[str
     plain = any(not t.meta.get("regimes") for t in topologies)
     out = np.empty((draws, len(topologies)))
     for d in range(draws):
-        fit, regime_fit = _draw_fits(resample_frames(frames, draw_counts(groups, rng)), methods, plain)
-        out[d] = [file_regime_tau(t, regime_fit if t.meta.get("regimes") else fit) for t in topologies]
+        fits = _draw_fits(resample_frames(frames, draw_counts(groups, rng)), methods, plain)
+        out[d] = [_price(t, *fits) for t in topologies]
     return out
 
 

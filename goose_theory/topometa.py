@@ -1,13 +1,13 @@
 """The shapes of the metadata the toolkit writes into a topology file, checked on load.
 
 ``fit-acceptance --out`` and ``goose loop`` store what a file was fitted on and what it predicts
-(``predicted_tau`` and fit-acceptance's interval ``predicted_ci95``, ``acceptance``, ``provenance``,
+(``predicted_tau`` and its 95% interval ``predicted_ci95``, ``acceptance``, ``provenance``,
 ``regime_fit``); ``goose validate`` reads them back to predict tau and to hold the fitted prompts
 out. A hand-edited file may hold anything
 there, so each of those keys, where present, must have the type the toolkit wrote: otherwise the
 file is refused on load with one line, rather than failing mid-run with an AttributeError.
 Only the shapes are checked, and what validate predicts with is parsed: the two acceptance models
-(``acceptance``, ``provenance.fitted.selected``), the prediction and prompt counts (float-convertible:
+(``acceptance``, ``provenance.fitted.selected``), the prediction, its interval and prompt counts (float-convertible:
 JSON allows an integer of any length), and the regime fit (matched and unmatched acceptance, the
 share psi, the spine models); other values are validated where they are used.
 

@@ -59,3 +59,14 @@ def test_a_fixed_tree_with_ranks_the_adjacency_table_never_fills_is_named(tmp_pa
     note = cli_checks.unreachable_ranks_note(specs, 10)
     assert note.startswith("topology:wide has 1 transition node(s) of rank 12-12: the adjacency table keeps the top 10")
     assert "fine" not in note and cli_checks.unreachable_ranks_note(specs, 13) is None
+
+
+def test_the_regime_draws_default_is_the_intervals_own_and_its_range_is_checked():
+    # cli_checks keeps its own copy so that `goose --help` loads neither pandas nor numba
+    from goose_theory.cli_util import UsageError
+    from goose_theory.regimeinterval import DRAWS
+    assert cli_checks.REGIME_DRAWS == DRAWS
+    cli_checks.check_regime_draws(0), cli_checks.check_regime_draws(cli_checks.MAX_REGIME_DRAWS)
+    for bad in (-1, cli_checks.MAX_REGIME_DRAWS + 1):
+        with pytest.raises(UsageError, match=rf"^--regime-draws: {bad} is not in 0\.\.10000$"):
+            cli_checks.check_regime_draws(bad)

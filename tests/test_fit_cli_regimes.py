@@ -49,6 +49,13 @@ def test_regimes_exports_a_pair_the_runtime_runs(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     at = next(i for i, x in enumerate(lines) if x.startswith("exported (--regimes) for mtbench at budget 4"))
     assert lines[at - 1].startswith("--regimes: the exports below fit the cycles with and without a context match")
+    assert " [" not in lines[at] and "95% intervals: the fitted prompts" not in (tmp_path / "fit2" / "report.md").read_text()
+    # with draws, each prediction carries its interval on the line and in the report, which says what it holds
+    report = (out / "report.md").read_text()
+    for key, words in (("single", "one tree"), ("regime_file", "regime file")):
+        tau, (lo, hi) = export[key]["predicted_tau"], export[key]["predicted_ci95"]
+        assert f"{words}, predicted tau {tau:.3f} [{lo:.2f}, {hi:.2f}] -> " in report
+    assert "95% intervals: the fitted prompts resampled, the two-regime fit redone" in report
 
 
 def test_regimes_with_latency_export_where_the_regime_files_rate_peaks(tmp_path, capsys):

@@ -167,7 +167,7 @@ def test_loop_refuses_a_blocked_output_file_before_the_fit(capsys, tmp_path, no_
 @pytest.mark.parametrize("flag, value, message", [("--model", "README.md", "is a file, not a model folder"),
                                                   ("--model", "no/such/folder", "does not exist"),
                                                   ("--regime-draws", "-2", "--regime-draws: -2 is not in 0..10000")])
-def test_loop_refuses_a_bad_model_before_the_fit(capsys, tmp_path, no_model, flag, value, message):
+def test_loop_refuses_a_bad_model_or_draw_count_before_the_fit(capsys, tmp_path, no_model, flag, value, message):
     fails(capsys, ["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", flag, value,
                     "--out-dir", str(tmp_path / "out")], message)  # one line: no "[goose] fitting" before it
     assert not (tmp_path / "out").exists()
@@ -281,9 +281,3 @@ def test_loop_refuses_an_out_dir_whose_validation_traces_the_traces_would_fit(ca
            f"--out-dir {folder}: its validation trace validation-stdlib.parquet would be one of the --traces {traces}")
     assert [p.name for p in folder.iterdir()] == ["stdlib.parquet"]
 
-
-def test_the_loops_default_draws_are_the_intervals_own():
-    # loop_cli keeps its own copy so that `goose --help` does not import pandas
-    from goose_runtime.loop_cli import REGIME_DRAWS
-    from goose_theory.regimeinterval import DRAWS
-    assert REGIME_DRAWS == DRAWS

@@ -235,3 +235,13 @@ def test_both_fits_at_once_are_the_two_fits(paths, bench, methods):
     assert plain == fit_regimes(frames, methods=methods) and split == fit_regimes(frames, methods=methods, split=True)
     assert repr(plain.to_dict()) == repr(fit_regimes(frames, methods=methods).to_dict())  # to the last digit
     assert split.confident is not None and split.psi_confident > 0  # the split path is the one compared
+
+
+def test_without_confident_cycles_the_split_fit_is_the_plain_one():
+    # the export and the bootstrap price regime files with the split fit alone: where no cycle says it
+    # was confident (goose's bypass not recorded), it must be the plain fit, not a fit of other rows
+    from goose_theory.regimefit import fit_regimes_both
+    from goose_theory.regimeinput import read_frames
+    frames = [(f.drop(columns="bypass"), m) for f, m in read_frames(["traces/prior/stdlib-b8.parquet"])]
+    plain, split = fit_regimes_both(frames)
+    assert split.confident is None and repr(split.to_dict()) == repr(plain.to_dict())

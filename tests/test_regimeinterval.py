@@ -31,7 +31,7 @@ def test_each_exported_file_is_priced_as_its_prediction_was_made(bench, budget):
     single, pair, fit, methods = regime_topologies(PRIOR, benchmark=bench, budget=budget, provenance={})
     split = fit_regimes(frames, methods=methods, split=True)
     assert file_regime_tau(single, fit) == single.meta["predicted_tau"]
-    assert file_regime_tau(pair, split if split.confident is not None else fit) == pair.meta["predicted_tau"]
+    assert file_regime_tau(pair, split) == pair.meta["predicted_tau"]
     assert pair.meta.get("regimes", {}).get("unmatched")  # a regime file, priced with its other trees
 
 
