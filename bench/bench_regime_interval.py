@@ -26,7 +26,8 @@ from goose_theory.regimeexport import export_topologies
 from goose_theory.regimefill import nearest_methods
 from goose_theory.regimefit import fit_regimes_both
 from goose_theory.regimeinput import read_frames
-from goose_theory.regimeinterval import file_regime_tau, prompt_keys, regime_intervals
+from goose_theory.regime import file_prediction
+from goose_theory.regimeinterval import prompt_keys, regime_intervals
 
 
 def replicate(frames, keys, truth_fits, *, n_fit: int, budget: int, draws: int, seed: int) -> dict:
@@ -41,7 +42,7 @@ def replicate(frames, keys, truth_fits, *, n_fit: int, budget: int, draws: int, 
     start = time.perf_counter()
     cis = regime_intervals(sub, methods, [single, pair], draws=draws, seed=seed)
     seconds = time.perf_counter() - start
-    truth = [file_regime_tau(single, truth_fits[0]), file_regime_tau(pair, truth_fits[1])]
+    truth = [file_prediction(single, truth_fits[0]).tau, file_prediction(pair, truth_fits[1]).tau]
     out = {"seed": seed, "seconds": round(seconds, 1)}
     for name, tree, ci, target in zip(("single", "regime_file"), (single, pair), cis, truth):
         out[name] = {"predicted": tree.meta["predicted_tau"], "ci95": list(ci), "target": target,

@@ -41,6 +41,7 @@ import numpy as np
 
 from .acceptance import Acceptance
 from .optimize import build_topology
+from .regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology
 from .regimefill import filled_tau
 from .regimelength import length_tau, length_trees
 from .regimespare import grow_spare, spare_tau
@@ -168,6 +169,22 @@ def regime_tau(topology: Topology, matched: Acceptance, unmatched: Acceptance, p
     tc = _at_least_one(tc)
     return RegimeTau(harmonic_tau(tm, tu, psi, tau_confident=tc, psi_confident=psi_confident),
                      tm, tu, psi, nm, nu, psi_confident, tc, nc)
+
+
+def file_prediction(topology: Topology, fit: Any) -> RegimeTau:
+    """The regime tau of an exported topology file under a :class:`~goose_theory.regimefit.RegimeFit`,
+    priced as the export and its variants price it: a file without ``regimes`` (one tree drafted in
+    every cycle) by :func:`regime_tau` alone; a regime file with its unmatched, confident, spare-slot
+    or by-length trees (:mod:`goose_theory.regimefile`), the slot fill and the spine models. Under
+    the fit a file was exported from, its ``.tau`` is the file's ``predicted_tau``
+    (tests/test_regimeinterval.py, which draws it under bootstrap fits)."""
+    if not topology.meta.get("regimes"):
+        return regime_tau(topology, fit.matched, fit.unmatched, fit.psi)
+    confident = confident_topology(topology)
+    return regime_tau(matched_topology(topology) or topology, fit.matched, fit.unmatched, fit.psi,
+                      unmatched_topology(topology), confident=fit.confident, psi_confident=fit.psi_confident,
+                      confident_topology=confident[0] if confident else None, fill=fit.fill, budget=topology.budget,
+                      spines=fit.spines, by_length=matched_by_length(topology) or ())
 
 
 @dataclass(frozen=True)

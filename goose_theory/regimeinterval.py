@@ -8,7 +8,7 @@ replacement (a prompt is the unit: its rows in every trace file, across methods;
 the fitted methods and the others apart, :func:`strata`), redoes the
 whole two-regime fit (:func:`~goose_theory.regimefit.fit_regimes`: psi, per-regime acceptance,
 slot fill, spine models, the confident split) on the resampled rows, and prices the *same* trees,
-the exported ones, under it (:func:`file_regime_tau`). The 2.5 and 97.5 percentiles over the draws
+the exported ones, under it (:func:`~goose_theory.regime.file_prediction`). The 2.5 and 97.5 percentiles over the draws
 are the file's ``predicted_ci95``.
 
 What it leaves out, as :mod:`goose_theory.fitinterval` does for one regime: sampling error alone;
@@ -32,28 +32,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .regime import regime_tau
-from .regimefile import confident_topology, matched_by_length, matched_topology, unmatched_topology, without_interval
+from .regime import file_prediction
+from .regimefile import without_interval
 from .regimefit import fit_regimes, fit_regimes_both
 from .topology import Topology
 
 DRAWS = 100
 KEY = ["benchmark", "prompt_id"]
-
-
-def file_regime_tau(topology: Topology, fit: Any) -> float:
-    """The two-regime tau of an exported topology under a :class:`~goose_theory.regimefit.RegimeFit`,
-    priced as the export priced it: a file without ``regimes`` (the single tree, drafted in every
-    cycle) by :func:`~goose_theory.regime.regime_tau` alone; a regime file with its unmatched,
-    confident, spare-slot or by-length trees, the slot fill and the spine models. Under the fit the
-    file was exported from, it is the file's ``predicted_tau`` (tests/test_regimeinterval.py)."""
-    if not topology.meta.get("regimes"):
-        return regime_tau(topology, fit.matched, fit.unmatched, fit.psi).tau
-    confident = confident_topology(topology)
-    return regime_tau(matched_topology(topology) or topology, fit.matched, fit.unmatched, fit.psi,
-                      unmatched_topology(topology), confident=fit.confident, psi_confident=fit.psi_confident,
-                      confident_topology=confident[0] if confident else None, fill=fit.fill, budget=topology.budget,
-                      spines=fit.spines, by_length=matched_by_length(topology) or ()).tau
 
 
 def prompt_keys(frames: Sequence[tuple[pd.DataFrame, dict]]) -> pd.MultiIndex:
@@ -118,8 +103,8 @@ def _draw_fits(frames, methods: Sequence[str], plain: bool) -> tuple[Any, Any]:
 
 
 def _price(topology: Topology, plain: Any, split: Any) -> float:
-    """:func:`file_regime_tau` under the fit its kind of file was exported from."""
-    return file_regime_tau(topology, split if topology.meta.get("regimes") else plain)
+    """:func:`~goose_theory.regime.file_prediction` under the fit its kind of file was exported from."""
+    return file_prediction(topology, split if topology.meta.get("regimes") else plain).tau
 
 
 def _check_pricing(frames, methods: Sequence[str], topologies: Sequence[Topology]) -> None:

@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 from .acceptance import Acceptance
 from .optimize import build_topology
-from .regime import RegimeTau, harmonic_tau, regime_tau
-from .regimefile import confident_topology, matched_by_length, unmatched_topology, without_interval
+from .regime import RegimeTau, file_prediction, harmonic_tau
+from .regimefile import matched_by_length, without_interval
 from .regimelength import length_tau, length_trees
 from .topology import Topology
 
@@ -54,17 +54,14 @@ def matched_variants(pair: Topology, fit: Any, *, scales: Sequence[float] = SPIN
     under its fit's matched regime (``fit``: the file's ``RegimeFit``), priced by the closed form
     (``predicted_tau``, ``regime_prediction``; the file's spare-slot or by-length matched trees
     dropped); the file itself comes first, and stands for f = 1 unless it has by-length trees."""
-    unmatched, confident = unmatched_topology(pair), confident_topology(pair)
     out: list[tuple[float, Topology]] = [(1.0, pair)]
     own_is_one_tree = matched_by_length(pair) is None
     for f, tree in matched_trees(fit.matched, budget=pair.budget, scales=scales):
         if f == 1.0 and own_is_one_tree:
             continue
-        pred = regime_tau(tree, fit.matched, fit.unmatched, fit.psi, unmatched, confident=fit.confident,
-                          psi_confident=fit.psi_confident, confident_topology=confident[0] if confident else None,
-                          fill=fit.fill, budget=pair.budget, spines=fit.spines)
-        out.append((f, tree.with_meta(**{**without_interval(pair).meta, "regimes": _without_matched(pair), "predicted_tau": pred.tau,
-                                         "regime_prediction": pred.to_dict(), "spine_scale": f})))
+        variant = tree.with_meta(**{**without_interval(pair).meta, "regimes": _without_matched(pair), "spine_scale": f})
+        pred = file_prediction(variant, fit)  # the file's unmatched and confident trees, this matched one
+        out.append((f, variant.with_meta(predicted_tau=pred.tau, regime_prediction=pred.to_dict())))
     return out
 
 

@@ -11,7 +11,8 @@ from goose_theory.regimeexport import export_topologies, regime_topologies
 from goose_theory.regimefit import fit_regimes
 from goose_theory.regimeinput import read_frames
 from goose_theory.topology import Topology
-from goose_theory.regimeinterval import (draw_counts, draw_taus, file_regime_tau, prompt_keys, regime_intervals,
+from goose_theory.regime import file_prediction
+from goose_theory.regimeinterval import (draw_counts, draw_taus, prompt_keys, regime_intervals,
                                          resample_frames, strata, with_intervals)
 
 PRIOR = ["traces/prior/humaneval-b8.parquet", "traces/prior/mtbench-b8.parquet", "traces/prior/stdlib-b8.parquet"]
@@ -30,8 +31,9 @@ def test_each_exported_file_is_priced_as_its_prediction_was_made(bench, budget):
     frames = read_frames(PRIOR, benchmark=bench)
     single, pair, fit, methods = regime_topologies(PRIOR, benchmark=bench, budget=budget, provenance={})
     split = fit_regimes(frames, methods=methods, split=True)
-    assert file_regime_tau(single, fit) == single.meta["predicted_tau"]
-    assert file_regime_tau(pair, split) == pair.meta["predicted_tau"]
+    assert file_prediction(single, fit).tau == single.meta["predicted_tau"]
+    assert file_prediction(pair, split).tau == pair.meta["predicted_tau"]
+    assert file_prediction(pair, split).to_dict() == pair.meta["regime_prediction"]  # every part, not just the mix
     assert pair.meta.get("regimes", {}).get("unmatched")  # a regime file, priced with its other trees
 
 
