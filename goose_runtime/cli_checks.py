@@ -27,6 +27,15 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
                         f"{MAX_REGIME_DRAWS})")
 
 
+def add_sampling_options(p) -> None:
+    """``--temperature`` and ``--seed`` of ``goose decode`` and ``goose validate`` (ranges: DecodeConfig,
+    via make_config)."""
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0: greedy decoding (the default); > 0 (at most 100): sample at this temperature, with "
+                        "noise fixed by --seed and position, so every method emits ar's sampled tokens")
+    p.add_argument("--seed", type=int, default=0, help="the sampling noise's seed (default 0; with --temperature)")
+
+
 def check_regime_draws(draws: int) -> None:
     """``--regime-draws`` in 0 .. :data:`MAX_REGIME_DRAWS`, else a UsageError naming it."""
     if not 0 <= draws <= MAX_REGIME_DRAWS:
@@ -36,7 +45,8 @@ def check_regime_draws(draws: int) -> None:
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), its input flags (:data:`PATH_FLAGS`)
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), a ``--seed`` comes with a ``--temperature``
+    (decode: greedy decoding would ignore it), its input flags (:data:`PATH_FLAGS`)
     are not empty strings, and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
     ``--out-dir`` folders) can be written; else a UsageError naming the flag."""
     check_not_empty(args)
@@ -49,6 +59,8 @@ def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
         value = getattr(args, flag, None)
         if value is not None and value > cap:
             raise UsageError(f"--{flag} must be at most {cap}, got {value}")
+    if getattr(args, "temperature", None) == 0 and getattr(args, "seed", 0) != 0:
+        raise UsageError("--seed applies with --temperature > 0 only (greedy decoding draws no noise)")
     # output paths: refused now, not after a run of minutes
     for flag in ("out", "trace_out"):
         check_output_file(getattr(args, flag, None), f"--{flag.replace('_', '-')}")

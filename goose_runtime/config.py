@@ -22,6 +22,8 @@ from .methods import MethodSpec
 # docs/bench-runtime.md, "The matcher's history").
 HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
+MAX_TEMPERATURE = 100.0  # sampling (goose_runtime.sampling): past this the target is all but uniform
+MAX_SEED = 2**63 - 1
 
 
 class ConfigError(InputError):
@@ -58,6 +60,9 @@ _RULES = {
     "keep_history": ("must be True or False", lambda v: isinstance(v, bool)),
     "store_corpus": ("must be paths of files or folders (an empty one names nothing)", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
     "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
+    "temperature": (f"must be 0 (greedy) or in (0, {MAX_TEMPERATURE:g}]", lambda v: _real(v) and 0 <= v <= MAX_TEMPERATURE),
+    "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
+             and 0 <= v <= MAX_SEED),
 }
 
 
@@ -107,6 +112,11 @@ class DecodeConfig:
     branch_power: float = 1.0
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
     store_corpus: tuple[str, ...] = ()  # +store methods: files / folders of the store (): the default (store.py)
+    # 0: greedy decoding (the default; what every number in the README used unless it says otherwise).
+    # > 0: sample at this temperature with Gumbel noise fixed by (seed, position), which every method
+    # reproduces token for token (goose_runtime.sampling)
+    temperature: float = 0.0
+    seed: int = 0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

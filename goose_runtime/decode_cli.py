@@ -1,9 +1,8 @@
 """``goose decode`` (``goose profile-latency`` and ``goose record-traces``: :mod:`.record_cli`).
 
-torch and transformers are imported inside the handlers only, so ``goose yield`` stays fast.
-Bad input (unknown method or prompt set, a topology that does not validate, an empty or over-long
-prompt, a missing model path, ``--limit < 1``, a DecodeConfig value out of range) ends with one line on
-stderr and exit code 2.
+torch and transformers are imported inside the handlers only, so ``goose yield`` stays fast. Bad input (unknown
+method or prompt set, a topology that does not validate, an empty or over-long prompt, a missing model path,
+``--limit < 1``, a DecodeConfig value out of range) ends with one line on stderr and exit code 2.
 
 Example:
     goose decode --method goose --compare ar,pld,tr --bench humaneval --limit 5 --max-new-tokens 128
@@ -21,8 +20,8 @@ import sys
 from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, load_latency_option, print_json,
                                    split_list)
 
-from .cli_checks import (check_model_args, check_refresh, check_run_args, few_tokens_note, make_config,
-                         noisy_speedup_note, unreachable_ranks_note)
+from .cli_checks import (add_sampling_options, check_model_args, check_refresh, check_run_args, few_tokens_note,
+                         make_config, noisy_speedup_note, unreachable_ranks_note)
 
 DEFAULT_COMPARE = "ar"
 
@@ -90,6 +89,7 @@ def _decode_options(parser) -> None:
     parser.add_argument("--branch-power", type=float, default=1.0,
                         help="goose: split a branch budget over sibling candidates as 1/rank**P (default 1, "
                         "harmonic; 2 is Token Recycling's shape, see README)")
+    add_sampling_options(parser)
 
 
 def add_refresh_option(parser) -> None:
@@ -164,7 +164,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
                          keep_history=args.keep_history, min_score=args.min_score, branch_power=args.branch_power,
-                         store_corpus=tuple(args.store_corpus or ()))
+                         store_corpus=tuple(args.store_corpus or ()), temperature=args.temperature, seed=args.seed)
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
@@ -263,9 +263,9 @@ def _table(summaries) -> list[dict]:
 
 def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
-            "linears": bundle.linears,
-            "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
-            "keep_history": args.keep_history, "min_score": args.min_score, "branch_power": args.branch_power}
+            "linears": bundle.linears, "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
+            "keep_history": args.keep_history, "min_score": args.min_score, "branch_power": args.branch_power,
+            "temperature": args.temperature, "seed": args.seed}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

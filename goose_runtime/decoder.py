@@ -6,7 +6,8 @@ last cycle's tree is left in it uncompacted, as the cache is dropped when decodi
 the bonus token (the target's argmax at the last accepted node), which becomes the next anchor.
 So every emitted token comes out of a verification cycle and ``sum(tau) == len(token_ids)``.
 ``ar`` is the same loop with an empty tree. Greedy verification makes every method emit exactly
-the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py).
+the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py); so does sampling with a
+temperature, whose noise is fixed by position (:mod:`goose_runtime.sampling`).
 
 Example:
     >>> from goose_runtime.model import tiny_random_bundle
@@ -36,6 +37,7 @@ from .methods import MethodError, MethodSpec
 from .model import ModelBundle
 from .prior import attach_prior
 from .records import CycleRecord, PromptResult
+from .sampling import PositionNoise
 from .store import NO_GUESS, check_store_bench, shared_store
 from .trees import DraftTree, build_chain, build_from_topology, new_tree
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
@@ -76,7 +78,8 @@ class Decoder:
 
     # ---- one prompt ---------------------------------------------------------------------------
     def decode(self, prompt_ids: list[int], *, prompt_id: str = "prompt", benchmark: str = "prompt") -> PromptResult:
-        """Greedy-decode up to ``max_new_tokens`` after ``prompt_ids`` (stops at the first EOS)."""
+        """Decode up to ``max_new_tokens`` after ``prompt_ids`` (stops at the first EOS): greedily, or
+        at ``config.temperature`` > 0 sampled with ``config.seed`` (the same tokens as ``ar``'s either way)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise ValueError("empty prompt")
@@ -93,6 +96,8 @@ class Decoder:
             self.auto = DynamicPolicy(cfg.latency, max_budget=self.method.budget, top_k=cfg.top_k,
                                       max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
         matcher = self._matcher(prompt) if self.method.uses_matcher else None
+        self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device)
+                        if cfg.temperature > 0 else None)  # noise by position: each prompt starts afresh
         cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()
@@ -175,9 +180,13 @@ class Decoder:
         bundle.synchronize()
         verify_s = time.perf_counter() - v0
         harvest = self.adjacency is not None
-        top, probs = top_candidates(logits, cfg.top_k if harvest else 1, self.score if harvest else None)
-        argmax = top[:, 0].tolist()
-        path = greedy_walk(tree, argmax)
+        if self.sampler is None:
+            top, probs = top_candidates(logits, cfg.top_k if harvest else 1, self.score if harvest else None)
+            argmax = top[:, 0].tolist()  # the target's choice at every node
+            path = greedy_walk(tree, argmax)
+        else:
+            top, probs = top_candidates(logits, cfg.top_k, self.score) if harvest else (None, None)
+            argmax, path = self._sampled_walk(tree, logits, past)
         new = [tree.token[n] for n in path[1:]] + [argmax[path[-1]]]
         new = new[:remaining]
         stop = len(new) == remaining
@@ -200,6 +209,21 @@ class Decoder:
         if cfg.record:
             record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
         return new, record, stop
+
+    def _sampled_walk(self, tree: DraftTree, logits: torch.Tensor, past: int) -> tuple[list[int], list[int]]:
+        """The target's sampled choice at every node with children (-1 at the other leaves) and the
+        accepted path; the path's end, when a leaf, gets its sample too (the bonus token). A node at
+        depth d predicts position past + d + 1 (goose_runtime.sampling)."""
+        self.sampler.forget_before(past + 1)
+        choice = [-1] * tree.n_nodes
+        rows = sorted(set(tree.parent[1:])) or [0]
+        positions = [past + tree.depth[r] + 1 for r in rows]
+        for r, t in zip(rows, self.sampler.targets(logits, rows=rows, positions=positions)):
+            choice[r] = t
+        path = greedy_walk(tree, choice)  # a leaf has no children to match its -1
+        if choice[end := path[-1]] < 0:
+            choice[end] = self.sampler.targets(logits, rows=[end], positions=[past + tree.depth[end] + 1])[0]
+        return choice, path
 
     def _record(self, tree: DraftTree, argmax: list[int], path: list[int], tau: int, verify_s: float,
                 draft_s: float) -> CycleRecord:

@@ -11,6 +11,7 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
 - :func:`fit_metadata`: the traces' footer metadata, read once for the two notes below;
 - :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``;
+- :func:`note_temperature`: one line when they were sampled at several temperatures or another one;
 - :func:`note_model_mismatch`: one line when they were decoded by another model or dtype;
   :func:`note_latency_mismatch`: the same for fit-acceptance's latency profile.
 
@@ -166,6 +167,22 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
     if caps and caps != {max_new_tokens}:
         _note(f"the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
               f"this run with {max_new_tokens}: predictions assume the traces' length")
+
+
+def note_temperature(metas: list[dict], *, this_run: float | None = None) -> None:
+    """Say so (one line on stderr) when the traces were sampled at several temperatures (pooled in one
+    fit), or at another than ``this_run``'s (``goose validate`` and ``goose loop`` decode greedily):
+    a sampled target accepts fewer drafts as the temperature rises (goose_runtime.sampling), so the
+    fit describes the traces' temperature. A trace without the key (before sampling) was greedy."""
+    temps = sorted({float(((meta.get("config") or {}).get("decode") or {}).get("temperature") or 0.0)
+                    for meta in metas})
+    shown = ", ".join(f"{t:g}" for t in temps)
+    if len(temps) > 1:
+        _note(f"the traces were decoded at temperatures {shown} (0: greedy) and are fitted together: acceptance "
+              "falls as the temperature rises, so fit each temperature's traces apart")
+    elif temps and this_run is not None and temps[0] != this_run:
+        _note(f"the fit traces were decoded at temperature {shown}, this run at {this_run:g} (0: greedy): "
+              "the predictions describe the traces' temperature")
 
 
 def note_model_mismatch(metas: list[dict], *, model: str, dtype: str) -> None:

@@ -122,6 +122,17 @@ def test_min_score_is_reported_and_recorded_for_goose_only(capsys, tiny, tmp_pat
     assert methods["tr"]["score"] == "logit" and "min_score" not in methods["tr"]
 
 
+def test_sampling_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
+    trace = tmp_path / "run.parquet"
+    args = ["decode", "--method", "goose@8", "--compare", "pld,tr", "--prompt", "abcabcabc", "--max-new-tokens", "12"]
+    out = run_json(capsys, args + ["--temperature", "1.5", "--seed", "7", "--trace-out", str(trace), "--json"])
+    assert out["temperature"] == 1.5 and out["seed"] == 7 and out["all_match_ar"] is True
+    decode = trace_metadata(open_trace(trace))["config"]["decode"]
+    assert decode["temperature"] == 1.5 and decode["seed"] == 7
+    greedy = run_json(capsys, args + ["--json"])
+    assert greedy["temperature"] == 0.0 and greedy["token_ids"] != out["token_ids"]
+
+
 def test_a_prompt_trace_names_its_text(capsys, tiny, tmp_path):
     # the fit resamples by (benchmark, prompt_id): two --prompt texts must not share an id, and
     # the same text decoded again must keep it

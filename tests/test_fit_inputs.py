@@ -5,7 +5,8 @@ import shutil
 
 import pytest
 
-from goose_runtime.fit_inputs import fit_metadata, note_model_mismatch, note_token_cap, trace_copies, trace_files, trace_sets
+from goose_runtime.fit_inputs import (fit_metadata, note_model_mismatch, note_temperature, note_token_cap, trace_copies,
+                                      trace_files, trace_sets)
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import check_trace
 
@@ -31,6 +32,22 @@ def test_validate_says_when_the_fit_traces_ran_another_model_or_dtype(capsys):
         "the predictions describe the traces' model",
         "[goose] note: the fit traces were decoded with dtype float32, this run with bfloat16: the predictions "
         "describe the traces' dtype"]
+
+
+def test_sampled_traces_are_named_when_pooled_or_validated_greedily(capsys):
+    greedy = fit_metadata(["traces/stdlib-b8.parquet"])  # shipped before sampling: no temperature key, greedy
+    note_temperature(greedy, this_run=0.0)
+    note_temperature(greedy)
+    assert capsys.readouterr().err == ""
+    sampled = {**greedy[0], "config": {**greedy[0]["config"], "decode": {**greedy[0]["config"]["decode"], "temperature": 0.8}}}
+    note_temperature([sampled], this_run=0.0)
+    note_temperature([sampled])  # fit-acceptance: one temperature, nothing to say
+    assert capsys.readouterr().err.splitlines() == [
+        "[goose] note: the fit traces were decoded at temperature 0.8, this run at 0 (0: greedy): the "
+        "predictions describe the traces' temperature"]
+    note_temperature(greedy + [sampled])
+    assert "decoded at temperatures 0, 0.8 (0: greedy) and are fitted together" in capsys.readouterr().err
+
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):
     shutil.copy("traces/stdlib-b8.parquet", tmp_path / "copy.parquet")
