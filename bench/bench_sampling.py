@@ -1,0 +1,82 @@
+"""Speculation under sampling: tau, speedup and per-cycle overhead against the temperature.
+
+With ``--temperature T`` every method emits ``ar``'s sampled tokens (goose_runtime.sampling), and a
+draft is accepted only when it *is* the sample, so acceptance falls as T spreads the target's
+distribution. This runs each prompt set at each temperature with the same methods (``ar`` the
+speedup's reference, measured in the same run) and, with ``--trace-dir``, writes one trace per
+(set, temperature) for ``fit-acceptance`` (the fitted p_s and p_t against T).
+
+    .venv/bin/python bench/bench_sampling.py --limit 5 --temperatures 0,0.3,0.7,1 \\
+        --out bench/results/sampling_<date>.json --trace-dir /tmp/sampling-traces
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+from goose_runtime.config import DecodeConfig
+from goose_runtime.model import load_model
+from goose_runtime.prior import shared_prior
+from goose_runtime.prompts import load_prompts
+from goose_runtime.runner import parse_labeled, run_methods, summarize, write_results_trace
+
+METHODS = "ar,pld,goose@16,goose+prior@8"
+
+
+def run_one(bundle, specs, prompts, *, bench: str, temperature: float, seed: int, max_new_tokens: int,
+            trace_dir: str | None) -> list[dict]:
+    """One (set, temperature): every method on every prompt; a row per method."""
+    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    results = run_methods(bundle, specs, prompts, config=config)
+    if trace_dir:
+        write_results_trace(os.path.join(trace_dir, f"{bench}-T{temperature:g}.parquet"), bundle, specs, results,
+                            config, run_id_prefix=f"sampling-{bench}-T{temperature:g}", benchmark=bench,
+                            prompt_ids=[p.id for p in prompts])
+    return [{"set": bench, "temperature": temperature, "method": s.method, "tau": round(s.tau, 3),
+             "tokens_per_s": round(s.tokens_per_s, 1), "speedup": round(s.speedup_vs_ar, 3),
+             "draft_ms": round(s.draft_ms, 3), "verify_ms": round(s.verify_ms, 2), "nodes": round(s.mean_nodes, 1),
+             "matches_ar": s.matches_ar} for s in summarize(results).values()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sets", default="humaneval,stdlib,mtbench")
+    parser.add_argument("--temperatures", default="0,0.3,0.7,1")
+    parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--limit", type=int, default=5)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--trace-dir", help="write a trace per (set, temperature) here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    bundle = load_model()
+    specs = [parse_labeled(m) for m in args.methods.split(",")]
+    if any(s.prior for s in specs):
+        shared_prior(bundle, top_k=10)
+    if args.trace_dir:
+        os.makedirs(args.trace_dir, exist_ok=True)
+    rows, start = [], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for bench in args.sets.split(","):
+        prompts = load_prompts(bench, limit=args.limit)
+        for t in (float(x) for x in args.temperatures.split(",")):
+            for row in run_one(bundle, specs, prompts, bench=bench, temperature=t, seed=args.seed,
+                               max_new_tokens=args.max_new_tokens, trace_dir=args.trace_dir):
+                rows.append(row)
+                print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump({"started": start, "machine": platform.processor() or platform.machine(),
+                       "threads": args.threads, "limit": args.limit, "max_new_tokens": args.max_new_tokens,
+                       "seed": args.seed, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
