@@ -1,19 +1,23 @@
 """Sampling with a temperature that every method reproduces token for token: Gumbel-max noise fixed
-by (seed, position).
+by (seed, prompt, position).
 
 Greedy verification is lossless because the target's choice at a node depends only on the node's
 prefix. Sampling keeps that property if its randomness does too: the token at absolute position
 ``p`` (its index in prompt + output) is
 
-    x_p = argmax_v ( logits_v / T + g_{p,v} ),   g_p ~ Gumbel(0, 1)^V, drawn from a generator seeded by (seed, p)
+    x_p = argmax_v ( logits_v / T + g_{p,v} ),   g_p ~ Gumbel(0, 1)^V, seeded by (seed, prompt, p)
 
-By the Gumbel-max trick x_p ~ softmax(logits / T) given the prefix, and g_p is independent of the
-noise that chose the prefix, so the output is a proper sample of temperature T. Every tree node at
-depth d of a cycle whose anchor sits at position ``past`` predicts position ``past + d + 1`` and
-takes that position's noise; so a draft is accepted exactly when it is the token ``ar`` would have
-sampled, and every method emits ``ar``'s tokens for the same seed (tests/test_sampling.py, and on the
-real model tests/test_lossless.py). A drafted token is accepted only when it *is* the sample, so
-acceptance falls with T as the target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
+computed as argmax(logits + T g_p), the same rule without dividing by a tiny T (at 1e-40 the
+quotient overflowed to inf). By the Gumbel-max trick x_p ~ softmax(logits / T) given the prefix,
+and g_p is independent of the noise that chose the prefix, so the output is a proper sample of
+temperature T. The prompt's token ids are in the seed so that the prompts of one run are sampled
+independently (with (seed, p) alone two prompts shared their noise, and agreed on most tokens
+where the model was unsure). Every tree node at depth d of a cycle whose anchor sits at position
+``past`` predicts position ``past + d + 1`` and takes that position's noise; so a draft is
+accepted exactly when it is the token ``ar`` would have sampled, and every method emits ``ar``'s
+tokens for the same seed (tests/test_sampling.py, on the tiny model and, marked slow, on the real
+one). A drafted token is accepted only when it *is* the sample, so acceptance falls with T as the
+target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
 
 Compromises: temperature only (no top-p / top-k filtering); the noise is drawn on the CPU (a seeded
 torch generator per position, 0.3-0.5 ms for 49152 entries, once per position: kept until the cycle
@@ -22,13 +26,14 @@ the nodes that need them (those with children, then the accepted path's end), a 
 logits that greedy decoding's numba readout does not make.
 
 Example:
-    >>> noise = PositionNoise(vocab_size=4, temperature=1.0, seed=7)
+    >>> noise = PositionNoise(vocab_size=4, temperature=1.0, seed=7, prompt=[5, 6])
     >>> logits = torch.tensor([[0.0, 3.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])
     >>> noise.targets(logits, rows=[0, 1], positions=[5, 5])[0] == noise.targets(logits, rows=[1], positions=[5])[0]
     True
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -39,13 +44,25 @@ from .readout import NaNLogitsError
 
 
 
-def position_noise(seed: int, position: int, vocab_size: int) -> torch.Tensor:
+def prompt_key(prompt: list[int]) -> int:
+    """A 64-bit hash of a prompt's token ids, part of every position's seed.
+
+    Example:
+        >>> prompt_key([1, 2, 3]) == prompt_key([1, 2, 3]) != prompt_key([1, 2, 4])
+        True
+    """
+    digest = hashlib.blake2b(np.asarray(prompt, dtype=np.int64).tobytes(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def position_noise(seed: int, position: int, vocab_size: int, prompt: int = 0) -> torch.Tensor:
     """Gumbel(0, 1) noise for one absolute position, ``-log(-log U)`` from fp64 uniforms (their 2**-53
     steps keep the tail out to ~37, where fp32 ones would cut it near 17; U = 0, which would make a
     token unreachable, is moved to the smallest double), from a CPU generator seeded by a hash of
-    (seed, position). 0.3-0.5 ms for 49152 entries on this CPU (torch's ``exponential_`` took 1.2)."""
-    mixed = int(np.random.SeedSequence([int(seed), int(position)]).generate_state(1, np.uint64)[0]) & MAX_SEED
-    gen = torch.Generator().manual_seed(mixed)
+    (seed, prompt key, position). 0.3-0.5 ms for 49152 entries on this CPU (torch's ``exponential_``
+    took 1.2)."""
+    mixed = int(np.random.SeedSequence([int(seed), int(prompt), int(position)]).generate_state(1, np.uint64)[0])
+    gen = torch.Generator().manual_seed(mixed & MAX_SEED)
     u = torch.rand(vocab_size, dtype=torch.float64, generator=gen).clamp_(min=torch.finfo(torch.float64).tiny)
     return u.log_().neg_().log_().neg_().to(torch.float32)
 
@@ -53,11 +70,13 @@ def position_noise(seed: int, position: int, vocab_size: int) -> torch.Tensor:
 class PositionNoise:
     """The noise of every position a decoder has drafted at, kept until a cycle starts past it."""
 
-    def __init__(self, vocab_size: int, temperature: float, seed: int, device: str | torch.device = "cpu") -> None:
+    def __init__(self, vocab_size: int, temperature: float, seed: int, device: str | torch.device = "cpu", *,
+                 prompt: list[int] = ()) -> None:
         if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE) or not 0 <= seed <= MAX_SEED:
             raise ValueError(f"sampling needs a temperature in (0, {MAX_TEMPERATURE:g}] and a seed in [0, 2**63), "
                              f"got {temperature} and {seed}")
         self.vocab_size, self.temperature, self.seed = vocab_size, float(temperature), int(seed)
+        self.prompt = prompt_key(list(prompt))  # () too: an empty prompt has its own key
         self.device = torch.device(device)
         self._noise: dict[int, torch.Tensor] = {}
 
@@ -68,7 +87,8 @@ class PositionNoise:
 
     def noise(self, position: int) -> torch.Tensor:
         if (g := self._noise.get(position)) is None:
-            g = self._noise[position] = position_noise(self.seed, position, self.vocab_size).to(self.device)
+            g = position_noise(self.seed, position, self.vocab_size, self.prompt).to(self.device)
+            self._noise[position] = g
         return g
 
     def targets(self, logits: torch.Tensor, *, rows: list[int], positions: list[int]) -> list[int]:
@@ -81,7 +101,7 @@ class PositionNoise:
             by_position.setdefault(p, []).append(i)
         for p, idx in by_position.items():
             picked = logits[[rows[i] for i in idx]].float()
-            values, tokens = (picked / self.temperature + self.noise(p)[: picked.shape[-1]]).max(dim=-1)
+            values, tokens = (picked + self.temperature * self.noise(p)[: picked.shape[-1]]).max(dim=-1)
             if bool(torch.isnan(values).any()):  # max propagates NaN: the row has one
                 raise NaNLogitsError(rows[idx[int(torch.isnan(values).nonzero()[0, 0])]])
             for i, t in zip(idx, tokens.tolist()):
