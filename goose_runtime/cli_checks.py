@@ -32,7 +32,7 @@ def add_sampling_options(p) -> None:
     via make_config)."""
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy decoding (the default); > 0 (at most 100): sample at this temperature, with "
-                        "noise fixed by --seed and position, so every method emits ar's sampled tokens")
+                        "noise fixed by --seed, the prompt and the position, so every method emits ar's sampled tokens")
     p.add_argument("--seed", type=int, default=0, help="the sampling noise's seed (default 0; with --temperature)")
 
 

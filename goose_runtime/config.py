@@ -113,7 +113,7 @@ class DecodeConfig:
     latency: LatencyProfile | None = None  # device profile; required by the ``auto`` method
     store_corpus: tuple[str, ...] = ()  # +store methods: files / folders of the store (): the default (store.py)
     # 0: greedy decoding (the default; what every number in the README used unless it says otherwise).
-    # > 0: sample at this temperature with Gumbel noise fixed by (seed, position), which every method
+    # > 0: sample at this temperature with Gumbel noise fixed by (seed, prompt, position), which every method
     # reproduces token for token (goose_runtime.sampling)
     temperature: float = 0.0
     seed: int = 0

@@ -7,7 +7,7 @@ the bonus token (the target's argmax at the last accepted node), which becomes t
 So every emitted token comes out of a verification cycle and ``sum(tau) == len(token_ids)``.
 ``ar`` is the same loop with an empty tree. Greedy verification makes every method emit exactly
 the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py); so does sampling with a
-temperature, whose noise is fixed by position (:mod:`goose_runtime.sampling`).
+temperature, whose noise is fixed by prompt and position (:mod:`goose_runtime.sampling`).
 
 Example:
     >>> from goose_runtime.model import tiny_random_bundle

@@ -162,7 +162,7 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
     """Say so (one line on stderr) when the fit traces (their :func:`fit_metadata`) were decoded
     with another --max-new-tokens: the cap cuts each prompt's last cycle, and a fit of short runs
     predicts long ones badly (and the other way)."""
-    caps = {((meta.get("config") or {}).get("decode") or {}).get("max_new_tokens") for meta in metas}
+    caps = {_decode_setting(meta, "max_new_tokens") for meta in metas}
     caps.discard(None)
     if caps and caps != {max_new_tokens}:
         _note(f"the fit traces were decoded with --max-new-tokens {', '.join(map(str, sorted(caps)))}, "
@@ -171,11 +171,10 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
 
 def note_temperature(metas: list[dict], *, this_run: float | None = None) -> None:
     """Say so (one line on stderr) when the traces were sampled at several temperatures (pooled in one
-    fit), or at another than ``this_run``'s (``goose validate`` and ``goose loop`` decode greedily):
-    a sampled target accepts fewer drafts as the temperature rises (goose_runtime.sampling), so the
+    fit), or at another than ``this_run``'s (``goose validate``'s ``--temperature``; ``goose loop``
+    decodes greedily): a sampled target accepts fewer drafts as the temperature rises (goose_runtime.sampling), so the
     fit describes the traces' temperature. A trace without the key (before sampling) was greedy."""
-    temps = sorted({float(((meta.get("config") or {}).get("decode") or {}).get("temperature") or 0.0)
-                    for meta in metas})
+    temps = sorted({float(_decode_setting(meta, "temperature") or 0.0) for meta in metas})
     shown = ", ".join(f"{t:g}" for t in temps)
     if len(temps) > 1:
         _note(f"the traces were decoded at temperatures {shown} (0: greedy) and are fitted together: acceptance "
@@ -183,6 +182,11 @@ def note_temperature(metas: list[dict], *, this_run: float | None = None) -> Non
     elif temps and this_run is not None and temps[0] != this_run:
         _note(f"the fit traces were decoded at temperature {shown}, this run at {this_run:g} (0: greedy): "
               "the predictions describe the traces' temperature")
+
+
+def _decode_setting(meta: dict, key: str):
+    """``config.decode[key]`` of a trace's :func:`fit_metadata` entry; None where a level is missing."""
+    return ((meta.get("config") or {}).get("decode") or {}).get(key)
 
 
 def note_model_mismatch(metas: list[dict], *, model: str, dtype: str) -> None:
