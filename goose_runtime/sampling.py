@@ -20,7 +20,7 @@ one). A drafted token is accepted only when it *is* the sample, so acceptance fa
 target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
 
 Compromises: temperature only (no top-p / top-k filtering); the noise is drawn on the CPU (a seeded
-torch generator per position, 0.3-0.5 ms for 49152 entries, once per position: kept until the cycle
+torch generator per position, ~0.5 ms for 49152 entries, once per position: kept until the cycle
 that passes it) so the tokens do not depend on the device's generator; the targets are read only at
 the nodes that need them (those with children, then the accepted path's end), a pass over their
 logits that greedy decoding's numba readout does not make.
@@ -59,7 +59,7 @@ def position_noise(seed: int, position: int, vocab_size: int, prompt: int = 0) -
     """Gumbel(0, 1) noise for one absolute position, ``-log(-log U)`` from fp64 uniforms (their 2**-53
     steps keep the tail out to ~37, where fp32 ones would cut it near 17; U = 0, which would make a
     token unreachable, is moved to the smallest double), from a CPU generator seeded by a hash of
-    (seed, prompt key, position). 0.3-0.5 ms for 49152 entries on this CPU (torch's ``exponential_``
+    (seed, prompt key, position). 0.48 ms for 49152 entries on this CPU (torch's ``exponential_``
     took 1.2)."""
     mixed = int(np.random.SeedSequence([int(seed), int(prompt), int(position)]).generate_state(1, np.uint64)[0])
     gen = torch.Generator().manual_seed(mixed & MAX_SEED)
