@@ -27,13 +27,34 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
                         f"{MAX_REGIME_DRAWS})")
 
 
+SAMPLING_FLAGS = ("seed", "sample_top_k", "sample_top_p")  # with --temperature only; their defaults: no effect
+_SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0}
+
+
 def add_sampling_options(p) -> None:
-    """``--temperature`` and ``--seed`` of ``goose decode`` and ``goose validate`` (ranges: DecodeConfig,
-    via make_config)."""
+    """``--temperature``, ``--seed``, ``--sample-top-k`` and ``--sample-top-p`` of ``goose decode`` and
+    ``goose validate`` (ranges: DecodeConfig, via make_config)."""
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy decoding (the default); > 0 (at most 100): sample at this temperature, with "
                         "noise fixed by --seed, the prompt and the position, so every method emits ar's sampled tokens")
     p.add_argument("--seed", type=int, default=0, help="the sampling noise's seed (default 0; with --temperature)")
+    p.add_argument("--sample-top-k", type=int, default=0,
+                   help="with --temperature: sample from the K most likely tokens only (HF's top_k; default 0: all)")
+    p.add_argument("--sample-top-p", type=float, default=1.0,
+                   help="with --temperature: sample from the fewest most likely tokens whose probability reaches P "
+                        "(HF's top_p, after --sample-top-k; default 1: all)")
+
+
+def sampling_settings(args) -> dict:
+    """The sampling flags as DecodeConfig fields (a command without them: greedy decoding).
+
+    Example:
+        >>> import argparse
+        >>> sampling_settings(argparse.Namespace(temperature=0.7, seed=3, sample_top_k=0, sample_top_p=0.9))
+        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9}
+    """
+    return {"temperature": getattr(args, "temperature", 0.0),
+            **{flag: getattr(args, flag, off) for flag, off in _SAMPLING_OFF.items()}}
 
 
 def check_regime_draws(draws: int) -> None:
@@ -45,7 +66,7 @@ def check_regime_draws(draws: int) -> None:
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), a ``--seed`` comes with a ``--temperature``
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), ``--seed`` and the top-k / top-p cuts come with a ``--temperature``
     (decode: greedy decoding would ignore it), its input flags (:data:`PATH_FLAGS`)
     are not empty strings, and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
     ``--out-dir`` folders) can be written; else a UsageError naming the flag."""
@@ -59,8 +80,11 @@ def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
         value = getattr(args, flag, None)
         if value is not None and value > cap:
             raise UsageError(f"--{flag} must be at most {cap}, got {value}")
-    if getattr(args, "temperature", None) == 0 and getattr(args, "seed", 0) != 0:
-        raise UsageError("--seed applies with --temperature > 0 only (greedy decoding draws no noise)")
+    if getattr(args, "temperature", None) == 0:
+        for flag, off in _SAMPLING_OFF.items():
+            if getattr(args, flag, off) != off:
+                raise UsageError(f"--{flag.replace('_', '-')} applies with --temperature > 0 only "
+                                 "(greedy decoding draws no noise and keeps the top token)")
     # output paths: refused now, not after a run of minutes
     for flag in ("out", "trace_out"):
         check_output_file(getattr(args, flag, None), f"--{flag.replace('_', '-')}")

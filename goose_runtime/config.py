@@ -61,6 +61,9 @@ _RULES = {
     "store_corpus": ("must be paths of files or folders (an empty one names nothing)", lambda v: isinstance(v, tuple) and all(isinstance(p, str) and p for p in v)),
     "branch_power": ("must be in (0, 16]", lambda v: _real(v) and 0 < v <= 16),  # 1/rank**16 is 0 past rank 0
     "temperature": (f"must be 0 (greedy) or in (0, {MAX_TEMPERATURE:g}]", lambda v: _real(v) and 0 <= v <= MAX_TEMPERATURE),
+    "sample_top_k": ("must be an integer >= 0 (0: no cut)", lambda v: isinstance(v, numbers.Integral)
+                     and not isinstance(v, bool) and v >= 0),
+    "sample_top_p": ("must be in (0, 1] (1: no cut)", lambda v: _real(v) and 0 < v <= 1),
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -117,6 +120,10 @@ class DecodeConfig:
     # reproduces token for token (goose_runtime.sampling)
     temperature: float = 0.0
     seed: int = 0
+    # sampling only: cut the target's distribution to its top k tokens (0: no cut), then to the nucleus
+    # of mass p (1: no cut), as HF generate's top_k / top_p (``top_k`` above is the adjacency table's)
+    sample_top_k: int = 0
+    sample_top_p: float = 1.0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

@@ -21,7 +21,7 @@ from goose_theory.cli_util import (UsageError, check_not_an_input, format_table,
                                    split_list)
 
 from .cli_checks import (add_sampling_options, check_model_args, check_refresh, check_run_args, few_tokens_note,
-                         make_config, noisy_speedup_note, unreachable_ranks_note)
+                         make_config, noisy_speedup_note, sampling_settings, unreachable_ranks_note)
 
 DEFAULT_COMPARE = "ar"
 
@@ -164,7 +164,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
                          keep_history=args.keep_history, min_score=args.min_score, branch_power=args.branch_power,
-                         store_corpus=tuple(args.store_corpus or ()), temperature=args.temperature, seed=args.seed)
+                         store_corpus=tuple(args.store_corpus or ()), **sampling_settings(args))
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
@@ -265,7 +265,7 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
             "linears": bundle.linears, "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
             "keep_history": args.keep_history, "min_score": args.min_score, "branch_power": args.branch_power,
-            "temperature": args.temperature, "seed": args.seed}
+            **sampling_settings(args)}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

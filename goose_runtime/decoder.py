@@ -96,7 +96,8 @@ class Decoder:
             self.auto = DynamicPolicy(cfg.latency, max_budget=self.method.budget, top_k=cfg.top_k,
                                       max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
         matcher = self._matcher(prompt) if self.method.uses_matcher else None
-        self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device, prompt=prompt)
+        self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device, prompt=prompt,
+                                      top_k=cfg.sample_top_k, top_p=cfg.sample_top_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
         cache = cache_for(bundle.model)
         with torch.inference_mode():

@@ -27,7 +27,7 @@ from goose_theory.fitcounts import GROUP_COLUMNS, check_group_by, count_files
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace
 
 from .cli_checks import REGIME_DRAWS, add_regime_draws_option, check_regime_draws
-from .fit_inputs import copy_problem, expand_paths, note_latency_mismatch, note_temperature, trace_copies
+from .fit_inputs import copy_problem, expand_paths, note_latency_mismatch, note_sampling, trace_copies
 from .fit_files import ReportFiles, check_outputs, export_line, stale_note, stale_outputs, write_report
 from .fit_report import summary_text
 
@@ -125,7 +125,7 @@ def _handler(args) -> int:
         print("error: no usable trace files", file=sys.stderr)
         return EXIT_BAD_INPUT
     counted = [i.metadata() for i in files if i.path in counts.files]  # footers check_trace read (--skip-bad may drop some)
-    note_temperature(counted)
+    note_sampling(counted)
     if latency is not None:
         note_latency_mismatch(counted, latency, args.latency)
     fit = fit_counts(counts, n_boot=args.bootstrap, seed=args.seed)

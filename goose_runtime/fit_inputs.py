@@ -11,7 +11,7 @@ paths. What each needs checked up front, before a fit of seconds or a model load
 - :func:`check_provenance`: a topology's fit traces readable, an error naming the topology;
 - :func:`fit_metadata`: the traces' footer metadata, read once for the two notes below;
 - :func:`note_token_cap`: one line when the traces were decoded with another ``--max-new-tokens``;
-- :func:`note_temperature`: one line when they were sampled at several temperatures or another one;
+- :func:`note_sampling`: one line when they were sampled at several temperatures (or cuts) or another one;
 - :func:`note_model_mismatch`: one line when they were decoded by another model or dtype;
   :func:`note_latency_mismatch`: the same for fit-acceptance's latency profile.
 
@@ -169,19 +169,40 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
               f"this run with {max_new_tokens}: predictions assume the traces' length")
 
 
-def note_temperature(metas: list[dict], *, this_run: float | None = None) -> None:
-    """Say so (one line on stderr) when the traces were sampled at several temperatures (pooled in one
-    fit), or at another than ``this_run``'s (``goose validate``'s ``--temperature``; ``goose loop``
-    decodes greedily): a sampled target accepts fewer drafts as the temperature rises (goose_runtime.sampling), so the
-    fit describes the traces' temperature. A trace without the key (before sampling) was greedy."""
-    temps = sorted({float(_decode_setting(meta, "temperature") or 0.0) for meta in metas})
-    shown = ", ".join(f"{t:g}" for t in temps)
-    if len(temps) > 1:
-        _note(f"the traces were decoded at temperatures {shown} (0: greedy) and are fitted together: acceptance "
-              "falls as the temperature rises, so fit each temperature's traces apart")
-    elif temps and this_run is not None and temps[0] != this_run:
-        _note(f"the fit traces were decoded at temperature {shown}, this run at {this_run:g} (0: greedy): "
-              "the predictions describe the traces' temperature")
+def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
+    """Say so (one line on stderr) when the traces were sampled at several settings (temperature and
+    top-k / top-p cut, pooled in one fit), or at another than ``this_run``'s (``goose validate``'s
+    :func:`~goose_runtime.cli_checks.sampling_settings`; ``goose loop`` decodes greedily): a sampled
+    target accepts fewer drafts as the temperature rises and more under a cut (goose_runtime.sampling),
+    so the fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
+
+    Example:
+        >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9}))
+        '0.7 top-p 0.9'
+    """
+    settings = sorted({_sampling(_decode_setting(meta, key) for key in _SAMPLING_KEYS) for meta in metas})
+    shown = ", ".join(map(_sampling_label, settings))
+    if len(settings) > 1:
+        _note(f"the traces were decoded at temperatures {shown} and are fitted together: acceptance falls as "
+              "the temperature rises, so fit each setting's traces apart")
+    elif settings and this_run is not None and settings[0] != (ours := _sampling(this_run)):
+        _note(f"the fit traces were decoded at temperature {shown}, this run at {_sampling_label(ours)}: "
+              "the predictions describe the traces' sampling")
+
+
+_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p")
+
+
+def _sampling(values) -> tuple[float, int, float]:
+    """(temperature, top-k, top-p) from a dict or the values of :data:`_SAMPLING_KEYS` (None: not
+    recorded); greedy decoding is (0, 0, 1) whatever its cuts (they keep the top token)."""
+    t, k, p = ((values.get(key) for key in _SAMPLING_KEYS) if isinstance(values, dict) else values)
+    return (0.0, 0, 1.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p))
+
+
+def _sampling_label(setting: tuple[float, int, float]) -> str:
+    t, k, p = setting
+    return "0 (greedy)" if not t else f"{t:g}" + (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "")
 
 
 def _decode_setting(meta: dict, key: str):

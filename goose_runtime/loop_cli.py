@@ -58,13 +58,13 @@ def loop_handler(args: argparse.Namespace) -> int:
     files, prompts = _loop_inputs(args, benches)
     from goose_theory.fit import fit_traces
     from goose_theory.fitanalysis import analyze
-    from .fit_inputs import fit_metadata, note_model_mismatch, note_temperature, note_token_cap
+    from .fit_inputs import fit_metadata, note_model_mismatch, note_sampling, note_token_cap
     from .fit_files import check_outputs, write_report
 
     _progress(f"fitting {len(files)} trace files per prompt set")
     metas = fit_metadata(files)
     note_token_cap(metas, args.max_new_tokens)
-    note_temperature(metas, this_run=0.0)
+    note_sampling(metas, this_run={"temperature": 0.0})
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     _progress("loading the model")
     bundle = load_quietly(args)

@@ -19,11 +19,19 @@ tokens for the same seed (tests/test_sampling.py, on the tiny model and, marked 
 one). A drafted token is accepted only when it *is* the sample, so acceptance falls with T as the
 target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
 
-Compromises: temperature only (no top-p / top-k filtering); the noise is drawn on the CPU (a seeded
+Top-k and top-p (nucleus) filtering, as HF ``generate`` applies them after the temperature, cut the
+row to its k highest logits and then to the fewest highest-probability tokens (probabilities at T,
+over what top-k kept) whose mass reaches p, before the noise is added (:func:`truncate`). Both are
+functions of the row alone, so the walk and the losslessness are as above; a cut tail is tokens a
+draft can no longer miss on, so acceptance rises (``docs/bench-runtime.md``).
+
+Compromises: the noise is drawn on the CPU (a seeded
 torch generator per position, ~0.5 ms for 49152 entries, once per position: kept until the cycle
 that passes it) so the tokens do not depend on the device's generator; the targets are read only at
 the nodes that need them (those with children, then the accepted path's end), a pass over their
-logits that greedy decoding's numba readout does not make.
+logits that greedy decoding's numba readout does not make; top-p sorts each such row (its top-k
+only, when top-k is set). Ties at a cut are all kept (top-k 1 keeps every token tied for the
+highest logit), where HF's order breaks them by index.
 
 Example:
     >>> noise = PositionNoise(vocab_size=4, temperature=1.0, seed=7, prompt=[5, 6])
@@ -43,7 +51,6 @@ from .config import MAX_SEED, MAX_TEMPERATURE
 from .readout import NaNLogitsError
 
 
-
 def prompt_key(prompt: list[int]) -> int:
     """A 64-bit hash of a prompt's token ids, part of every position's seed.
 
@@ -53,6 +60,33 @@ def prompt_key(prompt: list[int]) -> int:
     """
     digest = hashlib.blake2b(np.asarray(prompt, dtype=np.int64).tobytes(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
+
+
+def truncate(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """``logits`` (n x V) with every token outside the top ``top_k`` (0: no cut) and then outside the
+    nucleus of mass ``top_p`` (1: no cut) set to -inf; the nucleus is the fewest highest tokens whose
+    probability under softmax(logits / temperature), over the tokens top-k kept, reaches ``top_p``.
+    A token tied with the last one kept is kept too.
+
+    Example:
+        >>> truncate(torch.tensor([[2.0, 1.0, 0.0, 1.0]]), 1.0, top_k=1)
+        tensor([[2., -inf, -inf, -inf]])
+        >>> truncate(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 1.0, top_p=0.7)  # 0.5 + 0.3 reach 0.7
+        tensor([[-0.6931, -1.2040,    -inf]])
+    """
+    if 0 < top_k < logits.shape[-1]:
+        ordered = logits.topk(top_k, dim=-1).values  # sorted, highest first
+        logits = logits.masked_fill(logits < ordered[:, -1:], -math.inf)
+    elif top_p < 1:
+        ordered = logits.sort(dim=-1, descending=True).values
+    if top_p < 1:
+        # fp64 so the running mass is not off by fp32 rounding at the cut; (l - max) / T is 0 at the top
+        # and -inf, never NaN, for the rest at a T as small as 1e-40
+        probs = ((ordered.double() - ordered[:, :1].double()) / temperature).softmax(dim=-1)
+        above = probs.cumsum(dim=-1) - probs  # the mass ranked above each token
+        kept = (above < top_p).sum(dim=-1, keepdim=True).clamp_(min=1)  # nothing is above the first (a +inf row: NaN)
+        logits = logits.masked_fill(logits < ordered.gather(-1, kept - 1), -math.inf)
+    return logits
 
 
 def position_noise(seed: int, position: int, vocab_size: int, prompt: int = 0) -> torch.Tensor:
@@ -71,11 +105,14 @@ class PositionNoise:
     """The noise of every position a decoder has drafted at, kept until a cycle starts past it."""
 
     def __init__(self, vocab_size: int, temperature: float, seed: int, device: str | torch.device = "cpu", *,
-                 prompt: list[int] = ()) -> None:
+                 prompt: list[int] = (), top_k: int = 0, top_p: float = 1.0) -> None:
         if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE) or not 0 <= seed <= MAX_SEED:
             raise ValueError(f"sampling needs a temperature in (0, {MAX_TEMPERATURE:g}] and a seed in [0, 2**63), "
                              f"got {temperature} and {seed}")
+        if top_k < 0 or not 0 < top_p <= 1:
+            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {top_k} and {top_p}")
         self.vocab_size, self.temperature, self.seed = vocab_size, float(temperature), int(seed)
+        self.top_k, self.top_p = int(top_k), float(top_p)
         self.prompt = prompt_key(list(prompt))  # () too: an empty prompt has its own key
         self.device = torch.device(device)
         self._noise: dict[int, torch.Tensor] = {}
@@ -93,14 +130,18 @@ class PositionNoise:
 
     def targets(self, logits: torch.Tensor, *, rows: list[int], positions: list[int]) -> list[int]:
         """The sampled token of each of ``rows`` of ``logits`` (q x V), row ``rows[i]`` predicting
-        absolute position ``positions[i]``; rows of one position share its noise (one broadcast
-        add per position, no q x V noise matrix). A row with a NaN logit raises NaNLogitsError."""
+        absolute position ``positions[i]``, after :func:`truncate`'s top-k / top-p cut; rows of one
+        position share its noise (one broadcast add per position, no q x V noise matrix). A row with a NaN logit raises NaNLogitsError."""
         out = [0] * len(rows)
         by_position: dict[int, list[int]] = {}
         for i, p in enumerate(positions):
             by_position.setdefault(p, []).append(i)
         for p, idx in by_position.items():
             picked = logits[[rows[i] for i in idx]].float()
+            if self.top_k or self.top_p < 1:
+                if bool((nan := torch.isnan(picked).any(dim=-1)).any()):  # before the cut, which compares them away
+                    raise NaNLogitsError(rows[idx[int(nan.nonzero()[0, 0])]])
+                picked = truncate(picked, self.temperature, self.top_k, self.top_p)
             values, tokens = (picked + self.temperature * self.noise(p)[: picked.shape[-1]]).max(dim=-1)
             if bool(torch.isnan(values).any()):  # max propagates NaN: the row has one
                 raise NaNLogitsError(rows[idx[int(torch.isnan(values).nonzero()[0, 0])]])

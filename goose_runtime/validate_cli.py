@@ -13,7 +13,7 @@ from goose_theory.cli_util import UsageError, format_table, load_latency_option,
 from goose_theory.topology import load_topology, write_json_atomic
 
 from .cli_checks import (add_sampling_options, check_model_args, check_refresh, check_run_args, few_tokens_note,
-                         make_config, noisy_speedup_note)
+                         make_config, noisy_speedup_note, sampling_settings)
 from .decode_cli import add_model_options, load_quietly, progress_bar
 from .decode_cli import say as _progress
 from .prompts import BENCHMARKS, load_prompts, set_name
@@ -84,7 +84,7 @@ def check_args(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True,  # the rest of DecodeConfig's ranges
-                         temperature=getattr(args, "temperature", 0.0), seed=getattr(args, "seed", 0))
+                         **sampling_settings(args))  # goose loop has no sampling flags: greedy
     check_model_args(args)  # before the loop's fit, and before validate reads its files for the default --bench
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
         args.bench = _fitted_sets(args.topology)
@@ -188,7 +188,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     distinct_methods(specs)
     # --trace-dir is not made here: the atomic trace writer makes it with the first file, so a run
     # that fails first (the model load, a prompt too long) leaves no empty folder behind
-    from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_temperature, note_token_cap
+    from .fit_inputs import check_provenance, fit_metadata, note_model_mismatch, note_sampling, note_token_cap
     fitted: dict[str, list[str]] = {}
     topologies = {path: load_topology(path) for path in args.topology}
     for path, topology in topologies.items():
@@ -198,7 +198,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     check_validate_outputs(args, benches, fitted)
     metas = fit_metadata([t for traces in fitted.values() for t in traces])
     note_token_cap(metas, args.max_new_tokens)
-    note_temperature(metas, this_run=args.temperature)
+    note_sampling(metas, this_run=sampling_settings(args))
     prompts = held_out(benches, fitted, args)  # a set left with none is refused here, before the load
     if default_bench:
         _progress(f"--bench {args.bench} (the sets the topologies were fitted on; stdlib where none names one)")
@@ -210,7 +210,7 @@ def validate_handler(args: argparse.Namespace) -> int:
     plan = [(b, list(args.topology)) for b in benches]
     rows = run_validation(args, bundle, plan, config, prompts)
     emit_report(args, rows, {"topologies": list(args.topology), "max_new_tokens": args.max_new_tokens,
-                             "held_out": args.holdout, "temperature": args.temperature, "seed": args.seed})
+                             "held_out": args.holdout, **sampling_settings(args)})
     if not args.holdout:  # after the table too: the rows look like a held-out check otherwise
         _progress("note: --no-holdout: the prompts may be ones the fit used, so predicted against measured tau "
                   "is no held-out check")

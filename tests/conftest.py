@@ -168,3 +168,18 @@ def topo_file(tmp_path):
     path = tmp_path / "tree.json"
     save_topology(Topology.from_nodes(THEORY_NODES), path)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    """The tiny random model for sampling tests (test_sampling*.py): its logits are nearly flat, so
+    the noise would decide every token; its output layer scaled up gives the tempered distribution
+    a clear head, and drafts get accepted."""
+    import torch
+
+    from goose_runtime.model import tiny_random_bundle
+
+    bundle = tiny_random_bundle(seed=1)
+    with torch.no_grad():
+        bundle.model.get_output_embeddings().weight.mul_(60.0)
+    return bundle

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from goose_runtime.fit_inputs import (fit_metadata, note_model_mismatch, note_temperature, note_token_cap, trace_copies,
+from goose_runtime.fit_inputs import (fit_metadata, note_model_mismatch, note_sampling, note_token_cap, trace_copies,
                                       trace_files, trace_sets)
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import check_trace
@@ -36,17 +36,31 @@ def test_validate_says_when_the_fit_traces_ran_another_model_or_dtype(capsys):
 
 def test_sampled_traces_are_named_when_pooled_or_validated_greedily(capsys):
     greedy = fit_metadata(["traces/stdlib-b8.parquet"])  # shipped before sampling: no temperature key, greedy
-    note_temperature(greedy, this_run=0.0)
-    note_temperature(greedy)
+    note_sampling(greedy, this_run={"temperature": 0.0})
+    note_sampling(greedy)
     assert capsys.readouterr().err == ""
-    sampled = {**greedy[0], "config": {**greedy[0]["config"], "decode": {**greedy[0]["config"]["decode"], "temperature": 0.8}}}
-    note_temperature([sampled], this_run=0.0)
-    note_temperature([sampled])  # fit-acceptance: one temperature, nothing to say
+
+    def sampled(**decode):
+        return {**greedy[0], "config": {**greedy[0]["config"], "decode": {**greedy[0]["config"]["decode"], **decode}}}
+
+    note_sampling([sampled(temperature=0.8)], this_run={"temperature": 0.0})
+    note_sampling([sampled(temperature=0.8)])  # fit-acceptance: one setting, nothing to say
     assert capsys.readouterr().err.splitlines() == [
-        "[goose] note: the fit traces were decoded at temperature 0.8, this run at 0 (0: greedy): the "
-        "predictions describe the traces' temperature"]
-    note_temperature(greedy + [sampled])
-    assert "decoded at temperatures 0, 0.8 (0: greedy) and are fitted together" in capsys.readouterr().err
+        "[goose] note: the fit traces were decoded at temperature 0.8, this run at 0 (greedy): the "
+        "predictions describe the traces' sampling"]
+    note_sampling(greedy + [sampled(temperature=0.8)])
+    assert "decoded at temperatures 0 (greedy), 0.8 and are fitted together" in capsys.readouterr().err
+    # a top-k / top-p cut is part of the setting; under greedy decoding it changes nothing
+    cut = sampled(temperature=0.8, sample_top_k=40, sample_top_p=0.9)
+    note_sampling([cut], this_run={"temperature": 0.8, "sample_top_k": 40, "sample_top_p": 0.9, "seed": 5})
+    note_sampling(greedy + [sampled(temperature=0.0, sample_top_p=0.5)])
+    assert capsys.readouterr().err == ""
+    note_sampling([cut], this_run={"temperature": 0.8, "sample_top_k": 0, "sample_top_p": 1.0})
+    assert capsys.readouterr().err.splitlines() == [
+        "[goose] note: the fit traces were decoded at temperature 0.8 top-k 40 top-p 0.9, this run at 0.8: the "
+        "predictions describe the traces' sampling"]
+    note_sampling([cut, sampled(temperature=0.8, sample_top_p=0.9)])
+    assert "temperatures 0.8 top-p 0.9, 0.8 top-k 40 top-p 0.9 and are fitted together" in capsys.readouterr().err
 
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):

@@ -86,16 +86,6 @@ def tiny():
     return tiny_random_bundle()
 
 
-@pytest.fixture(scope="module")
-def sharp():
-    """The tiny model's logits are nearly flat, so its noise would decide every token: its output
-    layer scaled up gives the tempered distribution a clear head, and drafts get accepted."""
-    bundle = tiny_random_bundle(seed=1)
-    with torch.no_grad():
-        bundle.model.get_output_embeddings().weight.mul_(60.0)
-    return bundle
-
-
 @pytest.mark.parametrize("temperature,seed", [(0.7, 0), (1.0, 5), (2.0, 9)])
 def test_every_method_emits_ars_sampled_tokens_on_the_tiny_model(sharp, temperature, seed):
     prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
@@ -200,10 +190,11 @@ def test_validate_samples_records_and_names_greedy_fit_traces(capsys, tmp_path, 
     save_topology(tree.with_meta(provenance={"traces": ["traces/stdlib-b8.parquet"]}), topo)  # greedy fit traces
     bench.write_text("".join(json.dumps({"id": i, "prompt": f"abc abc abc {i}"}) + "\n" for i in "ab"))
     assert main(["validate", "--topology", str(topo), "--bench", str(bench), "--limit", "1", "--max-new-tokens", "6",
-                 "--temperature", "0.9", "--seed", "2", "--trace-dir", str(tmp_path / "v"), "--json"]) == 0
+                 "--temperature", "0.9", "--seed", "2", "--sample-top-p", "0.95", "--trace-dir", str(tmp_path / "v"),
+                 "--json"]) == 0
     out, err = capsys.readouterr()
     report = json.loads(out)
-    assert report["temperature"] == 0.9 and report["seed"] == 2
-    assert "the fit traces were decoded at temperature 0, this run at 0.9" in err
+    assert (report["temperature"], report["seed"], report["sample_top_k"], report["sample_top_p"]) == (0.9, 2, 0, 0.95)
+    assert "the fit traces were decoded at temperature 0 (greedy), this run at 0.9 top-p 0.95" in err
     decode = trace_metadata(open_trace(tmp_path / "v" / "validation-set.parquet"))["config"]["decode"]
-    assert decode["temperature"] == 0.9 and decode["seed"] == 2
+    assert (decode["temperature"], decode["seed"], decode["sample_top_p"]) == (0.9, 2, 0.95)

@@ -1,0 +1,115 @@
+"""Top-k and top-p (nucleus) cuts of sampling (goose_runtime.sampling.truncate): the kept tokens
+against HF transformers' own warpers (the reference), the sampled distribution, and that every method
+still emits ar's sampled tokens, on the tiny model and (slow) on the real default model."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from goose_runtime.config import ConfigError, DecodeConfig
+from goose_runtime.decoder import Decoder
+from goose_runtime.methods import parse_method
+from goose_runtime.readout import NaNLogitsError
+from goose_runtime.runner import parse_labeled
+from goose_runtime.sampling import PositionNoise, truncate
+from test_sampling import TINY_METHODS
+
+
+def hf_kept(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """The tokens HF generate samples from: temperature, then top-k, then top-p (its warpers' order)."""
+    scores = TemperatureLogitsWarper(temperature)(None, logits.clone())
+    if top_k:
+        scores = TopKLogitsWarper(top_k)(None, scores)
+    if top_p < 1:
+        scores = TopPLogitsWarper(top_p)(None, scores)
+    return torch.isfinite(scores)
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.0, 2.5])
+@pytest.mark.parametrize("top_k,top_p", [(0, 0.5), (0, 0.9), (0, 0.99), (7, 1.0), (40, 1.0), (40, 0.8), (3, 0.95)])
+def test_the_kept_tokens_are_hfs(temperature, top_k, top_p):
+    gen = torch.Generator().manual_seed(int(temperature * 10) + top_k)
+    logits = torch.randn(16, 300, generator=gen) * 3  # no ties: HF breaks them by index, truncate keeps them all
+    kept = torch.isfinite(truncate(logits, temperature, top_k, top_p))
+    assert torch.equal(kept, hf_kept(logits, temperature, top_k, top_p))
+    assert bool(kept.any(dim=-1).all())  # the top token always stays
+
+
+def test_ties_at_the_cut_are_kept_and_no_cut_changes_nothing():
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0]])
+    assert torch.isfinite(truncate(logits, 1.0, top_k=1)).tolist() == [[False, True, True, False]]
+    assert torch.equal(truncate(logits, 1.0), logits) and torch.equal(truncate(logits, 1.0, top_k=4), logits)
+    assert torch.equal(truncate(logits, 1.0, top_k=99, top_p=1.0), logits)
+    # a tiny temperature puts all the mass on the top: the nucleus is the tied top, and no NaN
+    assert torch.isfinite(truncate(logits, 1e-40, top_p=0.5)).tolist() == [[False, True, True, False]]
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 0.8), (1.0, 3, 1.0), (2.0, 4, 0.8)])
+def test_draws_follow_the_cut_and_renormalised_softmax(temperature, top_k, top_p):
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])
+    noise = PositionNoise(5, temperature, seed=3, top_k=top_k, top_p=top_p)
+    drawn = np.bincount([noise.targets(logits, rows=[0], positions=[p])[0] for p in range(4000)], minlength=5)
+    kept = hf_kept(logits, temperature, top_k, top_p)[0].numpy()
+    assert 2 <= kept.sum() < 5 and drawn[~kept].sum() == 0  # a cut token is never drawn
+    probs = torch.softmax(logits[0].double() / temperature, dim=0).numpy()[kept]
+    assert stats.chisquare(drawn[kept], probs / probs.sum() * drawn.sum()).pvalue > 1e-3
+
+
+def test_a_nan_row_is_named_before_the_cut():
+    logits = torch.zeros(2, 8)
+    logits[1, 3] = math.nan
+    with pytest.raises(NaNLogitsError):
+        PositionNoise(8, 1.0, seed=0, top_p=0.9).targets(logits, rows=[0, 1], positions=[4, 4])
+
+
+@pytest.mark.parametrize("field,value", [("sample_top_k", -1), ("sample_top_k", 2.5), ("sample_top_k", True),
+                                         ("sample_top_p", 0.0), ("sample_top_p", 1.01), ("sample_top_p", math.nan)])
+def test_config_refuses_bad_cuts(field, value):
+    with pytest.raises(ConfigError, match=field):
+        DecodeConfig(temperature=1.0, **{field: value})
+    with pytest.raises(ValueError, match="top_k must be"):
+        PositionNoise(8, 1.0, 0, top_k=-1)
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 3, 1.0), (1.5, 0, 0.8), (2.0, 5, 0.9)])
+def test_every_method_emits_ars_cut_samples_on_the_tiny_model(sharp, temperature, top_k, top_p):
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
+    cfg = DecodeConfig(max_new_tokens=48, temperature=temperature, seed=2, sample_top_k=top_k, sample_top_p=top_p)
+    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
+    uncut = Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=48, temperature=temperature, seed=2))
+    assert len(ref) == 48 and ref != uncut.decode(prompt).token_ids  # the cut changed the sample
+    for m in TINY_METHODS:
+        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+
+
+def test_top_k_one_is_greedy(sharp):
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9]
+    greedy = Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=32)).decode(prompt).token_ids
+    for m in ("ar", "goose", "tr"):
+        cfg = DecodeConfig(max_new_tokens=32, temperature=3.0, seed=1, sample_top_k=1)
+        assert Decoder(sharp, parse_method(m), cfg).decode(prompt).token_ids == greedy, m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 0.9), (0.7, 20, 0.95)])
+def test_every_method_emits_ars_cut_samples_on_the_real_model(temperature, top_k, top_p):
+    from goose_runtime.model import load_model
+    from test_lossless import code_prompt, module_docstring
+
+    bundle = load_model("default", device="cpu", dtype="float32")
+    passage = module_docstring("heapq.py")[:700]
+    prompts = {"code": bundle.tokenizer.encode(code_prompt()),
+               "repeat": bundle.tokenizer.encode(passage + "\n\n" + passage[:120])}
+    cfg = DecodeConfig(max_new_tokens=64, temperature=temperature, seed=4, sample_top_k=top_k, sample_top_p=top_p)
+    ar = Decoder(bundle, parse_method("ar"), cfg)
+    for name, ids in prompts.items():
+        ref = ar.decode(ids).token_ids
+        assert len(ref) == 64
+        for m in ("pld", "tr", "goose", "goose+prior@8"):
+            res = Decoder(bundle, parse_labeled(m), cfg).decode(ids, prompt_id=name)
+            assert res.token_ids == ref, f"{m} diverged from ar on {name} at T={temperature} k={top_k} p={top_p}"
