@@ -19,19 +19,16 @@ tokens for the same seed (tests/test_sampling.py, on the tiny model and, marked 
 one). A drafted token is accepted only when it *is* the sample, so acceptance falls with T as the
 target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
 
-Top-k and top-p (nucleus) filtering, as HF ``generate`` applies them after the temperature, cut the
-row to its k highest logits and then to the fewest highest-probability tokens (probabilities at T,
-over what top-k kept) whose mass reaches p, before the noise is added (:func:`truncate`). Both are
-functions of the row alone, so the walk and the losslessness are as above; a cut tail is tokens a
-draft can no longer miss on, so acceptance rises (``docs/bench-runtime.md``).
+Top-k and top-p (nucleus) cuts, as HF ``generate`` applies them after the temperature, keep the
+row's k highest logits and then the fewest highest-probability tokens (probabilities at T, over
+what top-k kept) whose mass reaches p (:mod:`goose_runtime.nucleus`, which finds them from the top
+of the row); the sample is the argmax of logits + T g over the kept tokens. A cut is a function of
+the row alone, so the walk and the losslessness are as above.
 
-Compromises: the noise is drawn on the CPU (a seeded
-torch generator per position, ~0.5 ms for 49152 entries, once per position: kept until the cycle
+Compromises: the noise is drawn on the CPU (a seeded torch generator per position, ~0.5 ms for 49152 entries, once per position: kept until the cycle
 that passes it) so the tokens do not depend on the device's generator; the targets are read only at
 the nodes that need them (those with children, then the accepted path's end), a pass over their
-logits that greedy decoding's numba readout does not make; top-p sorts each such row (its top-k
-only, when top-k is set). Ties at a cut are all kept (top-k 1 keeps every token tied for the
-highest logit), where HF's order breaks them by index.
+logits that greedy decoding's numba readout does not make.
 
 Example:
     >>> noise = PositionNoise(vocab_size=4, temperature=1.0, seed=7, prompt=[5, 6])
@@ -48,6 +45,7 @@ import numpy as np
 import torch
 
 from .config import MAX_SEED, MAX_TEMPERATURE
+from .nucleus import cut_candidates, inside_nucleus
 from .readout import NaNLogitsError
 
 
@@ -60,33 +58,6 @@ def prompt_key(prompt: list[int]) -> int:
     """
     digest = hashlib.blake2b(np.asarray(prompt, dtype=np.int64).tobytes(), digest_size=8).digest()
     return int.from_bytes(digest, "little")
-
-
-def truncate(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
-    """``logits`` (n x V) with every token outside the top ``top_k`` (0: no cut) and then outside the
-    nucleus of mass ``top_p`` (1: no cut) set to -inf; the nucleus is the fewest highest tokens whose
-    probability under softmax(logits / temperature), over the tokens top-k kept, reaches ``top_p``.
-    A token tied with the last one kept is kept too.
-
-    Example:
-        >>> truncate(torch.tensor([[2.0, 1.0, 0.0, 1.0]]), 1.0, top_k=1)
-        tensor([[2., -inf, -inf, -inf]])
-        >>> truncate(torch.log(torch.tensor([[0.5, 0.3, 0.2]])), 1.0, top_p=0.7)  # 0.5 + 0.3 reach 0.7
-        tensor([[-0.6931, -1.2040,    -inf]])
-    """
-    if 0 < top_k < logits.shape[-1]:
-        ordered = logits.topk(top_k, dim=-1).values  # sorted, highest first
-        logits = logits.masked_fill(logits < ordered[:, -1:], -math.inf)
-    elif top_p < 1:
-        ordered = logits.sort(dim=-1, descending=True).values
-    if top_p < 1:
-        # fp64 so the running mass is not off by fp32 rounding at the cut; (l - max) / T is 0 at the top
-        # and -inf, never NaN, for the rest at a T as small as 1e-40
-        probs = ((ordered.double() - ordered[:, :1].double()) / temperature).softmax(dim=-1)
-        above = probs.cumsum(dim=-1) - probs  # the mass ranked above each token
-        kept = (above < top_p).sum(dim=-1, keepdim=True).clamp_(min=1)  # nothing is above the first (a +inf row: NaN)
-        logits = logits.masked_fill(logits < ordered.gather(-1, kept - 1), -math.inf)
-    return logits
 
 
 def position_noise(seed: int, position: int, vocab_size: int, prompt: int = 0) -> torch.Tensor:
@@ -130,21 +101,48 @@ class PositionNoise:
 
     def targets(self, logits: torch.Tensor, *, rows: list[int], positions: list[int]) -> list[int]:
         """The sampled token of each of ``rows`` of ``logits`` (q x V), row ``rows[i]`` predicting
-        absolute position ``positions[i]``, after :func:`truncate`'s top-k / top-p cut; rows of one
-        position share its noise (one broadcast add per position, no q x V noise matrix). A row with a NaN logit raises NaNLogitsError."""
+        absolute position ``positions[i]``, after the top-k / top-p cut (:mod:`.nucleus`). Uncut, the
+        rows of one position share its noise (one broadcast add per position, no q x V noise matrix);
+        cut, all rows are cut at once and each takes its kept tokens' noise. A row with a NaN logit
+        raises NaNLogitsError."""
+        if self.top_k or self.top_p < 1:
+            tokens = self._cut_argmax(logits[rows].float(), positions)
+            if isinstance(tokens, int):  # the index of a row with a NaN
+                raise NaNLogitsError(rows[tokens])
+            return tokens
         out = [0] * len(rows)
         by_position: dict[int, list[int]] = {}
         for i, p in enumerate(positions):
             by_position.setdefault(p, []).append(i)
         for p, idx in by_position.items():
             picked = logits[[rows[i] for i in idx]].float()
-            if self.top_k or self.top_p < 1:
-                if bool((nan := torch.isnan(picked).any(dim=-1)).any()):  # before the cut, which compares them away
-                    raise NaNLogitsError(rows[idx[int(nan.nonzero()[0, 0])]])
-                picked = truncate(picked, self.temperature, self.top_k, self.top_p)
             values, tokens = (picked + self.temperature * self.noise(p)[: picked.shape[-1]]).max(dim=-1)
-            if bool(torch.isnan(values).any()):  # max propagates NaN: the row has one
-                raise NaNLogitsError(rows[idx[int(torch.isnan(values).nonzero()[0, 0])]])
+            if bool((nan := torch.isnan(values)).any()):  # max propagates NaN: the row has one
+                raise NaNLogitsError(rows[idx[int(nan.nonzero()[0, 0])]])
             for i, t in zip(idx, tokens.tolist()):
                 out[i] = t
         return out
+
+    def _cut_argmax(self, picked: torch.Tensor, positions: list[int]) -> list[int] | int:
+        """argmax(truncate(row) + T g) for each row (or the index of a row with a NaN, which max
+        propagates and the cut would compare away). Top-p alone: the uncut sample where the cut
+        keeps it (it is then the kept tokens' argmax too): always when it is the row's top token,
+        else where :func:`~goose_runtime.nucleus.inside_nucleus` says so; the other rows, and every
+        row under top-k, take the kept tokens' argmax (:func:`~goose_runtime.nucleus.cut_candidates`)."""
+        noise = [self.noise(p)[: picked.shape[-1]] for p in positions]
+        if self.top_k:  # every row from its top k
+            top, tokens = picked.max(dim=-1)
+            if bool((nan := torch.isnan(top)).any()):
+                return int(nan.nonzero()[0, 0])
+            rows = torch.arange(len(positions))
+        else:  # a sample below the top: one pass over its row says whether the nucleus holds it
+            values, tokens = (picked + self.temperature * torch.stack(noise)).max(dim=-1)
+            if bool((nan := torch.isnan(values)).any()):
+                return int(nan.nonzero()[0, 0])
+            rows = (tokens != picked.max(dim=-1).indices).nonzero()[:, 0]  # (max: faster than argmax here)
+            rows = rows[~inside_nucleus(picked[rows], tokens[rows], self.temperature, self.top_p)]
+        if len(rows):
+            kept, ids = cut_candidates(picked[rows], self.temperature, self.top_k, self.top_p)
+            g = torch.stack([noise[r][ids[i]] for i, r in enumerate(rows.tolist())])
+            tokens[rows] = ids.gather(-1, (kept + self.temperature * g).argmax(dim=-1, keepdim=True))[:, 0]
+        return tokens.tolist()

@@ -1,6 +1,7 @@
-"""Top-k and top-p (nucleus) cuts of sampling (goose_runtime.sampling.truncate): the kept tokens
-against HF transformers' own warpers (the reference), the sampled distribution, and that every method
-still emits ar's sampled tokens, on the tiny model and (slow) on the real default model."""
+"""Top-k and top-p (nucleus) cuts of sampling (goose_runtime.nucleus): the kept tokens against HF
+transformers' own warpers (the reference), the sampler's pick among them against the whole cut row's,
+the sampled distribution, and that every method still emits ar's sampled tokens, on the tiny model
+and (slow) on the real default model."""
 from __future__ import annotations
 
 import math
@@ -16,7 +17,8 @@ from goose_runtime.decoder import Decoder
 from goose_runtime.methods import parse_method
 from goose_runtime.readout import NaNLogitsError
 from goose_runtime.runner import parse_labeled
-from goose_runtime.sampling import PositionNoise, truncate
+from goose_runtime.nucleus import truncate
+from goose_runtime.sampling import PositionNoise, position_noise
 from test_sampling import TINY_METHODS
 
 
@@ -38,6 +40,28 @@ def test_the_kept_tokens_are_hfs(temperature, top_k, top_p):
     kept = torch.isfinite(truncate(logits, temperature, top_k, top_p))
     assert torch.equal(kept, hf_kept(logits, temperature, top_k, top_p))
     assert bool(kept.any(dim=-1).all())  # the top token always stays
+
+
+@pytest.mark.parametrize("scale,top_p,sizes", [(4.0, 0.5, (1, 63)), (3.0, 0.9, (65, 511)), (1.0, 0.9, (513, 4095)),
+                                               (0.3, 0.9, (4097, 5000))])
+def test_a_nucleus_past_the_first_look_is_found_whole(scale, top_p, sizes):
+    # the nucleus is looked for among the top 64 logits, then 512, 4096, all: each size, and the same as HF's
+    logits = torch.randn(6, 5000, generator=torch.Generator().manual_seed(1)) * scale
+    kept = torch.isfinite(truncate(logits, 1.0, top_p=top_p))
+    assert torch.equal(kept, hf_kept(logits, 1.0, 0, top_p))
+    assert all(sizes[0] <= n <= sizes[1] for n in kept.sum(dim=-1).tolist())
+
+
+@pytest.mark.parametrize("top_k,top_p", [(0, 0.9), (5, 1.0), (64, 1.0), (8, 0.7), (0, 0.3)])
+def test_the_sample_among_the_kept_is_the_whole_cut_rows(top_k, top_p):
+    # the sampler draws from the kept tokens' noise alone: the same token as argmax(truncate(row) + T g)
+    logits = torch.randn(40, 700, generator=torch.Generator().manual_seed(top_k)) * 2
+    logits[::7, :30] = logits[::7, :1]  # ties at the top: top-k's edge and the nucleus's floor cross them
+    noise = PositionNoise(700, 1.3, seed=9, top_k=top_k, top_p=top_p)
+    for p in range(3):
+        got = noise.targets(logits, rows=list(range(40)), positions=[p] * 40)
+        want = (truncate(logits, 1.3, top_k, top_p) + 1.3 * position_noise(9, p, 700, noise.prompt)).argmax(dim=-1)
+        assert got == want.tolist()
 
 
 def test_ties_at_the_cut_are_kept_and_no_cut_changes_nothing():
