@@ -15,7 +15,7 @@ import time
 
 from goose_theory.cli_util import UsageError
 
-from .cli_checks import add_regime_draws_option, check_regime_draws
+from .cli_checks import add_regime_draws_option, add_sampling_options, check_regime_draws, sampling_settings
 from .decode_cli import add_model_options, add_refresh_option, load_quietly
 from .decode_cli import say as _progress
 from .prompts import set_name
@@ -46,6 +46,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     add_prior_option(p)
     add_model_options(p)
+    add_sampling_options(p)  # with --traces recorded at the same setting (goose record-traces --temperature ...)
     p.set_defaults(handler=loop_handler)
 
 
@@ -64,7 +65,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     _progress(f"fitting {len(files)} trace files per prompt set")
     metas = fit_metadata(files)
     note_token_cap(metas, args.max_new_tokens)
-    note_sampling(metas, this_run={"temperature": 0.0})
+    note_sampling(metas, this_run=sampling_settings(args))
     fit = fit_traces(files, group_by=("benchmark",), n_boot=300, seed=0)
     _progress("loading the model")
     bundle = load_quietly(args)
@@ -86,7 +87,7 @@ def loop_handler(args: argparse.Namespace) -> int:
     rows = run_validation(args, bundle, plan, config, prompts)
     args.out = os.path.join(args.out_dir, "validation.json")
     emit_report(args, rows, {"traces": files, "latency": profile_path or "measured in this run on a busy host (not cached)", "topologies": dict(plan),
-                       "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit})
+                       "max_new_tokens": args.max_new_tokens, "holdout_limit": args.limit, **sampling_settings(args)})
     if not args.json:
         print(f"\nfit report, topologies, validation.json and validation-<set>.parquet in {args.out_dir}/")
     return 0

@@ -8,6 +8,7 @@ ends with one line on stderr and exit code 2, before the model loads.
 Example:
     goose profile-latency --sizes 1,2,4,8,16,32,64 --out latency.json
     goose record-traces --out-dir traces
+    goose record-traces --out-dir my-traces --temperature 0.7 --sample-top-p 0.9   # sampled, for goose loop
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import sys
 
 from goose_theory.cli_util import UsageError, check_output_file, format_table, print_json, split_list
 
-from .cli_checks import check_model_args, check_run_args
+from .cli_checks import add_sampling_options, check_model_args, check_run_args, make_config, sampling_settings
 from .decode_cli import add_model_options, load_quietly, say
 
 RECORD_BENCHES = ("humaneval", "mtbench", "stdlib")
@@ -40,6 +41,7 @@ def register(subparsers) -> None:
     rec.add_argument("--limit", type=int, default=6, help="prompts per set (default 6)")
     rec.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     add_model_options(rec, device="cpu", threads=1)
+    add_sampling_options(rec)  # traces at the setting you serve with, for goose loop / fit-acceptance to fit
     rec.set_defaults(handler=record_handler)
 
 
@@ -86,10 +88,11 @@ def record_handler(args: argparse.Namespace) -> int:
     check_model_args(args)  # a local --model folder must hold config.json (the default model's load converts it)
     for bench in RECORD_BENCHES:  # every file of the set, before minutes of recording (the folder is checked above)
         check_output_file(os.path.join(args.out_dir, f"{bench}.parquet"), "--out-dir")
+    make_config(**sampling_settings(args))  # their ranges, named by flag, before the model loads
     from .runner import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
                           benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads, model=args.model,
-                          device=args.device, dtype=args.dtype)
+                          device=args.device, dtype=args.dtype, sampling=sampling_settings(args))
     print(format_table(files))
     return 0

@@ -252,9 +252,9 @@ def write_results_trace(path: str, bundle, specs, results: dict[str, list[Prompt
 
 def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],
                   methods: tuple[str, ...], model: str = "default", threads: int | None = None,
-                  device: str = "cpu", dtype: str = "float32") -> list[dict]:
+                  device: str = "cpu", dtype: str = "float32", sampling: dict | None = None) -> list[dict]:
     """Record one trace file per prompt set (all ``methods``) with ``model`` (fp32 on the CPU unless
-    ``device``/``dtype`` say otherwise).
+    ``device``/``dtype`` say otherwise), greedy or at ``sampling``'s DecodeConfig fields.
 
     The files are written together once every set has run
     (:func:`~goose_theory.fileio.write_files_together`): a set that fails, or a file that cannot be
@@ -277,7 +277,7 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
         torch.set_num_threads(threads)
     bundle = model_mod.load_model(model, device=device, dtype=dtype)
     specs = [parse_labeled(m) for m in methods]
-    config = DecodeConfig(max_new_tokens=max_new_tokens, record=True)
+    config = DecodeConfig(max_new_tokens=max_new_tokens, record=True, **(sampling or {}))
     rows, writers = [], {}
     for bench in benches:
         prompts = load_prompts(bench, limit=limit)

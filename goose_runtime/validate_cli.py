@@ -84,7 +84,7 @@ def check_args(args):
     """(prompt sets, DecodeConfig) of the command line; bad input is a UsageError naming the flag."""
     check_run_args(args)  # --limit, --max-new-tokens, --threads: at least 1
     config = make_config(max_new_tokens=args.max_new_tokens, record=True,  # the rest of DecodeConfig's ranges
-                         **sampling_settings(args))  # goose loop has no sampling flags: greedy
+                         **sampling_settings(args))  # greedy unless --temperature (validate, loop)
     check_model_args(args)  # before the loop's fit, and before validate reads its files for the default --bench
     if args.bench is None:  # validate's default; a file fitted on HumanEval was scored on stdlib, unremarked
         args.bench = _fitted_sets(args.topology)

@@ -36,6 +36,22 @@ def test_record_traces_records_your_model(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists()
 
 
+def test_record_traces_samples_at_the_setting_given(capsys, tiny, tmp_path, monkeypatch):
+    from goose_theory.traceio import open_trace, trace_metadata
+
+    monkeypatch.setattr(record_cli, "RECORD_BENCHES", ("mtbench",))
+    monkeypatch.setattr(record_cli, "RECORD_METHODS", ("ar", "goose"))
+    assert main(["record-traces", "--out-dir", str(tmp_path), "--limit", "1", "--max-new-tokens", "6",
+                 "--temperature", "0.8", "--seed", "3", "--sample-top-p", "0.9"]) == 0
+    decode = trace_metadata(open_trace(tmp_path / "mtbench.parquet"))["config"]["decode"]
+    assert (decode["temperature"], decode["seed"], decode["sample_top_k"], decode["sample_top_p"]) == (0.8, 3, 0, 0.9)
+    capsys.readouterr()
+    for argv, message in ((["--sample-top-k", "4"], "--sample-top-k applies with --temperature > 0 only"),
+                          (["--temperature", "1", "--sample-top-p", "2"], "--sample-top-p must be in (0, 1]")):
+        fails(capsys, ["record-traces", "--out-dir", str(tmp_path / "o"), *argv], message)
+    assert not (tmp_path / "o").exists()
+
+
 def test_record_traces_rejects_bad_limit(capsys, tmp_path):
     fails(capsys, ["record-traces", "--out-dir", str(tmp_path), "--limit", "0"], "--limit must be at least 1")
     assert os.listdir(tmp_path) == []

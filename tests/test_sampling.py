@@ -198,3 +198,25 @@ def test_validate_samples_records_and_names_greedy_fit_traces(capsys, tmp_path, 
     assert "the fit traces were decoded at temperature 0 (greedy), this run at 0.9 top-p 0.95" in err
     decode = trace_metadata(open_trace(tmp_path / "v" / "validation-set.parquet"))["config"]["decode"]
     assert (decode["temperature"], decode["seed"], decode["sample_top_p"]) == (0.9, 2, 0.95)
+
+
+@pytest.mark.slow  # the loop end to end, sampled, on one set of the real model (greedy fit traces: noted)
+def test_the_loop_validates_sampled(capsys, tmp_path):
+    import json
+
+    from goose_runtime.cli import main
+    from goose_theory.traceio import open_trace, trace_metadata
+    from test_loop_cli import _latency_file
+
+    out = tmp_path / "run"
+    code = main(["loop", "--bench", "stdlib", "--limit", "1", "--max-new-tokens", "16", "--latency",
+                 _latency_file(tmp_path), "--out-dir", str(out), "--regime-draws", "0", "--temperature", "0.7",
+                 "--seed", "1", "--sample-top-p", "0.9", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "the fit traces were decoded at temperature 0 (greedy), this run at 0.7 top-p 0.9" in captured.err
+    report = json.loads(captured.out)
+    assert (report["temperature"], report["seed"], report["sample_top_p"]) == (0.7, 1, 0.9)
+    assert all(r["lossless"] for r in report["rows"]) and len(report["rows"]) >= 3
+    decode = trace_metadata(open_trace(out / "validation-stdlib.parquet"))["config"]["decode"]
+    assert (decode["temperature"], decode["seed"], decode["sample_top_p"]) == (0.7, 1, 0.9)
