@@ -4,10 +4,13 @@ With ``--temperature T`` every method emits ``ar``'s sampled tokens (goose_runti
 draft is accepted only when it *is* the sample, so acceptance falls as T spreads the target's
 distribution. This runs each prompt set at each temperature with the same methods (``ar`` the
 speedup's reference, measured in the same run) and, with ``--trace-dir``, writes one trace per
-(set, temperature) for ``fit-acceptance`` (the fitted p_s and p_t against T).
+(set, temperature) for ``fit-acceptance`` (the fitted p_s and p_t against T). ``--cuts`` adds
+top-k / top-p cuts (``p0.9``, ``k40``, ``k40p0.9``; ``none``: no cut) at every temperature above 0.
 
     .venv/bin/python bench/bench_sampling.py --limit 5 --temperatures 0,0.3,0.7,1 \\
         --out bench/results/sampling_<date>.json --trace-dir /tmp/sampling-traces
+    .venv/bin/python bench/bench_sampling.py --limit 5 --temperatures 0.7,1 --cuts none,p0.9,k40 \\
+        --out bench/results/sampling_cuts_<date>.json
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import time
 
 import torch
@@ -28,16 +32,28 @@ from goose_runtime.runner import parse_labeled, run_methods, summarize, write_re
 METHODS = "ar,pld,goose@16,goose+prior@8"
 
 
-def run_one(bundle, specs, prompts, *, bench: str, temperature: float, seed: int, max_new_tokens: int,
-            trace_dir: str | None) -> list[dict]:
-    """One (set, temperature): every method on every prompt; a row per method."""
-    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+def parse_cut(text: str) -> tuple[int, float]:
+    """``none`` -> (0, 1.0); ``k40p0.9`` -> (40, 0.9); ``p0.9`` -> (0, 0.9); ``k40`` -> (40, 1.0)."""
+    if text == "none":
+        return 0, 1.0
+    if not (m := re.fullmatch(r"(?:k(\d+))?(?:p([0-9.]+))?", text)) or not text:
+        raise SystemExit(f"--cuts: {text!r} is not none, kN, pX or kNpX")
+    return int(m[1] or 0), float(m[2] or 1.0)
+
+
+def run_one(bundle, specs, prompts, *, bench: str, temperature: float, cut: tuple[int, float], seed: int,
+            max_new_tokens: int, trace_dir: str | None) -> list[dict]:
+    """One (set, temperature, cut): every method on every prompt; a row per method."""
+    config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                          sample_top_k=cut[0], sample_top_p=cut[1])
     results = run_methods(bundle, specs, prompts, config=config)
+    name = f"{bench}-T{temperature:g}" + (f"-k{cut[0]}" if cut[0] else "") + (f"-p{cut[1]:g}" if cut[1] < 1 else "")
     if trace_dir:
-        write_results_trace(os.path.join(trace_dir, f"{bench}-T{temperature:g}.parquet"), bundle, specs, results,
-                            config, run_id_prefix=f"sampling-{bench}-T{temperature:g}", benchmark=bench,
+        write_results_trace(os.path.join(trace_dir, f"{name}.parquet"), bundle, specs, results,
+                            config, run_id_prefix=f"sampling-{name}", benchmark=bench,
                             prompt_ids=[p.id for p in prompts])
-    return [{"set": bench, "temperature": temperature, "method": s.method, "tau": round(s.tau, 3),
+    return [{"set": bench, "temperature": temperature, "top_k": cut[0], "top_p": cut[1], "method": s.method,
+             "tau": round(s.tau, 3),
              "tokens_per_s": round(s.tokens_per_s, 1), "speedup": round(s.speedup_vs_ar, 3),
              "draft_ms": round(s.draft_ms, 3), "verify_ms": round(s.verify_ms, 2), "nodes": round(s.mean_nodes, 1),
              "matches_ar": s.matches_ar} for s in summarize(results).values()]
@@ -47,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default="humaneval,stdlib,mtbench")
     parser.add_argument("--temperatures", default="0,0.3,0.7,1")
+    parser.add_argument("--cuts", default="none", help="top-k / top-p cuts at each T > 0: none, kN, pX, kNpX")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -58,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     bundle = load_model()
     specs = [parse_labeled(m) for m in args.methods.split(",")]
+    cuts = [parse_cut(c) for c in args.cuts.split(",")]
     if any(s.prior for s in specs):
         shared_prior(bundle, top_k=10)
     if args.trace_dir:
@@ -65,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     rows, start = [], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for bench in args.sets.split(","):
         prompts = load_prompts(bench, limit=args.limit)
-        for t in (float(x) for x in args.temperatures.split(",")):
-            for row in run_one(bundle, specs, prompts, bench=bench, temperature=t, seed=args.seed,
+        settings = [(t, cut) for t in (float(x) for x in args.temperatures.split(","))
+                    for cut in ([(0, 1.0)] if t == 0 else cuts)]  # greedy: a cut changes nothing
+        for t, cut in settings:
+            for row in run_one(bundle, specs, prompts, bench=bench, temperature=t, cut=cut, seed=args.seed,
                                max_new_tokens=args.max_new_tokens, trace_dir=args.trace_dir):
                 rows.append(row)
                 print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)
