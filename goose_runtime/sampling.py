@@ -83,7 +83,8 @@ class PositionNoise:
         if top_k < 0 or not 0 < top_p <= 1:
             raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {top_k} and {top_p}")
         self.vocab_size, self.temperature, self.seed = vocab_size, float(temperature), int(seed)
-        self.top_k, self.top_p = int(top_k), float(top_p)
+        self.top_k = int(top_k) if top_k < vocab_size else 0  # a top-k of the whole vocabulary cuts nothing
+        self.top_p = float(top_p)
         self.prompt = prompt_key(list(prompt))  # () too: an empty prompt has its own key
         self.device = torch.device(device)
         self._noise: dict[int, torch.Tensor] = {}
@@ -125,24 +126,22 @@ class PositionNoise:
 
     def _cut_argmax(self, picked: torch.Tensor, positions: list[int]) -> list[int] | int:
         """argmax(truncate(row) + T g) for each row (or the index of a row with a NaN, which max
-        propagates and the cut would compare away). Top-p alone: the uncut sample where the cut
-        keeps it (it is then the kept tokens' argmax too): always when it is the row's top token,
-        else where :func:`~goose_runtime.nucleus.inside_nucleus` says so; the other rows, and every
-        row under top-k, take the kept tokens' argmax (:func:`~goose_runtime.nucleus.cut_candidates`)."""
+        propagates and the cut would compare away), each row cut on its own (:mod:`.nucleus`: the
+        result must not depend on the other rows). Top-p alone: the uncut sample where the cut
+        surely keeps it, so it is the kept tokens' argmax too (always when it is the row's top
+        token, else where :func:`~goose_runtime.nucleus.inside_nucleus` says so); the other rows,
+        and every row under top-k, take the argmax over the kept tokens' own noise."""
         noise = [self.noise(p)[: picked.shape[-1]] for p in positions]
-        if self.top_k:  # every row from its top k
-            top, tokens = picked.max(dim=-1)
-            if bool((nan := torch.isnan(top)).any()):
-                return int(nan.nonzero()[0, 0])
-            rows = torch.arange(len(positions))
-        else:  # a sample below the top: one pass over its row says whether the nucleus holds it
-            values, tokens = (picked + self.temperature * torch.stack(noise)).max(dim=-1)
-            if bool((nan := torch.isnan(values)).any()):
-                return int(nan.nonzero()[0, 0])
-            rows = (tokens != picked.max(dim=-1).indices).nonzero()[:, 0]  # (max: faster than argmax here)
-            rows = rows[~inside_nucleus(picked[rows], tokens[rows], self.temperature, self.top_p)]
-        if len(rows):
-            kept, ids = cut_candidates(picked[rows], self.temperature, self.top_k, self.top_p)
-            g = torch.stack([noise[r][ids[i]] for i, r in enumerate(rows.tolist())])
-            tokens[rows] = ids.gather(-1, (kept + self.temperature * g).argmax(dim=-1, keepdim=True))[:, 0]
-        return tokens.tolist()
+        top, top_tokens = picked.max(dim=-1)  # exact, as the add below: no sum the batch could round
+        if bool((nan := torch.isnan(top)).any()):
+            return int(nan.nonzero()[0, 0])
+        if self.top_k:
+            tokens, rows = top_tokens.tolist(), range(len(positions))
+        else:
+            tokens = (picked + self.temperature * torch.stack(noise)).max(dim=-1).indices.tolist()
+            rows = [r for r, (t, first) in enumerate(zip(tokens, top_tokens.tolist())) if t != first
+                    and not inside_nucleus(picked[r], t, self.temperature, self.top_p)]
+        for r in rows:
+            kept, ids = cut_candidates(picked[r], self.temperature, self.top_k, self.top_p)
+            tokens[r] = int(ids[int((kept + self.temperature * noise[r][ids]).argmax())])
+        return tokens

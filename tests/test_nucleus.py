@@ -64,6 +64,40 @@ def test_the_sample_among_the_kept_is_the_whole_cut_rows(top_k, top_p):
         assert got == want.tolist()
 
 
+def mixed_rows() -> torch.Tensor:
+    """Rows that once made a row's cut depend on its neighbours (a review's cases): no ties; 34
+    tokens tied at the 7th logit; a flat row whose nucleus needs widening; a row whose top token is
+    token 0; a row with fewer finite logits than k."""
+    gen = torch.Generator().manual_seed(2)
+    plain, tied, flat, zero_top, short = (torch.randn(100, generator=gen) * s for s in (2, 2, 0.1, 4, 2))
+    order = tied.sort(descending=True)
+    tied[order.indices[6:40]] = order.values[6]
+    zero_top[0] = zero_top.max() + 1
+    short[5:] = -math.inf
+    return torch.stack([plain, tied, flat, zero_top, short])
+
+
+@pytest.mark.parametrize("top_k,top_p", [(7, 0.9413907365075613), (0, 0.9), (5, 1.0), (7, 0.5), (0, 0.3)])
+def test_a_rows_sample_and_cut_do_not_depend_on_the_other_rows(top_k, top_p):
+    rows = mixed_rows()
+    noise = PositionNoise(100, 1.0, seed=0, top_k=top_k, top_p=top_p)
+    for p in range(4):
+        alone = [noise.targets(rows[r : r + 1], rows=[0], positions=[p])[0] for r in range(len(rows))]
+        assert noise.targets(rows, rows=list(range(len(rows))), positions=[p] * len(rows)) == alone
+    assert torch.equal(truncate(rows, 1.0, top_k, top_p), torch.cat([truncate(r[None], 1.0, top_k, top_p) for r in rows]))
+    assert bool(torch.isfinite(truncate(rows, 1.0, top_k, top_p)[3, 0]))  # row 3's top token 0 is never cut
+
+
+def test_the_uncut_sample_is_kept_only_when_the_cut_surely_keeps_it():
+    # a review's case: p within ~1e-8 of the mass above the uncut sample (token 4), which the cut removes
+    p = 0.9167638787854004
+    row = torch.randn(1, 1000, generator=torch.Generator().manual_seed(3)) * 2
+    noise = PositionNoise(1000, 1.0, seed=0, top_p=p)
+    want = int((truncate(row, 1.0, top_p=p) + position_noise(0, 0, 1000, noise.prompt)).argmax())
+    assert noise.targets(row, rows=[0], positions=[0]) == [want] and want != 4
+    assert PositionNoise(8, 1.0, 0, top_k=8).top_k == 0  # top-k of the whole vocabulary: no cut
+
+
 def test_ties_at_the_cut_are_kept_and_no_cut_changes_nothing():
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0]])
     assert torch.isfinite(truncate(logits, 1.0, top_k=1)).tolist() == [[False, True, True, False]]
