@@ -27,13 +27,12 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
                         f"{MAX_REGIME_DRAWS})")
 
 
-SAMPLING_FLAGS = ("seed", "sample_top_k", "sample_top_p")  # with --temperature only; their defaults: no effect
-_SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0}
+_SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0}  # with --temperature only; these: no effect
 
 
 def add_sampling_options(p) -> None:
-    """``--temperature``, ``--seed``, ``--sample-top-k`` and ``--sample-top-p`` of ``goose decode`` and
-    ``goose validate`` (ranges: DecodeConfig, via make_config)."""
+    """``--temperature``, ``--seed``, ``--sample-top-k`` and ``--sample-top-p`` of ``goose decode``,
+    ``validate``, ``loop`` and ``record-traces`` (ranges: DecodeConfig, via make_config)."""
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy decoding (the default); > 0 (at most 100): sample at this temperature, with "
                         "noise fixed by --seed, the prompt and the position, so every method emits ar's sampled tokens")

@@ -171,10 +171,10 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
 
 def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
     """Say so (one line on stderr) when the traces were sampled at several settings (temperature and
-    top-k / top-p cut, pooled in one fit), or at another than ``this_run``'s (``goose validate``'s
-    :func:`~goose_runtime.cli_checks.sampling_settings`; ``goose loop`` decodes greedily): a sampled
-    target accepts fewer drafts as the temperature rises and more under a cut (goose_runtime.sampling),
-    so the fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
+    top-k / top-p cut, pooled in one fit), or at another than ``this_run``'s (``goose validate``'s and
+    ``goose loop``'s :func:`~goose_runtime.cli_checks.sampling_settings`): a sampled target accepts
+    fewer drafts as the temperature rises, and at T 1 more under a cut (docs/bench-runtime.md), so the
+    fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
 
     Example:
         >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9}))

@@ -25,10 +25,11 @@ what top-k kept) whose mass reaches p (:mod:`goose_runtime.nucleus`, which finds
 of the row); the sample is the argmax of logits + T g over the kept tokens. A cut is a function of
 the row alone, so the walk and the losslessness are as above.
 
-Compromises: the noise is drawn on the CPU (a seeded torch generator per position, ~0.5 ms for 49152 entries, once per position: kept until the cycle
-that passes it) so the tokens do not depend on the device's generator; the targets are read only at
-the nodes that need them (those with children, then the accepted path's end), a pass over their
-logits that greedy decoding's numba readout does not make.
+Compromises: the noise is drawn on the CPU (a seeded torch generator per position, ~0.5 ms for
+49152 entries, once per position: kept until the cycle that passes it) so the tokens do not depend
+on the device's generator; the targets are read only at the nodes that need them (those with
+children, then the accepted path's end), a pass over their logits that greedy decoding's numba
+readout does not make; a cut adds 0.1-0.3 ms a row (docs/bench-runtime.md).
 
 Example:
     >>> noise = PositionNoise(vocab_size=4, temperature=1.0, seed=7, prompt=[5, 6])
@@ -104,7 +105,7 @@ class PositionNoise:
         """The sampled token of each of ``rows`` of ``logits`` (q x V), row ``rows[i]`` predicting
         absolute position ``positions[i]``, after the top-k / top-p cut (:mod:`.nucleus`). Uncut, the
         rows of one position share its noise (one broadcast add per position, no q x V noise matrix);
-        cut, all rows are cut at once and each takes its kept tokens' noise. A row with a NaN logit
+        cut, each row is cut on its own and sampled among its kept tokens. A row with a NaN logit
         raises NaNLogitsError."""
         if self.top_k or self.top_p < 1:
             tokens = self._cut_argmax(logits[rows].float(), positions)
