@@ -180,7 +180,7 @@ def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
         >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9}))
         '0.7 top-p 0.9'
     """
-    settings = sorted({_sampling(_decode_setting(meta, key) for key in _SAMPLING_KEYS) for meta in metas})
+    settings = sorted({_sampling({key: _decode_setting(meta, key) for key in _SAMPLING_KEYS}) for meta in metas})
     shown = ", ".join(map(_sampling_label, settings))
     if len(settings) > 1:
         _note(f"the traces were decoded at temperatures {shown} and are fitted together: acceptance falls as "
@@ -193,10 +193,10 @@ def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
 _SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p")
 
 
-def _sampling(values) -> tuple[float, int, float]:
-    """(temperature, top-k, top-p) from a dict or the values of :data:`_SAMPLING_KEYS` (None: not
+def _sampling(values: dict) -> tuple[float, int, float]:
+    """(temperature, top-k, top-p) from a dict of :data:`_SAMPLING_KEYS` (missing or None: not
     recorded); greedy decoding is (0, 0, 1) whatever its cuts (they keep the top token)."""
-    t, k, p = ((values.get(key) for key in _SAMPLING_KEYS) if isinstance(values, dict) else values)
+    t, k, p = (values.get(key) for key in _SAMPLING_KEYS)
     return (0.0, 0, 1.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p))
 
 
