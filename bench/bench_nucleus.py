@@ -1,4 +1,4 @@
-"""What a top-k / top-p cut costs the sampler, on the default model's own logits.
+"""What a top-k / top-p / min-p cut costs the sampler, on the default model's own logits.
 
 Decodes a few prompts of each set greedily (``ar``, 64 tokens), keeps the logits of every output
 position, and times :meth:`PositionNoise.targets` on groups of 1 and 8 rows (a goose cycle reads
@@ -24,7 +24,8 @@ from goose_runtime.nucleus import truncate
 from goose_runtime.prompts import encode_prompt, load_prompts
 from goose_runtime.sampling import PositionNoise
 
-CUTS = ((0, 1.0), (0, 0.9), (0, 0.95), (50, 1.0), (50, 0.9))
+CUTS = ((0, 1.0, 0.0), (0, 0.9, 0.0), (0, 0.95, 0.0), (50, 1.0, 0.0), (50, 0.9, 0.0), (0, 1.0, 0.05), (0, 1.0, 0.1),
+        (0, 0.95, 0.05))  # (top-k, top-p, min-p)
 
 
 def real_logits(bundle, sets: list[str], limit: int, new_tokens: int) -> dict[str, torch.Tensor]:
@@ -41,7 +42,8 @@ def real_logits(bundle, sets: list[str], limit: int, new_tokens: int) -> dict[st
     return out
 
 
-def full_sort_targets(logits: torch.Tensor, noise: torch.Tensor, temperature: float, top_k: int, top_p: float):
+def full_sort_targets(logits: torch.Tensor, noise: torch.Tensor, temperature: float, top_k: int, top_p: float,
+                      min_p: float):
     """The first version's cost: sort every row whole, cut it, argmax over logits + T g."""
     ordered = logits.sort(dim=-1, descending=True).values
     if top_k:
@@ -50,6 +52,9 @@ def full_sort_targets(logits: torch.Tensor, noise: torch.Tensor, temperature: fl
         probs = ((ordered.double() - ordered[:, :1].double()) / temperature).softmax(dim=-1)
         kept = ((probs.cumsum(dim=-1) - probs) < top_p).sum(dim=-1, keepdim=True)
         logits = logits.masked_fill(logits < ordered.gather(-1, kept - 1), -math.inf)
+    if min_p > 0:
+        below = (logits.double() - ordered[:, :1].double()) / temperature < math.log(min_p)
+        logits = logits.masked_fill(below, -math.inf)
     return (logits + temperature * noise).argmax(dim=-1)
 
 
@@ -75,17 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     bundle = load_model()
     rows = []
     for bench, logits in real_logits(bundle, args.sets.split(","), args.limit, args.new_tokens).items():
-        for top_k, top_p in CUTS:
-            sizes = torch.isfinite(truncate(logits, args.temperature, top_k, top_p)).sum(dim=-1).float()
+        for top_k, top_p, min_p in CUTS:
+            sizes = torch.isfinite(truncate(logits, args.temperature, top_k, top_p, min_p)).sum(dim=-1).float()
             for group in (1, 8):
-                noise = PositionNoise(logits.shape[-1], args.temperature, 0, top_k=top_k, top_p=top_p)
+                noise = PositionNoise(logits.shape[-1], args.temperature, 0, top_k=top_k, top_p=top_p, min_p=min_p)
                 starts = [(i * 7) % (len(logits) - group) for i in range(args.groups)]
                 new = [time_ms(lambda s=s: noise.targets(logits, rows=list(range(s, s + group)),
                                                          positions=list(range(s, s + group))), 5) for s in starts]
                 g = torch.stack([noise.noise(p) for p in range(group)])
-                old = [time_ms(lambda s=s: full_sort_targets(logits[s : s + group], g, args.temperature, top_k, top_p), 5)
-                       for s in starts] if (top_k or top_p < 1) else None
-                row = {"set": bench, "top_k": top_k, "top_p": top_p, "rows": group,
+                cut = (top_k, top_p, min_p)
+                old = [time_ms(lambda s=s: full_sort_targets(logits[s : s + group], g, args.temperature, *cut), 5)
+                       for s in starts] if (top_k or top_p < 1 or min_p) else None
+                row = {"set": bench, "top_k": top_k, "top_p": top_p, "min_p": min_p, "rows": group,
                        "sampler_ms_median": round(statistics.median(new), 3),
                        "full_sort_ms_median": round(statistics.median(old), 3) if old else None,
                        "nucleus_median": sizes.median().item(), "nucleus_p90": round(sizes.quantile(0.9).item(), 1),

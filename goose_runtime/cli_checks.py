@@ -27,11 +27,12 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
                         f"{MAX_REGIME_DRAWS})")
 
 
-_SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0}  # with --temperature only; these: no effect
+# with --temperature only; these values: no effect
+_SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0, "sample_min_p": 0.0}
 
 
 def add_sampling_options(p) -> None:
-    """``--temperature``, ``--seed``, ``--sample-top-k`` and ``--sample-top-p`` of ``goose decode``,
+    """``--temperature``, ``--seed`` and the cuts ``--sample-top-k``, ``-top-p``, ``-min-p`` of ``goose decode``,
     ``validate``, ``loop`` and ``record-traces`` (ranges: DecodeConfig, via make_config)."""
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0: greedy decoding (the default); > 0 (at most 100): sample at this temperature, with "
@@ -42,6 +43,9 @@ def add_sampling_options(p) -> None:
     p.add_argument("--sample-top-p", type=float, default=1.0,
                    help="with --temperature: sample from the fewest most likely tokens whose probability reaches P "
                         "(HF's top_p, after --sample-top-k; default 1: all)")
+    p.add_argument("--sample-min-p", type=float, default=0.0,
+                   help="with --temperature: sample from the tokens at least P times as likely as the most likely "
+                        "one (HF's min_p, after --sample-top-p; default 0: all)")
 
 
 def sampling_settings(args) -> dict:
@@ -50,7 +54,7 @@ def sampling_settings(args) -> dict:
     Example:
         >>> import argparse
         >>> sampling_settings(argparse.Namespace(temperature=0.7, seed=3, sample_top_k=0, sample_top_p=0.9))
-        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9}
+        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9, 'sample_min_p': 0.0}
     """
     return {"temperature": getattr(args, "temperature", 0.0),
             **{flag: getattr(args, flag, off) for flag, off in _SAMPLING_OFF.items()}}
@@ -65,7 +69,7 @@ def check_regime_draws(draws: int) -> None:
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), ``--seed`` and the top-k / top-p cuts come with a ``--temperature``
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), ``--seed`` and the top-k / top-p / min-p cuts come with a ``--temperature``
     (decode: greedy decoding would ignore it), its input flags (:data:`PATH_FLAGS`)
     are not empty strings, and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
     ``--out-dir`` folders) can be written; else a UsageError naming the flag."""

@@ -64,6 +64,7 @@ _RULES = {
     "sample_top_k": ("must be an integer >= 0 (0: no cut)", lambda v: isinstance(v, numbers.Integral)
                      and not isinstance(v, bool) and v >= 0),
     "sample_top_p": ("must be in (0, 1] (1: no cut)", lambda v: _real(v) and 0 < v <= 1),
+    "sample_min_p": ("must be in [0, 1] (0: no cut)", lambda v: _real(v) and 0 <= v <= 1),
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -121,9 +122,11 @@ class DecodeConfig:
     temperature: float = 0.0
     seed: int = 0
     # sampling only: cut the target's distribution to its top k tokens (0: no cut), then to the nucleus
-    # of mass p (1: no cut), as HF generate's top_k / top_p (``top_k`` above is the adjacency table's)
+    # of mass p (1: no cut), then to the tokens at least min_p times as probable as the top one (0: no
+    # cut), as HF generate's top_k / top_p / min_p (``top_k`` above is the adjacency table's)
     sample_top_k: int = 0
     sample_top_p: float = 1.0
+    sample_min_p: float = 0.0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

@@ -97,7 +97,7 @@ class Decoder:
                                       max_depth=cfg.max_depth, max_spine=cfg.max_spine, calibration=self._calibration)
         matcher = self._matcher(prompt) if self.method.uses_matcher else None
         self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device, prompt=prompt,
-                                      top_k=cfg.sample_top_k, top_p=cfg.sample_top_p)
+                                      top_k=cfg.sample_top_k, top_p=cfg.sample_top_p, min_p=cfg.sample_min_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
         cache = cache_for(bundle.model)
         with torch.inference_mode():

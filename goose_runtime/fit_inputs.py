@@ -171,14 +171,14 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
 
 def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
     """Say so (one line on stderr) when the traces were sampled at several settings (temperature and
-    top-k / top-p cut, pooled in one fit), or at another than ``this_run``'s (``goose validate``'s and
-    ``goose loop``'s :func:`~goose_runtime.cli_checks.sampling_settings`): a sampled target accepts
+    top-k / top-p / min-p cut, pooled in one fit), or at another than ``this_run``'s (``goose
+    validate``'s and ``goose loop``'s :func:`~goose_runtime.cli_checks.sampling_settings`): a sampled target accepts
     fewer drafts as the temperature rises, and at T 1 more under a cut (docs/bench-runtime.md), so the
     fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
 
     Example:
-        >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9}))
-        '0.7 top-p 0.9'
+        >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9, "sample_min_p": 0.05}))
+        '0.7 top-p 0.9 min-p 0.05'
     """
     settings = sorted({_sampling({key: _decode_setting(meta, key) for key in _SAMPLING_KEYS}) for meta in metas})
     shown = ", ".join(map(_sampling_label, settings))
@@ -190,19 +190,20 @@ def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
               "the predictions describe the traces' sampling")
 
 
-_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p")
+_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p")
 
 
-def _sampling(values: dict) -> tuple[float, int, float]:
-    """(temperature, top-k, top-p) from a dict of :data:`_SAMPLING_KEYS` (missing or None: not
-    recorded); greedy decoding is (0, 0, 1) whatever its cuts (they keep the top token)."""
-    t, k, p = (values.get(key) for key in _SAMPLING_KEYS)
-    return (0.0, 0, 1.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p))
+def _sampling(values: dict) -> tuple[float, int, float, float]:
+    """(temperature, top-k, top-p, min-p) from a dict of :data:`_SAMPLING_KEYS` (missing or None: not
+    recorded, so no cut); greedy decoding is (0, 0, 1, 0) whatever its cuts (they keep the top token)."""
+    t, k, p, m = (values.get(key) for key in _SAMPLING_KEYS)
+    return (0.0, 0, 1.0, 0.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0))
 
 
-def _sampling_label(setting: tuple[float, int, float]) -> str:
-    t, k, p = setting
-    return "0 (greedy)" if not t else f"{t:g}" + (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "")
+def _sampling_label(setting: tuple[float, int, float, float]) -> str:
+    t, k, p, m = setting
+    return "0 (greedy)" if not t else (f"{t:g}" + (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "")
+                                       + (f" min-p {m:g}" if m else ""))
 
 
 def _decode_setting(meta: dict, key: str):

@@ -19,11 +19,12 @@ tokens for the same seed (tests/test_sampling.py, on the tiny model and, marked 
 one). A drafted token is accepted only when it *is* the sample, so acceptance falls with T as the
 target's distribution spreads (``docs/bench-runtime.md``, "Sampling").
 
-Top-k and top-p (nucleus) cuts, as HF ``generate`` applies them after the temperature, keep the
-row's k highest logits and then the fewest highest-probability tokens (probabilities at T, over
-what top-k kept) whose mass reaches p (:mod:`goose_runtime.nucleus`, which finds them from the top
-of the row); the sample is the argmax of logits + T g over the kept tokens. A cut is a function of
-the row alone, so the walk and the losslessness are as above.
+Top-k, top-p (nucleus) and min-p cuts, as HF ``generate`` applies them after the temperature, keep
+the row's k highest logits, then the fewest highest-probability tokens (probabilities at T, over
+what top-k kept) whose mass reaches p, then those at least min_p times as probable as the top one
+(:mod:`goose_runtime.nucleus`, which finds them from the top of the row); the sample is the argmax
+of logits + T g over the kept tokens. A cut is a function of the row alone, so the walk and the
+losslessness are as above.
 
 Compromises: the noise is drawn on the CPU (a seeded torch generator per position, ~0.5 ms for
 49152 entries, once per position: kept until the cycle that passes it) so the tokens do not depend
@@ -46,7 +47,7 @@ import numpy as np
 import torch
 
 from .config import MAX_SEED, MAX_TEMPERATURE
-from .nucleus import cut_candidates, inside_nucleus
+from .nucleus import cut_candidates, surely_kept
 from .readout import NaNLogitsError
 
 
@@ -77,15 +78,16 @@ class PositionNoise:
     """The noise of every position a decoder has drafted at, kept until a cycle starts past it."""
 
     def __init__(self, vocab_size: int, temperature: float, seed: int, device: str | torch.device = "cpu", *,
-                 prompt: list[int] = (), top_k: int = 0, top_p: float = 1.0) -> None:
+                 prompt: list[int] = (), top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0) -> None:
         if not (math.isfinite(temperature) and 0 < temperature <= MAX_TEMPERATURE) or not 0 <= seed <= MAX_SEED:
             raise ValueError(f"sampling needs a temperature in (0, {MAX_TEMPERATURE:g}] and a seed in [0, 2**63), "
                              f"got {temperature} and {seed}")
-        if top_k < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"top_k must be >= 0 and top_p in (0, 1], got {top_k} and {top_p}")
+        if top_k < 0 or not 0 < top_p <= 1 or not 0 <= min_p <= 1:
+            raise ValueError(f"top_k must be >= 0, top_p in (0, 1] and min_p in [0, 1], "
+                             f"got {top_k}, {top_p} and {min_p}")
         self.vocab_size, self.temperature, self.seed = vocab_size, float(temperature), int(seed)
         self.top_k = int(top_k) if top_k < vocab_size else 0  # a top-k of the whole vocabulary cuts nothing
-        self.top_p = float(top_p)
+        self.top_p, self.min_p = float(top_p), float(min_p)
         self.prompt = prompt_key(list(prompt))  # () too: an empty prompt has its own key
         self.device = torch.device(device)
         self._noise: dict[int, torch.Tensor] = {}
@@ -103,11 +105,11 @@ class PositionNoise:
 
     def targets(self, logits: torch.Tensor, *, rows: list[int], positions: list[int]) -> list[int]:
         """The sampled token of each of ``rows`` of ``logits`` (q x V), row ``rows[i]`` predicting
-        absolute position ``positions[i]``, after the top-k / top-p cut (:mod:`.nucleus`). Uncut, the
+        absolute position ``positions[i]``, after the top-k / top-p / min-p cut (:mod:`.nucleus`). Uncut, the
         rows of one position share its noise (one broadcast add per position, no q x V noise matrix);
         cut, each row is cut on its own and sampled among its kept tokens. A row with a NaN logit
         raises NaNLogitsError."""
-        if self.top_k or self.top_p < 1:
+        if self.top_k or self.top_p < 1 or self.min_p > 0:
             tokens = self._cut_argmax(logits[rows].float(), positions)
             if isinstance(tokens, int):  # the index of a row with a NaN
                 raise NaNLogitsError(rows[tokens])
@@ -128,9 +130,9 @@ class PositionNoise:
     def _cut_argmax(self, picked: torch.Tensor, positions: list[int]) -> list[int] | int:
         """argmax(truncate(row) + T g) for each row (or the index of a row with a NaN, which max
         propagates and the cut would compare away), each row cut on its own (:mod:`.nucleus`: the
-        result must not depend on the other rows). Top-p alone: the uncut sample where the cut
+        result must not depend on the other rows). Without top-k: the uncut sample where the cut
         surely keeps it, so it is the kept tokens' argmax too (always when it is the row's top
-        token, else where :func:`~goose_runtime.nucleus.inside_nucleus` says so); the other rows,
+        token, else where :func:`~goose_runtime.nucleus.surely_kept` says so); the other rows,
         and every row under top-k, take the argmax over the kept tokens' own noise."""
         noise = [self.noise(p)[: picked.shape[-1]] for p in positions]
         top, top_tokens = picked.max(dim=-1)  # exact, as the add below: no sum the batch could round
@@ -141,8 +143,8 @@ class PositionNoise:
         else:
             tokens = (picked + self.temperature * torch.stack(noise)).max(dim=-1).indices.tolist()
             rows = [r for r, (t, first) in enumerate(zip(tokens, top_tokens.tolist())) if t != first
-                    and not inside_nucleus(picked[r], t, self.temperature, self.top_p)]
+                    and not surely_kept(picked[r], t, self.temperature, self.top_p, self.min_p)]
         for r in rows:
-            kept, ids = cut_candidates(picked[r], self.temperature, self.top_k, self.top_p)
+            kept, ids = cut_candidates(picked[r], self.temperature, self.top_k, self.top_p, self.min_p)
             tokens[r] = int(ids[int((kept + self.temperature * noise[r][ids]).argmax())])
         return tokens

@@ -131,12 +131,12 @@ def test_sampling_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
     assert decode["temperature"] == 1.5 and decode["seed"] == 7
     greedy = run_json(capsys, args + ["--json"])
     assert greedy["temperature"] == 0.0 and greedy["token_ids"] != out["token_ids"]
-    assert greedy["sample_top_k"] == 0 and greedy["sample_top_p"] == 1.0
+    assert (greedy["sample_top_k"], greedy["sample_top_p"], greedy["sample_min_p"]) == (0, 1.0, 0.0)
     cut = run_json(capsys, args + ["--temperature", "1.5", "--seed", "7", "--sample-top-k", "5", "--sample-top-p",
-                                   "0.8", "--trace-out", str(trace), "--json"])
-    assert (cut["sample_top_k"], cut["sample_top_p"], cut["all_match_ar"]) == (5, 0.8, True)
+                                   "0.8", "--sample-min-p", "0.05", "--trace-out", str(trace), "--json"])
+    assert (cut["sample_top_k"], cut["sample_top_p"], cut["sample_min_p"], cut["all_match_ar"]) == (5, 0.8, 0.05, True)
     decode = trace_metadata(open_trace(trace))["config"]["decode"]
-    assert (decode["sample_top_k"], decode["sample_top_p"]) == (5, 0.8)
+    assert (decode["sample_top_k"], decode["sample_top_p"], decode["sample_min_p"]) == (5, 0.8, 0.05)
 
 
 def test_a_prompt_trace_names_its_text(capsys, tiny, tmp_path):

@@ -61,6 +61,11 @@ def test_sampled_traces_are_named_when_pooled_or_validated_greedily(capsys):
         "predictions describe the traces' sampling"]
     note_sampling([cut, sampled(temperature=0.8, sample_top_p=0.9)])
     assert "temperatures 0.8 top-p 0.9, 0.8 top-k 40 top-p 0.9 and are fitted together" in capsys.readouterr().err
+    # min-p too; a trace from before min-p (no key) had none
+    note_sampling([cut], this_run={"temperature": 0.8, "sample_top_k": 40, "sample_top_p": 0.9, "sample_min_p": 0.0})
+    assert capsys.readouterr().err == ""
+    note_sampling([cut], this_run={"temperature": 0.8, "sample_top_k": 40, "sample_top_p": 0.9, "sample_min_p": 0.1})
+    assert "this run at 0.8 top-k 40 top-p 0.9 min-p 0.1: the" in capsys.readouterr().err
 
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):
