@@ -17,7 +17,9 @@ that torch splits differently for one row than for eight, can round differently.
 Compromises: a token tied with the last one kept is kept too (HF's sort breaks such a tie by
 index); the mass is summed in fp64 (HF's softmax in fp32), so a token whose running mass lies within
 fp32 rounding of p may fall on the other side of HF's cut (in 3 of 47867 random rows of a review);
-min-p's ratio is taken in fp64 too (HF: fp32 probabilities).
+min-p's ratio is taken in fp64 too (HF: fp32 probabilities; below ~1e-45 HF's min_p times the top
+probability underflows to 0 and keeps every token, this cut keeps those above the ratio, the others
+being too improbable ever to be drawn).
 
 Example:
     >>> truncate(torch.tensor([[2.0, 1.0, 0.0, 1.0]]), 1.0, top_k=1)

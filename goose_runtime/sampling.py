@@ -133,7 +133,8 @@ class PositionNoise:
         result must not depend on the other rows). Without top-k: the uncut sample where the cut
         surely keeps it, so it is the kept tokens' argmax too (always when it is the row's top
         token, else where :func:`~goose_runtime.nucleus.surely_kept` says so); the other rows,
-        and every row under top-k, take the argmax over the kept tokens' own noise."""
+        and every row under top-k, take the argmax over the kept tokens' own noise (an exact tie: the
+        lowest token id, as the uncut argmax and greedy's; ``ids`` come in top-k's order)."""
         noise = [self.noise(p)[: picked.shape[-1]] for p in positions]
         top, top_tokens = picked.max(dim=-1)  # exact, as the add below: no sum the batch could round
         if bool((nan := torch.isnan(top)).any()):
@@ -146,5 +147,6 @@ class PositionNoise:
                     and not surely_kept(picked[r], t, self.temperature, self.top_p, self.min_p)]
         for r in rows:
             kept, ids = cut_candidates(picked[r], self.temperature, self.top_k, self.top_p, self.min_p)
-            tokens[r] = int(ids[int((kept + self.temperature * noise[r][ids]).argmax())])
+            score = kept + self.temperature * noise[r][ids]
+            tokens[r] = int(ids[score == score.max()].min())  # an exact tie: the lowest id, as argmax over the row
         return tokens

@@ -114,6 +114,17 @@ def test_the_uncut_sample_is_kept_only_when_the_cut_surely_keeps_it():
     assert PositionNoise(8, 1.0, 0, top_k=8).top_k == 0  # top-k of the whole vocabulary: no cut
 
 
+@pytest.mark.parametrize("cut", [{"min_p": 0.9}, {"top_p": 0.5}, {"top_k": 2}])
+def test_an_exact_tie_among_the_kept_goes_to_the_lowest_id(cut):
+    # a review's case: tokens 7 and 40 tie at the top, and T g is below one fp32 step of their logit,
+    # so their scores tie; top-k's order had put 40 first
+    row = 20.0 - 2.0**-19 * torch.randint(1, 20, (64,), generator=torch.Generator().manual_seed(3)).float()
+    row[[7, 40]] = 20.0
+    noise = PositionNoise(64, 1e-6, seed=3, **cut)
+    want = int((truncate(row[None], 1e-6, **cut) + 1e-6 * noise.noise(1)).argmax())
+    assert noise.targets(row[None], rows=[0], positions=[1]) == [want] == [7]
+
+
 def test_ties_at_the_cut_are_kept_and_no_cut_changes_nothing():
     logits = torch.tensor([[1.0, 3.0, 3.0, 0.0]])
     assert torch.isfinite(truncate(logits, 1.0, top_k=1)).tolist() == [[False, True, True, False]]
