@@ -6,7 +6,7 @@ distribution. This runs each prompt set at each temperature with the same method
 speedup's reference, measured in the same run) and, with ``--trace-dir``, writes one trace per
 (set, temperature) for ``fit-acceptance`` (the fitted p_s and p_t against T). ``--cuts`` adds
 top-k / top-p / min-p cuts (``p0.9``, ``k40``, ``k40p0.9``, ``m0.05``; ``none``: no cut) at every
-temperature above 0.
+temperature above 0; ``--penalties`` repetition penalties (``1``: none) at every setting.
 
     .venv/bin/python bench/bench_sampling.py --limit 5 --temperatures 0,0.3,0.7,1 \\
         --out bench/results/sampling_<date>.json --trace-dir /tmp/sampling-traces
@@ -42,20 +42,21 @@ def parse_cut(text: str) -> tuple[int, float, float]:
     return int(m[1] or 0), float(m[2] or 1.0), float(m[3] or 0.0)
 
 
-def run_one(bundle, specs, prompts, *, bench: str, temperature: float, cut: tuple[int, float, float], seed: int,
-            max_new_tokens: int, trace_dir: str | None) -> list[dict]:
-    """One (set, temperature, cut): every method on every prompt; a row per method."""
+def run_one(bundle, specs, prompts, *, bench: str, temperature: float, cut: tuple[int, float, float], penalty: float,
+            seed: int, max_new_tokens: int, trace_dir: str | None) -> list[dict]:
+    """One (set, temperature, cut, penalty): every method on every prompt; a row per method."""
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                          sample_top_k=cut[0], sample_top_p=cut[1], sample_min_p=cut[2])
+                          sample_top_k=cut[0], sample_top_p=cut[1], sample_min_p=cut[2],
+                          repetition_penalty=penalty)
     results = run_methods(bundle, specs, prompts, config=config)
     name = (f"{bench}-T{temperature:g}" + (f"-k{cut[0]}" if cut[0] else "") + (f"-p{cut[1]:g}" if cut[1] < 1 else "")
-            + (f"-m{cut[2]:g}" if cut[2] else ""))
+            + (f"-m{cut[2]:g}" if cut[2] else "") + (f"-r{penalty:g}" if penalty != 1 else ""))
     if trace_dir:
         write_results_trace(os.path.join(trace_dir, f"{name}.parquet"), bundle, specs, results,
                             config, run_id_prefix=f"sampling-{name}", benchmark=bench,
                             prompt_ids=[p.id for p in prompts])
     return [{"set": bench, "temperature": temperature, "top_k": cut[0], "top_p": cut[1], "min_p": cut[2],
-             "method": s.method,
+             "repetition_penalty": penalty, "method": s.method,
              "tau": round(s.tau, 3),
              "tokens_per_s": round(s.tokens_per_s, 1), "speedup": round(s.speedup_vs_ar, 3),
              "draft_ms": round(s.draft_ms, 3), "verify_ms": round(s.verify_ms, 2), "nodes": round(s.mean_nodes, 1),
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperatures", default="0,0.3,0.7,1")
     parser.add_argument("--cuts", default="none",
                         help="top-k / top-p / min-p cuts at each T > 0: none, kN, pX, mX, kNpX...")
+    parser.add_argument("--penalties", default="1", help="repetition penalties at each setting (1: none)")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -87,10 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, start = [], time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for bench in args.sets.split(","):
         prompts = load_prompts(bench, limit=args.limit)
-        settings = [(t, cut) for t in (float(x) for x in args.temperatures.split(","))
-                    for cut in ([(0, 1.0, 0.0)] if t == 0 else cuts)]  # greedy: a cut changes nothing
-        for t, cut in settings:
-            for row in run_one(bundle, specs, prompts, bench=bench, temperature=t, cut=cut, seed=args.seed,
+        settings = [(t, cut, r) for t in (float(x) for x in args.temperatures.split(","))
+                    for cut in ([(0, 1.0, 0.0)] if t == 0 else cuts)  # greedy: a cut changes nothing
+                    for r in (float(x) for x in args.penalties.split(","))]
+        for t, cut, r in settings:
+            for row in run_one(bundle, specs, prompts, bench=bench, temperature=t, cut=cut, penalty=r, seed=args.seed,
                                max_new_tokens=args.max_new_tokens, trace_dir=args.trace_dir):
                 rows.append(row)
                 print("  ".join(f"{k} {v}" for k, v in row.items()), flush=True)

@@ -46,18 +46,23 @@ def add_sampling_options(p) -> None:
     p.add_argument("--sample-min-p", type=float, default=0.0,
                    help="with --temperature: sample from the tokens at least P times as likely as the most likely "
                         "one (HF's min_p, after --sample-top-p; default 0: all)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0,
+                   help="HF's repetition_penalty, greedy or sampled: a token already in the text has its logit "
+                        "divided by R when positive, multiplied when not (default 1: none; > 1 discourages repeats)")
 
 
 def sampling_settings(args) -> dict:
-    """The sampling flags as DecodeConfig fields (a command without them: greedy decoding).
+    """The sampling flags (and ``--repetition-penalty``) as DecodeConfig fields (a command without
+    them: greedy decoding, no penalty).
 
     Example:
         >>> import argparse
         >>> sampling_settings(argparse.Namespace(temperature=0.7, seed=3, sample_top_k=0, sample_top_p=0.9))
-        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9, 'sample_min_p': 0.0}
+        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9, 'sample_min_p': 0.0, 'repetition_penalty': 1.0}
     """
     return {"temperature": getattr(args, "temperature", 0.0),
-            **{flag: getattr(args, flag, off) for flag, off in _SAMPLING_OFF.items()}}
+            **{flag: getattr(args, flag, off) for flag, off in _SAMPLING_OFF.items()},
+            "repetition_penalty": getattr(args, "repetition_penalty", 1.0)}
 
 
 def check_regime_draws(draws: int) -> None:

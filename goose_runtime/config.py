@@ -23,6 +23,7 @@ from .methods import MethodSpec
 HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
 MAX_TEMPERATURE = 100.0  # sampling (goose_runtime.sampling): past this the target is all but uniform
+MAX_PENALTY = 100.0  # repetition penalty: past this a seen token with a positive logit is all but barred
 MAX_SEED = 2**63 - 1
 
 
@@ -65,6 +66,7 @@ _RULES = {
                      and not isinstance(v, bool) and v >= 0),
     "sample_top_p": ("must be in (0, 1] (1: no cut)", lambda v: _real(v) and 0 < v <= 1),
     "sample_min_p": ("must be in [0, 1] (0: no cut)", lambda v: _real(v) and 0 <= v <= 1),
+    "repetition_penalty": (f"must be in (0, {MAX_PENALTY:g}] (1: none)", lambda v: _real(v) and 0 < v <= MAX_PENALTY),
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -127,6 +129,9 @@ class DecodeConfig:
     sample_top_k: int = 0
     sample_top_p: float = 1.0
     sample_min_p: float = 0.0
+    # HF generate's repetition_penalty (1: none), greedy or sampled: a logit of a token already in the
+    # sequence divided by it when positive, multiplied when not (goose_runtime.penalty)
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

@@ -190,20 +190,22 @@ def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
               "the predictions describe the traces' sampling")
 
 
-_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p")
+_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p", "repetition_penalty")
 
 
-def _sampling(values: dict) -> tuple[float, int, float, float]:
-    """(temperature, top-k, top-p, min-p) from a dict of :data:`_SAMPLING_KEYS` (missing or None: not
-    recorded, so no cut); greedy decoding is (0, 0, 1, 0) whatever its cuts (they keep the top token)."""
-    t, k, p, m = (values.get(key) for key in _SAMPLING_KEYS)
-    return (0.0, 0, 1.0, 0.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0))
+def _sampling(values: dict) -> tuple[float, int, float, float, float]:
+    """(temperature, top-k, top-p, min-p, repetition penalty) from a dict of :data:`_SAMPLING_KEYS`
+    (missing or None: not recorded, so no cut or penalty); greedy decoding is (0, 0, 1, 0, r) whatever
+    its cuts (they keep the top token), while the penalty changes greedy's tokens too."""
+    t, k, p, m, r = (values.get(key) for key in _SAMPLING_KEYS)
+    r = float(1.0 if r is None else r)
+    return (0.0, 0, 1.0, 0.0, r) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0), r)
 
 
-def _sampling_label(setting: tuple[float, int, float, float]) -> str:
-    t, k, p, m = setting
-    return "0 (greedy)" if not t else (f"{t:g}" + (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "")
-                                       + (f" min-p {m:g}" if m else ""))
+def _sampling_label(setting: tuple[float, int, float, float, float]) -> str:
+    t, k, p, m, r = setting
+    cut = (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "") + (f" min-p {m:g}" if m else "")
+    return ("0 (greedy)" if not t else f"{t:g}{cut}") + (f" repetition penalty {r:g}" if r != 1 else "")
 
 
 def _decode_setting(meta: dict, key: str):

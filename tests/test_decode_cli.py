@@ -139,6 +139,17 @@ def test_sampling_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
     assert (decode["sample_top_k"], decode["sample_top_p"], decode["sample_min_p"]) == (5, 0.8, 0.05)
 
 
+def test_a_repetition_penalty_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
+    trace = tmp_path / "run.parquet"
+    args = ["decode", "--method", "goose@8", "--compare", "pld,tr", "--prompt", "abcabcabc", "--max-new-tokens", "16",
+            "--json"]
+    out = run_json(capsys, args + ["--repetition-penalty", "3", "--trace-out", str(trace)])
+    assert out["repetition_penalty"] == 3.0 and out["all_match_ar"] is True
+    assert trace_metadata(open_trace(trace))["config"]["decode"]["repetition_penalty"] == 3.0
+    plain = run_json(capsys, args)
+    assert plain["repetition_penalty"] == 1.0 and plain["token_ids"] != out["token_ids"]
+
+
 def test_a_prompt_trace_names_its_text(capsys, tiny, tmp_path):
     # the fit resamples by (benchmark, prompt_id): two --prompt texts must not share an id, and
     # the same text decoded again must keep it

@@ -66,6 +66,9 @@ def test_sampled_traces_are_named_when_pooled_or_validated_greedily(capsys):
     assert capsys.readouterr().err == ""
     note_sampling([cut], this_run={"temperature": 0.8, "sample_top_k": 40, "sample_top_p": 0.9, "sample_min_p": 0.1})
     assert "this run at 0.8 top-k 40 top-p 0.9 min-p 0.1: the" in capsys.readouterr().err
+    # a repetition penalty changes greedy's tokens too
+    note_sampling(greedy, this_run={"temperature": 0.0, "repetition_penalty": 1.2})
+    assert "decoded at temperature 0 (greedy), this run at 0 (greedy) repetition penalty 1.2: the" in capsys.readouterr().err
 
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):

@@ -1,0 +1,79 @@
+"""The repetition penalty of HF ``generate`` (``repetition_penalty``, CTRL's rule) on a verification's
+rows, so that every method still emits ``ar``'s tokens under it.
+
+HF's rule, before the temperature and the cuts: every token already in the sequence (the prompt
+included) has a positive logit divided by the penalty and a negative one multiplied by it,
+
+    l_v <- l_v / r  if l_v > 0,   l_v * r  otherwise,        for v in the sequence so far
+
+so r > 1 discourages repeats and r < 1 encourages them. In a tree each row has a sequence of its
+own: the committed tokens (prompt + output) and the drafted tokens on its path from the root. The
+penalty is applied to the committed tokens' columns of every row at once, then to each row's path
+tokens that are not among them; either way a row's logits become a function of its own prefix, as
+greedy's argmax already is, so the walk and the losslessness are unchanged (tests/test_penalty.py
+checks ``ar`` against HF ``generate(repetition_penalty=...)`` and every method against ``ar``).
+
+Compromises: the logits are changed in place (the forward's own output, read only by this cycle);
+the adjacency table is harvested from the penalised rows (what the target now prefers); the prefill's
+rows, which only feed the table, are not penalised.
+
+Example:
+    >>> logits = torch.tensor([[2.0, -1.0, 0.5], [2.0, -1.0, 0.5]])
+    >>> RepetitionPenalty(2.0, prompt=[0]).apply(logits, parent=[-1, 0], token=[0, 1])
+    >>> logits
+    tensor([[ 1.0000, -1.0000,  0.5000],
+            [ 1.0000, -2.0000,  0.5000]])
+"""
+from __future__ import annotations
+
+import torch
+
+
+def penalised(values: torch.Tensor, penalty: float) -> torch.Tensor:
+    """HF's rule on ``values``: divided by ``penalty`` where positive, multiplied where not (element by
+    element, so a row's result does not depend on the other rows)."""
+    return torch.where(values < 0, values * penalty, values / penalty)
+
+
+class RepetitionPenalty:
+    """The committed tokens of one decode (prompt, then each cycle's output) and the rule that
+    penalises their columns, and a tree's path tokens, in a verification's logits."""
+
+    def __init__(self, penalty: float, prompt: list[int], device: str | torch.device = "cpu") -> None:
+        if not penalty > 0:
+            raise ValueError(f"the repetition penalty must be > 0, got {penalty}")
+        self.penalty, self.device = float(penalty), torch.device(device)
+        self.seen: set[int] = set()
+        self._columns = torch.empty(0, dtype=torch.long, device=self.device)
+        self.extend(prompt)
+
+    def extend(self, tokens: list[int]) -> None:
+        """Add committed tokens (a cycle's output)."""
+        new = sorted(set(tokens) - self.seen)
+        if new:
+            self.seen.update(new)
+            self._columns = torch.cat([self._columns, torch.tensor(new, dtype=torch.long, device=self.device)])
+
+    def apply(self, logits: torch.Tensor, *, parent: list[int], token: list[int]) -> None:
+        """Penalise ``logits`` (one row per tree node, ``parent`` / ``token`` the tree's, parents before
+        children) in place: the committed tokens in every row, each node's path tokens in its own."""
+        if len(self._columns):
+            logits[:, self._columns] = penalised(logits[:, self._columns], self.penalty)
+        rows, columns = self._path_entries(parent, token)
+        if rows:
+            at = (torch.tensor(rows, device=logits.device), torch.tensor(columns, device=logits.device))
+            logits[at] = penalised(logits[at], self.penalty)
+
+    def _path_entries(self, parent: list[int], token: list[int]) -> tuple[list[int], list[int]]:
+        """(row, token) pairs: each node's drafted path tokens (itself and its ancestors below the root,
+        which is the last committed token) that are not committed, once per row."""
+        paths: list[frozenset[int]] = [frozenset()]
+        rows, columns = [], []
+        for node in range(1, len(parent)):
+            own = paths[parent[node]]
+            if token[node] not in self.seen and token[node] not in own:
+                own = own | {token[node]}
+            paths.append(own)
+            rows.extend([node] * len(own))
+            columns.extend(sorted(own))
+        return rows, columns
