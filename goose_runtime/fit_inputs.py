@@ -171,7 +171,7 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
 
 def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
     """Say so (one line on stderr) when the traces were sampled at several settings (temperature and
-    top-k / top-p / min-p cut, pooled in one fit), or at another than ``this_run``'s (``goose
+    top-k / top-p / min-p cut, repetition penalty; pooled in one fit), or at another than ``this_run``'s (``goose
     validate``'s and ``goose loop``'s :func:`~goose_runtime.cli_checks.sampling_settings`): a sampled target accepts
     fewer drafts as the temperature rises, and at T 1 more under a cut (docs/bench-runtime.md), so the
     fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
@@ -183,8 +183,8 @@ def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
     settings = sorted({_sampling({key: _decode_setting(meta, key) for key in _SAMPLING_KEYS}) for meta in metas})
     shown = ", ".join(map(_sampling_label, settings))
     if len(settings) > 1:
-        _note(f"the traces were decoded at temperatures {shown} and are fitted together: acceptance falls as "
-              "the temperature rises, so fit each setting's traces apart")
+        _note(f"the traces were decoded at temperatures {shown} and are fitted together: acceptance changes "
+              "with the setting (it falls as the temperature rises), so fit each setting's traces apart")
     elif settings and this_run is not None and settings[0] != (ours := _sampling(this_run)):
         _note(f"the fit traces were decoded at temperature {shown}, this run at {_sampling_label(ours)}: "
               "the predictions describe the traces' sampling")
