@@ -187,7 +187,7 @@ class Decoder:
         bundle.synchronize()
         verify_s = time.perf_counter() - v0
         if self.penalty is not None:  # each row's own prefix: the committed tokens and its path's
-            self.penalty.apply(logits, parent=tree.parent, token=tree.token)
+            logits = self.penalty.apply(logits, parent=tree.parent, token=tree.token)
         harvest = self.adjacency is not None
         if self.sampler is None:
             top, probs = top_candidates(logits, cfg.top_k if harvest else 1, self.score if harvest else None)

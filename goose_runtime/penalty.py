@@ -13,14 +13,15 @@ tokens that are not among them; either way a row's logits become a function of i
 greedy's argmax already is, so the walk and the losslessness are unchanged (tests/test_penalty.py
 checks ``ar`` against HF ``generate(repetition_penalty=...)`` and every method against ``ar``).
 
-Compromises: the logits are changed in place (the forward's own output, read only by this cycle);
+Compromises: fp32 logits are changed in place (the forward's own output, read only by this cycle),
+bf16 / fp16 ones widened to fp32 first, as HF ``generate`` widens them before its processors (in
+bf16 ``l / r`` rounded back could tie or flip the top; in fp16 a small r overflowed);
 the adjacency table is harvested from the penalised rows (what the target now prefers); the prefill's
 rows, which only feed the table, are not penalised.
 
 Example:
     >>> logits = torch.tensor([[2.0, -1.0, 0.5], [2.0, -1.0, 0.5]])
     >>> RepetitionPenalty(2.0, prompt=[0]).apply(logits, parent=[-1, 0], token=[0, 1])
-    >>> logits
     tensor([[ 1.0000, -1.0000,  0.5000],
             [ 1.0000, -2.0000,  0.5000]])
 """
@@ -54,15 +55,18 @@ class RepetitionPenalty:
             self.seen.update(new)
             self._columns = torch.cat([self._columns, torch.tensor(new, dtype=torch.long, device=self.device)])
 
-    def apply(self, logits: torch.Tensor, *, parent: list[int], token: list[int]) -> None:
-        """Penalise ``logits`` (one row per tree node, ``parent`` / ``token`` the tree's, parents before
-        children) in place: the committed tokens in every row, each node's path tokens in its own."""
+    def apply(self, logits: torch.Tensor, *, parent: list[int], token: list[int]) -> torch.Tensor:
+        """``logits`` (one row per tree node, ``parent`` / ``token`` the tree's, parents before children)
+        penalised, in fp32 (in place when they are fp32): the committed tokens in every row, each
+        node's path tokens in its own."""
+        logits = logits.float()  # no copy for fp32
         if len(self._columns):
             logits[:, self._columns] = penalised(logits[:, self._columns], self.penalty)
         rows, columns = self._path_entries(parent, token)
         if rows:
             at = (torch.tensor(rows, device=logits.device), torch.tensor(columns, device=logits.device))
             logits[at] = penalised(logits[at], self.penalty)
+        return logits
 
     def _path_entries(self, parent: list[int], token: list[int]) -> tuple[list[int], list[int]]:
         """(row, token) pairs: each node's drafted path tokens (itself and its ancestors below the root,

@@ -43,8 +43,18 @@ def test_every_row_is_penalised_as_hf_penalises_its_own_sequence(penalty):
         got = logits.clone()
         rule = RepetitionPenalty(penalty, committed[:5])
         rule.extend(committed[5:])  # committed in two steps, as the decoder adds each cycle's output
-        rule.apply(got, parent=parent, token=token)
+        assert rule.apply(got, parent=parent, token=token) is got  # fp32: in place
         assert torch.equal(got, want)
+
+
+def test_half_precision_logits_are_penalised_in_fp32_as_hf_generate_does():
+    # a review's cases: bf16 2.0 / 1.3 rounded back tied with 1.539 and took the top from it; fp16 overflowed
+    for logits, penalty, seen, want in (([[2.0, 1.5390625]], 1.3, [0], 1), ([[70.0, 80.0]], 0.001, [0, 1], 1)):
+        for dtype in (torch.bfloat16, torch.float16):
+            half = torch.tensor(logits, dtype=dtype)
+            got = RepetitionPenalty(penalty, seen).apply(half, parent=[-1], token=[seen[0]])
+            hf = RepetitionPenaltyLogitsProcessor(penalty)(torch.tensor([seen]), half.float())
+            assert got.dtype == torch.float32 and torch.equal(got, hf) and int(got.argmax()) == want
 
 
 def test_a_penalty_must_be_positive():
