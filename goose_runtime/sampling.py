@@ -144,7 +144,7 @@ class PositionNoise:
         else:
             tokens = (picked + self.temperature * torch.stack(noise)).max(dim=-1).indices.tolist()
             rows = [r for r, (t, first) in enumerate(zip(tokens, top_tokens.tolist())) if t != first
-                    and not surely_kept(picked[r], t, self.temperature, self.top_p, self.min_p)]
+                    and not surely_kept(picked[r], t, self.temperature, self.top_p, self.min_p, top=top[r])]
         for r in rows:
             kept, ids = cut_candidates(picked[r], self.temperature, self.top_k, self.top_p, self.min_p)
             score = kept + self.temperature * noise[r][ids]
