@@ -74,8 +74,8 @@ def check_regime_draws(draws: int) -> None:
 def check_run_args(args, extra: tuple[str, ...] = ()) -> None:
     """The count flags a command has (``--limit``, ``--max-new-tokens``, ``--budget``, ``--repeats``,
     ``--threads``, and a script's own ``extra`` ones) are at least 1 (threads at most
-    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), ``--seed`` and the top-k / top-p / min-p cuts come with a ``--temperature``
-    (decode: greedy decoding would ignore it), its input flags (:data:`PATH_FLAGS`)
+    :data:`MAX_THREADS`, repeats at most :data:`MAX_REPEATS`), ``--seed`` and the top-k / top-p /
+    min-p cuts come with a ``--temperature`` (decode: greedy decoding would ignore it), its input flags (:data:`PATH_FLAGS`)
     are not empty strings, and its output flags (``--out``, ``--trace-out`` files; ``--trace-dir``,
     ``--out-dir`` folders) can be written; else a UsageError naming the flag."""
     check_not_empty(args)
