@@ -24,6 +24,7 @@ HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
 MAX_TEMPERATURE = 100.0  # sampling (goose_runtime.sampling): past this the target is all but uniform
 MAX_PENALTY = 100.0  # repetition penalty: past this a seen token with a positive logit is all but barred
+MAX_COUNT_PENALTY = 2.0  # frequency / presence penalties: the OpenAI API's and vLLM's range, [-2, 2]
 MAX_SEED = 2**63 - 1
 
 
@@ -67,6 +68,8 @@ _RULES = {
     "sample_top_p": ("must be in (0, 1] (1: no cut)", lambda v: _real(v) and 0 < v <= 1),
     "sample_min_p": ("must be in [0, 1] (0: no cut)", lambda v: _real(v) and 0 <= v <= 1),
     "repetition_penalty": (f"must be in (0, {MAX_PENALTY:g}] (1: none)", lambda v: _real(v) and 0 < v <= MAX_PENALTY),
+    **{field: (f"must be in [-{MAX_COUNT_PENALTY:g}, {MAX_COUNT_PENALTY:g}] (0: none)",
+               lambda v: _real(v) and abs(v) <= MAX_COUNT_PENALTY) for field in ("frequency_penalty", "presence_penalty")},
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -132,6 +135,10 @@ class DecodeConfig:
     # HF generate's repetition_penalty (1: none), greedy or sampled: a logit of a token already in the
     # sequence divided by it when positive, multiplied when not (goose_runtime.penalty)
     repetition_penalty: float = 1.0
+    # vLLM's / the OpenAI API's (0: none), greedy or sampled, after the repetition penalty: a logit of a
+    # token generated c times so far (the prompt's are not counted) minus frequency * c + presence
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

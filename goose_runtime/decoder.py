@@ -8,7 +8,8 @@ So every emitted token comes out of a verification cycle and ``sum(tau) == len(t
 ``ar`` is the same loop with an empty tree. Greedy verification makes every method emit exactly
 the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py); so does sampling with a
 temperature, whose noise is fixed by prompt and position (:mod:`goose_runtime.sampling`), and a
-repetition penalty, applied to each tree row for its own prefix (:mod:`goose_runtime.penalty`).
+repetition, frequency or presence penalty, applied to each tree row for its own prefix
+(:mod:`goose_runtime.penalty`).
 
 Example:
     >>> from goose_runtime.model import tiny_random_bundle
@@ -36,7 +37,7 @@ from .kvcache import cache_for, compact
 from .matcher import NO_MATCH, ContextMatcher
 from .methods import MethodError, MethodSpec
 from .model import ModelBundle
-from .penalty import RepetitionPenalty
+from .penalty import penalties_for
 from .prior import attach_prior
 from .records import CycleRecord, PromptResult
 from .sampling import PositionNoise
@@ -101,8 +102,7 @@ class Decoder:
         self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device, prompt=prompt,
                                       top_k=cfg.sample_top_k, top_p=cfg.sample_top_p, min_p=cfg.sample_min_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
-        self.penalty = (RepetitionPenalty(cfg.repetition_penalty, prompt, bundle.device)
-                        if cfg.repetition_penalty != 1 else None)
+        self.penalties = penalties_for(cfg, prompt, bundle.device)
         cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()
@@ -114,8 +114,8 @@ class Decoder:
             while len(out) < cfg.max_new_tokens:
                 new, record, stop = self._cycle(tokens, matcher, cache, cfg.max_new_tokens - len(out))
                 tokens.extend(new); out.extend(new)
-                if self.penalty is not None:
-                    self.penalty.extend(new)
+                for rule in self.penalties:
+                    rule.extend(new)
                 if matcher is not None:
                     matcher.extend(new)
                 if record is not None:
@@ -186,8 +186,8 @@ class Decoder:
         logits = forward(bundle.model, ids, positions, mask, cache)
         bundle.synchronize()
         verify_s = time.perf_counter() - v0
-        if self.penalty is not None:  # each row's own prefix: the committed tokens and its path's
-            logits = self.penalty.apply(logits, parent=tree.parent, token=tree.token)
+        for rule in self.penalties:  # each row's own prefix: the committed tokens and its path's
+            logits = rule.apply(logits, parent=tree.parent, token=tree.token)
         harvest = self.adjacency is not None
         if self.sampler is None:
             top, probs = top_candidates(logits, cfg.top_k if harvest else 1, self.score if harvest else None)

@@ -1,6 +1,7 @@
-"""The repetition penalty (goose_runtime.penalty): each tree row penalised as HF's
-RepetitionPenaltyLogitsProcessor penalises that row's own sequence (the reference), ``ar`` under it
-against HF's own greedy loop, and every method against ``ar``, on the tiny model and (slow) the real one."""
+"""The penalties (goose_runtime.penalty): each tree row penalised as HF's RepetitionPenaltyLogitsProcessor
+and vLLM's frequency / presence rule (written out below from vLLM's ``apply_penalties``) penalise that
+row's own sequence (the references), ``ar`` under them against a plain greedy loop (HF ``generate`` for the
+repetition penalty), and every method against ``ar``, on the tiny model and (slow) the real one."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,7 @@ from transformers.generation.logits_process import RepetitionPenaltyLogitsProces
 from goose_runtime.config import ConfigError, DecodeConfig
 from goose_runtime.decoder import Decoder
 from goose_runtime.methods import parse_method
-from goose_runtime.penalty import RepetitionPenalty
+from goose_runtime.penalty import CountPenalty, RepetitionPenalty, penalties_for
 from goose_runtime.runner import parse_labeled
 from test_sampling import TINY_METHODS
 
@@ -28,6 +29,16 @@ def row_sequence(committed: list[int], parent: list[int], token: list[int], node
         path.append(token[node])
         node = parent[node]
     return committed + path[::-1]
+
+
+def vllm_penalised(row: torch.Tensor, prompt: list[int], generated: list[int], *, repetition: float = 1.0,
+                   frequency: float = 0.0, presence: float = 0.0) -> torch.Tensor:
+    """vLLM's ``apply_penalties`` on one fp32 row: the repetition penalty over prompt + generated tokens
+    (HF's rule), then ``logits -= frequency * output counts`` and ``logits -= presence * output mask``."""
+    row = RepetitionPenaltyLogitsProcessor(repetition)(torch.tensor([prompt + generated]), row[None].clone())[0]
+    counts = torch.bincount(torch.tensor(generated, dtype=torch.long), minlength=row.shape[0]).float()
+    row = row - frequency * counts
+    return row - presence * (counts > 0).float()
 
 
 @pytest.mark.parametrize("penalty", [1.3, 0.7, 3.0])
@@ -65,14 +76,15 @@ def test_a_penalty_must_be_positive():
             DecodeConfig(repetition_penalty=bad)
 
 
-def hf_greedy(model, prompt: list[int], new_tokens: int, penalty: float) -> list[int]:
-    """HF's rule in a plain loop: the whole sequence through the model, the processor, the argmax."""
-    ids = list(prompt)
+def reference_greedy(model, prompt: list[int], new_tokens: int, eos: tuple[int, ...] = (), **penalties: float) -> list[int]:
+    """The references in a plain loop: the whole sequence through the model, :func:`vllm_penalised`
+    (``repetition``, ``frequency``, ``presence``), the argmax; up to the first of ``eos``."""
+    out: list[int] = []
     with torch.inference_mode():
-        for _ in range(new_tokens):
-            logits = model(input_ids=torch.tensor([ids])).logits[:, -1].float()
-            ids.append(int(RepetitionPenaltyLogitsProcessor(penalty)(torch.tensor([ids]), logits).argmax()))
-    return ids[len(prompt):]
+        while len(out) < new_tokens and not (out and out[-1] in eos):
+            logits = model(input_ids=torch.tensor([prompt + out])).logits[0, -1].float()
+            out.append(int(vllm_penalised(logits, prompt, out, **penalties).argmax()))
+    return out
 
 
 @pytest.mark.parametrize("penalty", [1.5, 0.8])
@@ -80,7 +92,7 @@ def test_every_method_emits_ars_penalised_tokens_on_the_tiny_model(sharp, penalt
     prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
     cfg = DecodeConfig(max_new_tokens=40, repetition_penalty=penalty)
     ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
-    assert ref == hf_greedy(sharp.model, prompt, 40, penalty)
+    assert ref == reference_greedy(sharp.model, prompt, 40, repetition=penalty)
     assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
     for m in TINY_METHODS:
         assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
@@ -110,5 +122,76 @@ def test_every_method_emits_hfs_penalised_tokens_on_the_real_model():
     cfg = DecodeConfig(max_new_tokens=48, repetition_penalty=1.3)
     ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
     assert ref == hf and ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
+    for m in ("pld", "goose", "goose+prior@8"):
+        assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
+
+
+@pytest.mark.parametrize("frequency, presence, repetition", [(0.5, 0.0, 1.0), (0.0, -1.0, 1.0), (0.7, 0.3, 1.3),
+                                                             (-0.4, 2.0, 0.8)])
+def test_every_row_is_count_penalised_as_vllm_penalises_its_own_sequence(frequency, presence, repetition):
+    gen = torch.Generator().manual_seed(7)
+    cfg = DecodeConfig(repetition_penalty=repetition, frequency_penalty=frequency, presence_penalty=presence)
+    for _ in range(20):
+        prompt, output = torch.randint(0, 30, (6,), generator=gen).tolist(), torch.randint(0, 30, (8,), generator=gen).tolist()
+        parent, token = random_tree(gen, 25, 30)
+        token[0] = output[-1]  # the root is the last committed token
+        logits = torch.randn(25, 30, generator=gen) * 3
+        want = torch.stack([vllm_penalised(logits[r], prompt, row_sequence(output, parent, token, r), repetition=repetition,
+                                           frequency=frequency, presence=presence) for r in range(25)])
+        rules = penalties_for(cfg, prompt)
+        assert len(rules) == (2 if repetition != 1 else 1)
+        got = logits.clone()
+        for rule in rules:
+            rule.extend(output[:3]); rule.extend(output[3:])  # as the decoder adds each cycle's output
+            assert rule.apply(got, parent=parent, token=token) is got  # fp32: in place
+        assert torch.equal(got, want)
+
+
+def test_counts_start_at_the_output_and_half_precision_is_penalised_in_fp32():
+    assert penalties_for(DecodeConfig(), [1, 2]) == []
+    rule = CountPenalty(frequency=1.5, presence=0.25)
+    half = torch.tensor([[1.0, 2.0, 3.0]], dtype=torch.bfloat16)
+    assert torch.equal(rule.apply(half, parent=[-1], token=[2]), torch.tensor([[1.0, 2.0, 3.0]]))  # nothing generated
+    rule.extend([2, 2])
+    got = rule.apply(half, parent=[-1], token=[2])
+    assert got.dtype == torch.float32 and torch.equal(got, torch.tensor([[1.0, 2.0, -0.25]]))
+
+
+def test_count_penalties_must_lie_in_minus_two_to_two():
+    for field in ("frequency_penalty", "presence_penalty"):
+        for bad in (2.5, -2.01, float("nan"), float("inf"), True):
+            with pytest.raises(ConfigError, match=rf"{field} must be in \[-2, 2\] \(0: none\)"):
+                DecodeConfig(**{field: bad})
+
+
+@pytest.mark.parametrize("frequency, presence", [(1.0, 0.5), (-0.6, 0.0), (0.0, -1.5)])
+def test_every_method_emits_ars_count_penalised_tokens_on_the_tiny_model(sharp, frequency, presence):
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
+    cfg = DecodeConfig(max_new_tokens=40, frequency_penalty=frequency, presence_penalty=presence)
+    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
+    assert ref == reference_greedy(sharp.model, prompt, 40, frequency=frequency, presence=presence)
+    assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
+    for m in TINY_METHODS:
+        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+    sampled = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=5, sample_min_p=0.05, repetition_penalty=1.2,
+                           frequency_penalty=frequency, presence_penalty=presence)
+    ref = Decoder(sharp, parse_method("ar"), sampled).decode(prompt).token_ids
+    for m in ("pld", "goose", "tr"):
+        assert Decoder(sharp, parse_labeled(m), sampled).decode(prompt).token_ids == ref, m
+
+
+@pytest.mark.slow
+def test_every_method_emits_the_references_count_penalised_tokens_on_the_real_model():
+    from goose_runtime.model import load_model
+    from goose_runtime.prompts import encode_prompt, load_prompts
+
+    bundle = load_model("default", device="cpu", dtype="float32")
+    ids = encode_prompt(bundle, load_prompts("humaneval", limit=3)[2])  # a HumanEval prompt through the chat template
+    penalties = {"frequency": 0.4, "presence": 0.6}
+    cfg = DecodeConfig(max_new_tokens=48, frequency_penalty=0.4, presence_penalty=0.6)
+    ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
+    assert ref == reference_greedy(bundle.model, ids, 48, tuple(bundle.eos_token_ids), **penalties)
+    assert ref[-1] in bundle.eos_token_ids  # it stops where the reference does
+    assert ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
     for m in ("pld", "goose", "goose+prior@8"):
         assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
