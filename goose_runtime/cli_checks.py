@@ -29,6 +29,7 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
 
 # with --temperature only; these values: no effect
 _SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0, "sample_min_p": 0.0}
+_PENALTIES_OFF = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}  # greedy or sampled
 
 
 def add_sampling_options(p) -> None:
@@ -49,20 +50,24 @@ def add_sampling_options(p) -> None:
     p.add_argument("--repetition-penalty", type=float, default=1.0,
                    help="HF's repetition_penalty, greedy or sampled: a token already in the text has its logit "
                         "divided by R when positive, multiplied when not (default 1: none; > 1 discourages repeats)")
+    for kind, rule in (("frequency", "F times the number of times it was generated"), ("presence", "P once it was generated")):
+        p.add_argument(f"--{kind}-penalty", type=float, default=0.0, metavar=kind[0].upper(),
+                       help=f"vLLM's / the OpenAI API's {kind}_penalty in [-2, 2], greedy or sampled, after "
+                            f"--repetition-penalty: a token's logit minus {rule} (the prompt not counted; default 0: none)")
 
 
 def sampling_settings(args) -> dict:
-    """The sampling flags (and ``--repetition-penalty``) as DecodeConfig fields (a command without
-    them: greedy decoding, no penalty).
+    """The sampling flags (and the ``--repetition-``, ``--frequency-`` and ``--presence-penalty``) as
+    DecodeConfig fields (a command without them: greedy decoding, no penalty).
 
     Example:
         >>> import argparse
-        >>> sampling_settings(argparse.Namespace(temperature=0.7, seed=3, sample_top_k=0, sample_top_p=0.9))
-        {'temperature': 0.7, 'seed': 3, 'sample_top_k': 0, 'sample_top_p': 0.9, 'sample_min_p': 0.0, 'repetition_penalty': 1.0}
+        >>> settings = sampling_settings(argparse.Namespace(temperature=0.7, seed=3, sample_top_k=0, sample_top_p=0.9))
+        >>> settings["temperature"], settings["sample_top_p"], settings["sample_min_p"], settings["frequency_penalty"]
+        (0.7, 0.9, 0.0, 0.0)
     """
     return {"temperature": getattr(args, "temperature", 0.0),
-            **{flag: getattr(args, flag, off) for flag, off in _SAMPLING_OFF.items()},
-            "repetition_penalty": getattr(args, "repetition_penalty", 1.0)}
+            **{flag: getattr(args, flag, off) for flag, off in {**_SAMPLING_OFF, **_PENALTIES_OFF}.items()}}
 
 
 def check_regime_draws(draws: int) -> None:

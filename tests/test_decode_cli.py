@@ -139,15 +139,18 @@ def test_sampling_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
     assert (decode["sample_top_k"], decode["sample_top_p"], decode["sample_min_p"]) == (5, 0.8, 0.05)
 
 
-def test_a_repetition_penalty_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
+@pytest.mark.parametrize("flag, field, value, off", [("--repetition-penalty", "repetition_penalty", 3.0, 1.0),
+                                                     ("--frequency-penalty", "frequency_penalty", 1.5, 0.0),
+                                                     ("--presence-penalty", "presence_penalty", -2.0, 0.0)])
+def test_a_penalty_is_reported_recorded_and_lossless(capsys, tiny, tmp_path, flag, field, value, off):
     trace = tmp_path / "run.parquet"
     args = ["decode", "--method", "goose@8", "--compare", "pld,tr", "--prompt", "abcabcabc", "--max-new-tokens", "16",
             "--json"]
-    out = run_json(capsys, args + ["--repetition-penalty", "3", "--trace-out", str(trace)])
-    assert out["repetition_penalty"] == 3.0 and out["all_match_ar"] is True
-    assert trace_metadata(open_trace(trace))["config"]["decode"]["repetition_penalty"] == 3.0
+    out = run_json(capsys, args + [flag, str(value), "--trace-out", str(trace)])
+    assert out[field] == value and out["all_match_ar"] is True
+    assert trace_metadata(open_trace(trace))["config"]["decode"][field] == value
     plain = run_json(capsys, args)
-    assert plain["repetition_penalty"] == 1.0 and plain["token_ids"] != out["token_ids"]
+    assert plain[field] == off and plain["token_ids"] != out["token_ids"]
 
 
 def test_a_prompt_trace_names_its_text(capsys, tiny, tmp_path):

@@ -69,6 +69,8 @@ def test_sampled_traces_are_named_when_pooled_or_validated_greedily(capsys):
     # a repetition penalty changes greedy's tokens too
     note_sampling(greedy, this_run={"temperature": 0.0, "repetition_penalty": 1.2})
     assert "decoded at temperature 0 (greedy), this run at 0 (greedy) repetition penalty 1.2: the" in capsys.readouterr().err
+    note_sampling(greedy, this_run={"temperature": 0.0, "frequency_penalty": 0.5, "presence_penalty": -1.0})
+    assert "this run at 0 (greedy) frequency penalty 0.5 presence penalty -1: the" in capsys.readouterr().err
 
 
 def test_copies_are_found_by_their_footer_not_their_name(tmp_path):
