@@ -70,6 +70,43 @@ def sampling_settings(args) -> dict:
             **{flag: getattr(args, flag, off) for flag, off in {**_SAMPLING_OFF, **_PENALTIES_OFF}.items()}}
 
 
+SETTING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p", *_PENALTIES_OFF)
+
+
+def sampling_setting(values: dict) -> tuple[float, int, float, float, float, float, float]:
+    """(temperature, top-k, top-p, min-p, repetition, frequency and presence penalties) from a dict of
+    :data:`SETTING_KEYS` (missing or None: not recorded, so no cut or penalty); greedy decoding is
+    (0, 0, 1, 0, r, f, p) whatever its cuts (they keep the top token), while the penalties change
+    greedy's tokens too."""
+    t, k, p, m, r, f, pr = (values.get(key) for key in SETTING_KEYS)
+    penalties = (float(1.0 if r is None else r), float(f or 0), float(pr or 0))
+    cut = (0.0, 0, 1.0, 0.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0))
+    return cut + penalties
+
+
+def setting_label(setting: tuple[float, int, float, float, float, float, float]) -> str:
+    """A :func:`sampling_setting` in words, after "temperature".
+
+    Example:
+        >>> setting_label(sampling_setting({"temperature": 0.7, "sample_top_p": 0.9, "frequency_penalty": 0.5}))
+        '0.7 top-p 0.9 frequency penalty 0.5'
+    """
+    t, k, p, m, r, f, pr = setting
+    cut = (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "") + (f" min-p {m:g}" if m else "")
+    penalties = ((f" repetition penalty {r:g}" if r != 1 else "") + (f" frequency penalty {f:g}" if f else "")
+                 + (f" presence penalty {pr:g}" if pr else ""))
+    return ("0 (greedy)" if not t else f"{t:g}{cut}") + penalties
+
+
+def setting_line(args) -> str | None:
+    """The line ``goose decode`` prints above its table when the run was sampled or penalised (None
+    for plain greedy decoding)."""
+    setting = sampling_setting(sampling_settings(args))
+    if setting == sampling_setting({}):
+        return None
+    return f"decoded at temperature {setting_label(setting)}" + (f", seed {args.seed}" if setting[0] else "")
+
+
 def check_regime_draws(draws: int) -> None:
     """``--regime-draws`` in 0 .. :data:`MAX_REGIME_DRAWS`, else a UsageError naming it."""
     if not 0 <= draws <= MAX_REGIME_DRAWS:

@@ -21,7 +21,7 @@ from goose_theory.cli_util import (UsageError, check_not_an_input, format_table,
                                    split_list)
 
 from .cli_checks import (add_sampling_options, check_model_args, check_refresh, check_run_args, few_tokens_note,
-                         make_config, noisy_speedup_note, sampling_settings, unreachable_ranks_note)
+                         make_config, noisy_speedup_note, sampling_settings, setting_line, unreachable_ranks_note)
 
 DEFAULT_COMPARE = "ar"
 
@@ -234,7 +234,7 @@ def say(message: str) -> None:
 
 
 def _print_summary(args: argparse.Namespace, results, summaries, primary: str, trace_rows) -> None:
-    print(format_table(_table(summaries)))
+    print(*filter(None, [setting_line(args), format_table(_table(summaries))]), sep="\n")  # sampled or penalised: say so
     for note in (few_tokens_note(sum(len(r.token_ids) for r in results["ar"])),
                  noisy_speedup_note([(s.method, s.tau, s.speedup_vs_ar) for s in summaries.values()])):
         if note:

@@ -31,6 +31,8 @@ import pyarrow.compute as pc
 from goose_theory.cli_util import UsageError
 from goose_theory.traceio import TraceFileError, TraceInfo, check_trace, open_trace, trace_metadata
 
+from .cli_checks import SETTING_KEYS, sampling_setting, setting_label
+
 
 def expand_paths(paths: list[str], *, skipped: list[str] | None = None) -> list[str]:
     """Files, folders (their own ``*.parquet``) and globs (``**`` recurses) -> a sorted, de-duplicated
@@ -171,46 +173,20 @@ def note_token_cap(metas: list[dict], max_new_tokens: int) -> None:
 
 def note_sampling(metas: list[dict], *, this_run: dict | None = None) -> None:
     """Say so (one line on stderr) when the traces were sampled at several settings (temperature and
-    top-k / top-p / min-p cut, repetition / frequency / presence penalty; pooled in one fit), or at another than ``this_run``'s (``goose
-    validate``'s and ``goose loop``'s :func:`~goose_runtime.cli_checks.sampling_settings`): a sampled target accepts
-    fewer drafts as the temperature rises, and at T 1 more under a cut (docs/bench-runtime.md), so the
-    fit describes the traces' setting. A trace without the keys (before sampling) was greedy.
-
-    Example:
-        >>> _sampling_label(_sampling({"temperature": 0.7, "sample_top_p": 0.9, "sample_min_p": 0.05}))
-        '0.7 top-p 0.9 min-p 0.05'
-    """
-    settings = sorted({_sampling({key: _decode_setting(meta, key) for key in _SAMPLING_KEYS}) for meta in metas})
-    shown = ", ".join(map(_sampling_label, settings))
+    top-k / top-p / min-p cut, repetition / frequency / presence penalty; pooled in one fit), or at
+    another than ``this_run``'s (``goose validate``'s and ``goose loop``'s
+    :func:`~goose_runtime.cli_checks.sampling_settings`; :func:`~goose_runtime.cli_checks.setting_label`
+    names each): a sampled target accepts fewer drafts as the temperature rises, and at T 1 more under
+    a cut (docs/bench-runtime.md), so the fit describes the traces' setting. A trace without the keys
+    (before sampling) was greedy."""
+    settings = sorted({sampling_setting({key: _decode_setting(meta, key) for key in SETTING_KEYS}) for meta in metas})
+    shown = ", ".join(map(setting_label, settings))
     if len(settings) > 1:
         _note(f"the traces were decoded at temperatures {shown} and are fitted together: acceptance changes "
               "with the setting (it falls as the temperature rises), so fit each setting's traces apart")
-    elif settings and this_run is not None and settings[0] != (ours := _sampling(this_run)):
-        _note(f"the fit traces were decoded at temperature {shown}, this run at {_sampling_label(ours)}: "
+    elif settings and this_run is not None and settings[0] != (ours := sampling_setting(this_run)):
+        _note(f"the fit traces were decoded at temperature {shown}, this run at {setting_label(ours)}: "
               "the predictions describe the traces' sampling")
-
-
-_SAMPLING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p", "repetition_penalty",
-                  "frequency_penalty", "presence_penalty")
-
-
-def _sampling(values: dict) -> tuple[float, int, float, float, float, float, float]:
-    """(temperature, top-k, top-p, min-p, repetition, frequency and presence penalties) from a dict of
-    :data:`_SAMPLING_KEYS` (missing or None: not recorded, so no cut or penalty); greedy decoding is
-    (0, 0, 1, 0, r, f, p) whatever its cuts (they keep the top token), while the penalties change
-    greedy's tokens too."""
-    t, k, p, m, r, f, pr = (values.get(key) for key in _SAMPLING_KEYS)
-    penalties = (float(1.0 if r is None else r), float(f or 0), float(pr or 0))
-    cut = (0.0, 0, 1.0, 0.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0))
-    return cut + penalties
-
-
-def _sampling_label(setting: tuple[float, int, float, float, float, float, float]) -> str:
-    t, k, p, m, r, f, pr = setting
-    cut = (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "") + (f" min-p {m:g}" if m else "")
-    penalties = ((f" repetition penalty {r:g}" if r != 1 else "") + (f" frequency penalty {f:g}" if f else "")
-                 + (f" presence penalty {pr:g}" if pr else ""))
-    return ("0 (greedy)" if not t else f"{t:g}{cut}") + penalties
 
 
 def _decode_setting(meta: dict, key: str):

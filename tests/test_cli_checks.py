@@ -70,3 +70,14 @@ def test_the_regime_draws_default_is_the_intervals_own_and_its_range_is_checked(
     for bad in (-1, cli_checks.MAX_REGIME_DRAWS + 1):
         with pytest.raises(UsageError, match=rf"^--regime-draws: {bad} is not in 0\.\.10000$"):
             cli_checks.check_regime_draws(bad)
+
+
+def test_the_setting_line_names_a_sampled_or_penalised_run_only():
+    import argparse
+
+    def line(**flags):
+        return cli_checks.setting_line(argparse.Namespace(**flags))
+
+    assert line() is None and line(temperature=0.0, sample_top_p=0.9) is None  # greedy ignores a cut
+    assert line(temperature=0.0, repetition_penalty=1.2) == "decoded at temperature 0 (greedy) repetition penalty 1.2"
+    assert line(temperature=1.0, seed=7, sample_top_k=40) == "decoded at temperature 1 top-k 40, seed 7"

@@ -219,6 +219,10 @@ def test_table_output_and_keep_adjacency(capsys, tiny, jsonl):
     notes = [line for line in lines if line.startswith("note: ")]  # a tiny model's timings may add the load note
     assert {line.split()[0] for line in lines[2:lines.index(notes[0])]} == {"tr", "ar"}
     assert "too few for a steady speedup" in notes[0]  # 6 tokens a prompt
+    assert main(["decode", "--method", "tr", "--bench", jsonl, "--max-new-tokens", "6", "--temperature", "0.5",
+                 "--seed", "4", "--sample-min-p", "0.1", "--presence-penalty", "0.5"]) == 0
+    out = capsys.readouterr().out  # a sampled or penalised run names its setting above the table
+    assert out.splitlines()[0] == "decoded at temperature 0.5 min-p 0.1 presence penalty 0.5, seed 4"
 
 
 def test_keep_history_is_applied_reported_and_recorded(capsys, tiny, jsonl, tmp_path):
