@@ -168,7 +168,8 @@ def test_loop_refuses_a_blocked_output_file_before_the_fit(capsys, tmp_path, no_
                                                   ("--model", "no/such/folder", "does not exist"),
                                                   ("--regime-draws", "-2", "--regime-draws: -2 is not in 0..10000"),
                                                   ("--sample-top-p", "0.9", "--sample-top-p applies with --temperature"),
-                                                  ("--temperature", "-1", "--temperature must be 0 (greedy) or in")])
+                                                  ("--temperature", "-1", "--temperature must be 0 (greedy) or in"),
+                                                  ("--frequency-penalty", "-3", "--frequency-penalty must be in [-2, 2]")])
 def test_loop_refuses_a_bad_model_or_draw_count_before_the_fit(capsys, tmp_path, no_model, flag, value, message):
     fails(capsys, ["loop", "--traces", "traces/stdlib-b8.parquet", "--bench", "stdlib", flag, value,
                     "--out-dir", str(tmp_path / "out")], message)  # one line: no "[goose] fitting" before it

@@ -42,13 +42,15 @@ def test_record_traces_samples_at_the_setting_given(capsys, tiny, tmp_path, monk
     monkeypatch.setattr(record_cli, "RECORD_BENCHES", ("mtbench",))
     monkeypatch.setattr(record_cli, "RECORD_METHODS", ("ar", "goose"))
     assert main(["record-traces", "--out-dir", str(tmp_path), "--limit", "1", "--max-new-tokens", "6",
-                 "--temperature", "0.8", "--seed", "3", "--sample-top-p", "0.9", "--sample-min-p", "0.02"]) == 0
+                 "--temperature", "0.8", "--seed", "3", "--sample-top-p", "0.9", "--sample-min-p", "0.02",
+                 "--frequency-penalty", "0.4", "--presence-penalty", "-0.2"]) == 0
     decode = trace_metadata(open_trace(tmp_path / "mtbench.parquet"))["config"]["decode"]
-    keys = ("temperature", "seed", "sample_top_k", "sample_top_p", "sample_min_p")
-    assert tuple(decode[k] for k in keys) == (0.8, 3, 0, 0.9, 0.02)
+    keys = ("temperature", "seed", "sample_top_k", "sample_top_p", "sample_min_p", "frequency_penalty", "presence_penalty")
+    assert tuple(decode[k] for k in keys) == (0.8, 3, 0, 0.9, 0.02, 0.4, -0.2)
     capsys.readouterr()
     for argv, message in ((["--sample-top-k", "4"], "--sample-top-k applies with --temperature > 0 only"),
-                          (["--temperature", "1", "--sample-top-p", "2"], "--sample-top-p must be in (0, 1]")):
+                          (["--temperature", "1", "--sample-top-p", "2"], "--sample-top-p must be in (0, 1]"),
+                          (["--presence-penalty", "2.5"], "--presence-penalty must be in [-2, 2]")):
         fails(capsys, ["record-traces", "--out-dir", str(tmp_path / "o"), *argv], message)
     assert not (tmp_path / "o").exists()
 
