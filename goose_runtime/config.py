@@ -24,6 +24,7 @@ HISTORY_TOKENS = 1 << 15
 SCORES = ("logit", "prob")
 MAX_TEMPERATURE = 100.0  # sampling (goose_runtime.sampling): past this the target is all but uniform
 MAX_PENALTY = 100.0  # repetition penalty: past this a seen token with a positive logit is all but barred
+MAX_NGRAM_BAN = 1024  # no_repeat_ngram_size: a longer n-gram repeats only in a text that loops
 MAX_COUNT_PENALTY = 2.0  # frequency / presence penalties: the OpenAI API's and vLLM's range, [-2, 2]
 MAX_SEED = 2**63 - 1
 
@@ -70,6 +71,8 @@ _RULES = {
     "repetition_penalty": (f"must be in (0, {MAX_PENALTY:g}] (1: none)", lambda v: _real(v) and 0 < v <= MAX_PENALTY),
     **{field: (f"must be in [-{MAX_COUNT_PENALTY:g}, {MAX_COUNT_PENALTY:g}] (0: none)",
                lambda v: _real(v) and abs(v) <= MAX_COUNT_PENALTY) for field in ("frequency_penalty", "presence_penalty")},
+    "no_repeat_ngram_size": (f"must be an integer in [0, {MAX_NGRAM_BAN}] (0: none)", lambda v: isinstance(v, numbers.Integral)
+                             and not isinstance(v, bool) and 0 <= v <= MAX_NGRAM_BAN),
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -139,6 +142,9 @@ class DecodeConfig:
     # token generated c times so far (the prompt's are not counted) minus frequency * c + presence
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    # HF generate's no_repeat_ngram_size (0: none), greedy or sampled: a token that would complete an
+    # n-gram already in the sequence (the prompt's included) is barred
+    no_repeat_ngram_size: int = 0
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

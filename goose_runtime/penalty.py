@@ -1,6 +1,6 @@
-"""The repetition penalty of HF ``generate`` (``repetition_penalty``, CTRL's rule) and the frequency and
-presence penalties of the OpenAI API / vLLM on a verification's rows, so that every method still emits
-``ar``'s tokens under them.
+"""The repetition penalty of HF ``generate`` (``repetition_penalty``, CTRL's rule), its n-gram ban
+(``no_repeat_ngram_size``) and the frequency and presence penalties of the OpenAI API / vLLM on a
+verification's rows, so that every method still emits ``ar``'s tokens under them.
 
 HF's rule, before the temperature and the cuts: every token already in the sequence (the prompt
 included) has a positive logit divided by the penalty and a negative one multiplied by it,
@@ -28,6 +28,11 @@ repetition penalty) count the *generated* tokens only (the prompt's are not coun
 In a tree, c_v is a row's own count: the committed output's plus its path's. Each (row, column) gets
 the one expression above from its whole integer count, never a committed part and then a path part
 (two roundings could differ from ``ar``'s one and flip a near tie).
+
+The n-gram ban (HF's ``NoRepeatNGramLogitsProcessor``) sets to -inf every token that would complete an
+n-gram already in the row's sequence (prompt included). A row's sequence ends in its path, so its
+banned set is the committed n-grams' and those its path forms, found from the parent's (one new n-gram
+a node). It acts on values no penalty can move (-inf stays -inf), so its place in the order is free.
 
 Example:
     >>> logits = torch.tensor([[2.0, -1.0, 0.5], [2.0, -1.0, 0.5]])
@@ -153,12 +158,71 @@ class CountPenalty:
         return rows, columns, counts
 
 
+class NoRepeatNGram:
+    """HF's ``no_repeat_ngram_size``: the committed sequence's n-grams (prefix -> next tokens) and the rule
+    that bans, in every row, the tokens completing an n-gram of the row's own sequence.
+
+    Example:
+        >>> rule = NoRepeatNGram(2, prompt=[4, 5, 4])
+        >>> rule.apply(torch.zeros(2, 6), parent=[-1, 0], token=[4, 6])
+        tensor([[0., 0., 0., 0., 0., -inf],
+                [0., 0., 0., 0., 0., 0.]])
+    """
+
+    def __init__(self, size: int, prompt: list[int]) -> None:
+        self.size = int(size)
+        self.tail: tuple[int, ...] = ()  # the committed sequence's last size - 1 tokens (fewer while it is shorter)
+        self.nexts: dict[tuple[int, ...], set[int]] = {}
+        self.extend(prompt)
+
+    def _after(self, recent: tuple[int, ...], t: int) -> tuple[int, ...]:
+        """The last size - 1 tokens once ``t`` follows ``recent``."""
+        return (recent + (t,))[-(self.size - 1):] if self.size > 1 else ()
+
+    def extend(self, tokens: list[int]) -> None:
+        """Add committed tokens (the prompt, then each cycle's output)."""
+        for t in map(int, tokens):
+            if len(self.tail) == self.size - 1:  # a whole n-gram: tail, then t
+                self.nexts.setdefault(self.tail, set()).add(t)
+            self.tail = self._after(self.tail, t)
+
+    def apply(self, logits: torch.Tensor, *, parent: list[int], token: list[int]) -> torch.Tensor:
+        """``logits`` (one row per tree node, parents before children) with each row's banned tokens at
+        -inf, in fp32 (in place when they are fp32)."""
+        logits = logits.float()
+        rows, columns = self._banned(parent, token)
+        if rows:
+            logits[torch.tensor(rows, device=logits.device), torch.tensor(columns, device=logits.device)] = -torch.inf
+        return logits
+
+    def _banned(self, parent: list[int], token: list[int]) -> tuple[list[int], list[int]]:
+        """(row, token) pairs to ban: for each node, the tokens that followed its sequence's last size - 1
+        tokens in a committed n-gram or in one its path formed (the parent's, plus the parent's last
+        tokens followed by the node's own: one n-gram a node)."""
+        recent, formed = [self.tail], [()]
+        rows, columns = [], []
+        for node in range(len(parent)):
+            if node:
+                r, t = recent[parent[node]], token[node]
+                formed.append(formed[parent[node]] + (((r, t),) if len(r) == self.size - 1 else ()))
+                recent.append(self._after(r, t))
+            query = recent[node]
+            if len(query) < self.size - 1:
+                continue  # too short a sequence for a whole n-gram
+            banned = self.nexts.get(query, set()) | {t for prefix, t in formed[node] if prefix == query}
+            rows.extend([node] * len(banned)); columns.extend(sorted(banned))
+        return rows, columns
+
+
 def penalties_for(config, prompt: list[int], device: str | torch.device = "cpu") -> list:
     """The penalties a :class:`~goose_runtime.config.DecodeConfig` asks for, in the order they apply
-    (HF's repetition penalty, then vLLM's frequency / presence): an empty list when none."""
+    (HF's repetition penalty, then vLLM's frequency / presence, then HF's n-gram ban): an empty list
+    when none."""
     rules: list = []
     if config.repetition_penalty != 1:
         rules.append(RepetitionPenalty(config.repetition_penalty, prompt, device))
     if config.frequency_penalty or config.presence_penalty:
         rules.append(CountPenalty(config.frequency_penalty, config.presence_penalty, device))
+    if config.no_repeat_ngram_size:
+        rules.append(NoRepeatNGram(config.no_repeat_ngram_size, prompt))
     return rules

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+from transformers.generation.logits_process import NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor
 
 from goose_runtime.config import ConfigError, DecodeConfig
 from goose_runtime.decoder import Decoder
 from goose_runtime.methods import parse_method
-from goose_runtime.penalty import CountPenalty, RepetitionPenalty, penalties_for
+from goose_runtime.penalty import CountPenalty, NoRepeatNGram, RepetitionPenalty, penalties_for
 from goose_runtime.runner import parse_labeled
 from test_sampling import TINY_METHODS
 
@@ -32,13 +32,15 @@ def row_sequence(committed: list[int], parent: list[int], token: list[int], node
 
 
 def vllm_penalised(row: torch.Tensor, prompt: list[int], generated: list[int], *, repetition: float = 1.0,
-                   frequency: float = 0.0, presence: float = 0.0) -> torch.Tensor:
+                   frequency: float = 0.0, presence: float = 0.0, ngram: int = 0) -> torch.Tensor:
     """vLLM's ``apply_penalties`` on one fp32 row: the repetition penalty over prompt + generated tokens
-    (HF's rule), then ``logits -= frequency * output counts`` and ``logits -= presence * output mask``."""
+    (HF's rule), then ``logits -= frequency * output counts`` and ``logits -= presence * output mask``;
+    then with ``ngram`` HF's NoRepeatNGramLogitsProcessor over prompt + generated tokens."""
     row = RepetitionPenaltyLogitsProcessor(repetition)(torch.tensor([prompt + generated]), row[None].clone())[0]
     counts = torch.bincount(torch.tensor(generated, dtype=torch.long), minlength=row.shape[0]).float()
     row = row - frequency * counts
-    return row - presence * (counts > 0).float()
+    row = row - presence * (counts > 0).float()
+    return NoRepeatNGramLogitsProcessor(ngram)(torch.tensor([prompt + generated]), row[None])[0] if ngram else row
 
 
 @pytest.mark.parametrize("penalty", [1.3, 0.7, 3.0])
@@ -193,5 +195,64 @@ def test_every_method_emits_the_references_count_penalised_tokens_on_the_real_mo
     assert ref == reference_greedy(bundle.model, ids, 48, tuple(bundle.eos_token_ids), **penalties)
     assert ref[-1] in bundle.eos_token_ids  # it stops where the reference does
     assert ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
+    for m in ("pld", "goose", "goose+prior@8"):
+        assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4])
+def test_every_row_bans_the_ngrams_hf_bans_in_its_own_sequence(size):
+    gen, fired = torch.Generator().manual_seed(size), 0
+    for trial in range(30):
+        committed = torch.randint(0, 6, (int(torch.randint(1, 14, (1,), generator=gen)),), generator=gen).tolist()
+        parent, token = random_tree(gen, 20, 6)  # 6 tokens: n-grams repeat along paths and across the boundary
+        token[0] = committed[-1]
+        logits = torch.randn(20, 6, generator=gen)
+        want = torch.cat([NoRepeatNGramLogitsProcessor(size)(torch.tensor([row_sequence(committed, parent, token, r)]),
+                                                             logits[r : r + 1].clone()) for r in range(20)])
+        rule = NoRepeatNGram(size, committed[:2])
+        rule.extend(committed[2:])
+        got = logits.clone()
+        assert rule.apply(got, parent=parent, token=token) is got
+        assert torch.equal(got, want), (trial, committed, parent, token)
+        fired += int(torch.isinf(want).sum())
+    assert fired > 10  # the bans do fire (19 times at size 4, more below)
+
+
+def test_an_ngram_ban_size_must_be_a_count():
+    for bad in (-1, 1025, 2.0, True):
+        with pytest.raises(ConfigError, match=r"no_repeat_ngram_size must be an integer in \[0, 1024\]"):
+            DecodeConfig(no_repeat_ngram_size=bad)
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_every_method_emits_ars_ngram_banned_tokens_on_the_tiny_model(sharp, size):
+    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
+    cfg = DecodeConfig(max_new_tokens=40, no_repeat_ngram_size=size)
+    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
+    assert ref == reference_greedy(sharp.model, prompt, 40, ngram=size)
+    assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
+    for m in TINY_METHODS:
+        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+    sampled = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=2, sample_top_p=0.9, no_repeat_ngram_size=size,
+                           repetition_penalty=1.1, presence_penalty=0.3)
+    ref = Decoder(sharp, parse_method("ar"), sampled).decode(prompt).token_ids
+    for m in ("pld", "goose", "tr"):
+        assert Decoder(sharp, parse_labeled(m), sampled).decode(prompt).token_ids == ref, m
+
+
+@pytest.mark.slow
+def test_every_method_emits_hfs_ngram_banned_tokens_on_the_real_model():
+    from goose_runtime.model import load_model
+    from test_lossless import module_docstring
+
+    bundle = load_model("default", device="cpu", dtype="float32")
+    passage = module_docstring("heapq.py")[:700]
+    ids = bundle.tokenizer.encode(passage + "\n\n" + passage[:120])  # context matching offers banned repeats
+    with torch.inference_mode():
+        hf = bundle.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, no_repeat_ngram_size=3,
+                                   attention_mask=torch.ones(1, len(ids), dtype=torch.long))[0, len(ids):].tolist()
+    cfg = DecodeConfig(max_new_tokens=48, no_repeat_ngram_size=3)
+    ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
+    assert ref == hf and ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
     for m in ("pld", "goose", "goose+prior@8"):
         assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
