@@ -29,7 +29,8 @@ def add_regime_draws_option(p, *, what: str = "") -> None:
 
 # with --temperature only; these values: no effect
 _SAMPLING_OFF = {"seed": 0, "sample_top_k": 0, "sample_top_p": 1.0, "sample_min_p": 0.0}
-_PENALTIES_OFF = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}  # greedy or sampled
+_PENALTIES_OFF = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0,  # greedy or sampled
+                  "no_repeat_ngram_size": 0}
 
 
 def add_sampling_options(p) -> None:
@@ -54,11 +55,14 @@ def add_sampling_options(p) -> None:
         p.add_argument(f"--{kind}-penalty", type=float, default=0.0, metavar=kind[0].upper(),
                        help=f"vLLM's / the OpenAI API's {kind}_penalty in [-2, 2], greedy or sampled, after "
                             f"--repetition-penalty: a token's logit minus {rule} (the prompt not counted; default 0: none)")
+    p.add_argument("--no-repeat-ngram-size", type=int, default=0, metavar="N",
+                   help="HF's no_repeat_ngram_size, greedy or sampled: no token may complete an N-gram already in the "
+                        "text, the prompt included (default 0: none)")
 
 
 def sampling_settings(args) -> dict:
-    """The sampling flags (and the ``--repetition-``, ``--frequency-`` and ``--presence-penalty``) as
-    DecodeConfig fields (a command without them: greedy decoding, no penalty).
+    """The sampling flags (and the ``--repetition-``, ``--frequency-`` and ``--presence-penalty``,
+    ``--no-repeat-ngram-size``) as DecodeConfig fields (a command without them: greedy decoding, no penalty).
 
     Example:
         >>> import argparse
@@ -73,28 +77,28 @@ def sampling_settings(args) -> dict:
 SETTING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p", *_PENALTIES_OFF)
 
 
-def sampling_setting(values: dict) -> tuple[float, int, float, float, float, float, float]:
-    """(temperature, top-k, top-p, min-p, repetition, frequency and presence penalties) from a dict of
-    :data:`SETTING_KEYS` (missing or None: not recorded, so no cut or penalty); greedy decoding is
-    (0, 0, 1, 0, r, f, p) whatever its cuts (they keep the top token), while the penalties change
-    greedy's tokens too."""
-    t, k, p, m, r, f, pr = (values.get(key) for key in SETTING_KEYS)
-    penalties = (float(1.0 if r is None else r), float(f or 0), float(pr or 0))
+def sampling_setting(values: dict) -> tuple:
+    """(temperature, top-k, top-p, min-p, repetition, frequency and presence penalties, n-gram ban size)
+    from a dict of :data:`SETTING_KEYS` (missing or None: not recorded, so no cut or penalty); greedy
+    decoding is (0, 0, 1, 0, r, f, p, n) whatever its cuts (they keep the top token), while the
+    penalties change greedy's tokens too."""
+    t, k, p, m, r, f, pr, n = (values.get(key) for key in SETTING_KEYS)
+    penalties = (float(1.0 if r is None else r), float(f or 0), float(pr or 0), int(n or 0))
     cut = (0.0, 0, 1.0, 0.0) if not t else (float(t), int(k or 0), float(1.0 if p is None else p), float(m or 0))
     return cut + penalties
 
 
-def setting_label(setting: tuple[float, int, float, float, float, float, float]) -> str:
+def setting_label(setting: tuple) -> str:
     """A :func:`sampling_setting` in words, after "temperature".
 
     Example:
         >>> setting_label(sampling_setting({"temperature": 0.7, "sample_top_p": 0.9, "frequency_penalty": 0.5}))
         '0.7 top-p 0.9 frequency penalty 0.5'
     """
-    t, k, p, m, r, f, pr = setting
+    t, k, p, m, r, f, pr, n = setting
     cut = (f" top-k {k}" if k else "") + (f" top-p {p:g}" if p < 1 else "") + (f" min-p {m:g}" if m else "")
     penalties = ((f" repetition penalty {r:g}" if r != 1 else "") + (f" frequency penalty {f:g}" if f else "")
-                 + (f" presence penalty {pr:g}" if pr else ""))
+                 + (f" presence penalty {pr:g}" if pr else "") + (f" no repeated {n}-grams" if n else ""))
     return ("0 (greedy)" if not t else f"{t:g}{cut}") + penalties
 
 

@@ -81,3 +81,5 @@ def test_the_setting_line_names_a_sampled_or_penalised_run_only():
     assert line() is None and line(temperature=0.0, sample_top_p=0.9) is None  # greedy ignores a cut
     assert line(temperature=0.0, repetition_penalty=1.2) == "decoded at temperature 0 (greedy) repetition penalty 1.2"
     assert line(temperature=1.0, seed=7, sample_top_k=40) == "decoded at temperature 1 top-k 40, seed 7"
+    assert line(no_repeat_ngram_size=3, frequency_penalty=0.5) == ("decoded at temperature 0 (greedy) frequency penalty "
+                                                                   "0.5 no repeated 3-grams")

@@ -141,7 +141,8 @@ def test_sampling_is_reported_recorded_and_lossless(capsys, tiny, tmp_path):
 
 @pytest.mark.parametrize("flag, field, value, off", [("--repetition-penalty", "repetition_penalty", 3.0, 1.0),
                                                      ("--frequency-penalty", "frequency_penalty", 1.5, 0.0),
-                                                     ("--presence-penalty", "presence_penalty", -2.0, 0.0)])
+                                                     ("--presence-penalty", "presence_penalty", -2.0, 0.0),
+                                                     ("--no-repeat-ngram-size", "no_repeat_ngram_size", 2, 0)])
 def test_a_penalty_is_reported_recorded_and_lossless(capsys, tiny, tmp_path, flag, field, value, off):
     trace = tmp_path / "run.parquet"
     args = ["decode", "--method", "goose@8", "--compare", "pld,tr", "--prompt", "abcabcabc", "--max-new-tokens", "16",

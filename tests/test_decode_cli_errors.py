@@ -62,6 +62,7 @@ pytestmark = pytest.mark.usefixtures("keep_torch_threads")
     (["--prompt", "x", "--repetition-penalty", "inf"], "--repetition-penalty must be in (0, 100]"),
     (["--prompt", "x", "--frequency-penalty", "2.5"], "--frequency-penalty must be in [-2, 2] (0: none), got 2.5"),
     (["--prompt", "x", "--presence-penalty", "-3"], "--presence-penalty must be in [-2, 2] (0: none), got -3.0"),
+    (["--prompt", "x", "--no-repeat-ngram-size", "-1"], "--no-repeat-ngram-size must be an integer in [0, 1024] (0: none), got -1"),
     (["--prompt", "x", "--temperature", "1", "--sample-min-p", "1.5"], "--sample-min-p must be in [0, 1] (0: no cut), got 1.5"),
     (["--prompt", "x", "--temperature", "1", "--sample-min-p", "-0.1"], "--sample-min-p must be in [0, 1]"),
     (["--prompt", "x", "--refresh-latency"], "--refresh-latency applies to the auto method only"),
