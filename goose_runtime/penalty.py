@@ -114,17 +114,25 @@ class CountPenalty:
     def __init__(self, frequency: float, presence: float, device: str | torch.device = "cpu") -> None:
         self.frequency, self.presence, self.device = float(frequency), float(presence), torch.device(device)
         self.counts: dict[int, int] = {}
+        self._slot: dict[int, int] = {}  # token -> its place in _columns / _counts (first generated, first)
         self._columns = torch.empty(0, dtype=torch.long, device=self.device)
         self._counts = torch.empty(0, device=self.device)
 
     def extend(self, tokens: list[int]) -> None:
-        """Count generated tokens (a cycle's output)."""
+        """Count generated tokens (a cycle's output): new columns appended, counts added in place, so a
+        cycle costs its own tokens, not every distinct token so far (exact in fp32 up to 2**24)."""
+        tokens = [int(t) for t in tokens]
+        new = list(dict.fromkeys(t for t in tokens if t not in self._slot))
+        for t in new:
+            self._slot[t] = len(self._slot)
         for t in tokens:
             self.counts[t] = self.counts.get(t, 0) + 1
+        if new:
+            self._columns = torch.cat([self._columns, torch.tensor(new, dtype=torch.long, device=self.device)])
+            self._counts = torch.cat([self._counts, torch.zeros(len(new), device=self.device)])
         if tokens:
-            columns = sorted(self.counts)
-            self._columns = torch.tensor(columns, dtype=torch.long, device=self.device)
-            self._counts = torch.tensor([self.counts[c] for c in columns], dtype=torch.float32, device=self.device)
+            slots = torch.tensor([self._slot[t] for t in tokens], device=self.device)
+            self._counts.index_add_(0, slots, torch.ones(len(tokens), device=self.device))
 
     def penalised(self, values: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         """``values - frequency * counts - presence``, for counts >= 1 (vLLM's two subtractions)."""
