@@ -7,8 +7,8 @@ speedup's reference, measured in the same run) and, with ``--trace-dir``, writes
 (set, temperature) for ``fit-acceptance`` (the fitted p_s and p_t against T). ``--cuts`` adds
 top-k / top-p / min-p cuts (``p0.9``, ``k40``, ``k40p0.9``, ``m0.05``; ``none``: no cut) at every
 temperature above 0; ``--penalties`` penalties at every setting: ``1`` (none), a plain number (a
-repetition penalty), or ``rX``, ``fX``, ``pX`` in that order (repetition, frequency, presence: ``f0.5``,
-``r1.2p0.5``). With ``auto`` among ``--methods`` the run profiles the verification latency first.
+repetition penalty), or ``rX``, ``fX``, ``pX``, ``nN`` in that order (repetition, frequency, presence,
+no-repeat n-gram size: ``f0.5``, ``r1.2p0.5``, ``n3``). With ``auto`` among ``--methods`` the run profiles the verification latency first.
 
     .venv/bin/python bench/bench_sampling.py --limit 5 --temperatures 0,0.3,0.7,1 \\
         --out bench/results/sampling_<date>.json --trace-dir /tmp/sampling-traces
@@ -47,33 +47,36 @@ def parse_cut(text: str) -> tuple[int, float, float]:
     return int(m[1] or 0), float(m[2] or 1.0), float(m[3] or 0.0)
 
 
-def parse_penalties(text: str) -> tuple[float, float, float]:
-    """(repetition, frequency, presence): ``1`` -> (1.0, 0.0, 0.0); ``1.2`` -> (1.2, 0.0, 0.0);
-    ``r1.2p0.5`` -> (1.2, 0.0, 0.5)."""
+def parse_penalties(text: str) -> tuple[float, float, float, int]:
+    """(repetition, frequency, presence, n-gram ban): ``1`` -> (1.0, 0.0, 0.0, 0); ``1.2`` -> (1.2, 0.0,
+    0.0, 0); ``r1.2p0.5`` -> (1.2, 0.0, 0.5, 0); ``n3`` -> (1.0, 0.0, 0.0, 3)."""
     if re.fullmatch(r"[0-9.]+", text):
-        return float(text), 0.0, 0.0
-    if not (m := re.fullmatch(r"(?:r([0-9.]+))?(?:f(-?[0-9.]+))?(?:p(-?[0-9.]+))?", text)) or not text:
-        raise SystemExit(f"--penalties: {text!r} is not a number or rX, fX, pX in that order (e.g. r1.2f0.5)")
-    return float(m[1] or 1.0), float(m[2] or 0.0), float(m[3] or 0.0)
+        return float(text), 0.0, 0.0, 0
+    if not (m := re.fullmatch(r"(?:r([0-9.]+))?(?:f(-?[0-9.]+))?(?:p(-?[0-9.]+))?(?:n(\d+))?", text)) or not text:
+        raise SystemExit(f"--penalties: {text!r} is not a number or rX, fX, pX, nN in that order (e.g. r1.2f0.5)")
+    return float(m[1] or 1.0), float(m[2] or 0.0), float(m[3] or 0.0), int(m[4] or 0)
 
 
 def run_one(bundle, specs, prompts, *, bench: str, temperature: float, cut: tuple[int, float, float],
-            penalty: tuple[float, float, float], seed: int, max_new_tokens: int, trace_dir: str | None,
+            penalty: tuple[float, float, float, int], seed: int, max_new_tokens: int, trace_dir: str | None,
             latency=None) -> list[dict]:
     """One (set, temperature, cut, penalties): every method on every prompt; a row per method."""
     config = DecodeConfig(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                           sample_top_k=cut[0], sample_top_p=cut[1], sample_min_p=cut[2], repetition_penalty=penalty[0],
-                          frequency_penalty=penalty[1], presence_penalty=penalty[2], latency=latency)
+                          frequency_penalty=penalty[1], presence_penalty=penalty[2], no_repeat_ngram_size=penalty[3],
+                          latency=latency)
     results = run_methods(bundle, specs, prompts, config=config)
     name = (f"{bench}-T{temperature:g}" + (f"-k{cut[0]}" if cut[0] else "") + (f"-p{cut[1]:g}" if cut[1] < 1 else "")
             + (f"-m{cut[2]:g}" if cut[2] else "") + (f"-r{penalty[0]:g}" if penalty[0] != 1 else "")
-            + (f"-f{penalty[1]:g}" if penalty[1] else "") + (f"-pp{penalty[2]:g}" if penalty[2] else ""))
+            + (f"-f{penalty[1]:g}" if penalty[1] else "") + (f"-pp{penalty[2]:g}" if penalty[2] else "")
+            + (f"-n{penalty[3]}" if penalty[3] else ""))
     if trace_dir:
         write_results_trace(os.path.join(trace_dir, f"{name}.parquet"), bundle, specs, results,
                             config, run_id_prefix=f"sampling-{name}", benchmark=bench,
                             prompt_ids=[p.id for p in prompts])
     return [{"set": bench, "temperature": temperature, "top_k": cut[0], "top_p": cut[1], "min_p": cut[2],
              "repetition_penalty": penalty[0], "frequency_penalty": penalty[1], "presence_penalty": penalty[2],
+             "no_repeat_ngram_size": penalty[3],
              "method": s.method,
              "tau": round(s.tau, 3),
              "tokens_per_s": round(s.tokens_per_s, 1), "speedup": round(s.speedup_vs_ar, 3),
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cuts", default="none",
                         help="top-k / top-p / min-p cuts at each T > 0: none, kN, pX, mX, kNpX...")
     parser.add_argument("--penalties", default="1",
-                        help="penalties at each setting: 1 (none), a repetition penalty, or rX, fX, pX in that order")
+                        help="penalties at each setting: 1 (none), a repetition penalty, or rX, fX, pX, nN in that order")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--limit", type=int, default=5)
     parser.add_argument("--max-new-tokens", type=int, default=128)
