@@ -1,8 +1,11 @@
-"""The penalties (goose_runtime.penalty): each tree row penalised as HF's RepetitionPenaltyLogitsProcessor
-and vLLM's frequency / presence rule (written out below from vLLM's ``apply_penalties``) penalise that
-row's own sequence (the references), ``ar`` under them against a plain greedy loop (HF ``generate`` for the
-repetition penalty), and every method against ``ar``, on the tiny model and (slow) the real one."""
+"""The penalties (goose_runtime.penalty): each tree row penalised as HF's RepetitionPenaltyLogitsProcessor,
+vLLM's frequency / presence rule (written out below from vLLM's ``apply_penalties``) and HF's
+NoRepeatNGramLogitsProcessor treat that row's own sequence (the references), ``ar`` under them against a
+plain greedy loop over the references (and HF ``generate`` itself on the real model), and every method
+against ``ar``, on the tiny model and (slow) the real one."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
@@ -89,43 +92,55 @@ def reference_greedy(model, prompt: list[int], new_tokens: int, eos: tuple[int, 
     return out
 
 
-@pytest.mark.parametrize("penalty", [1.5, 0.8])
-def test_every_method_emits_ars_penalised_tokens_on_the_tiny_model(sharp, penalty):
-    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
-    cfg = DecodeConfig(max_new_tokens=40, repetition_penalty=penalty)
-    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
-    assert ref == reference_greedy(sharp.model, prompt, 40, repetition=penalty)
-    assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
-    for m in TINY_METHODS:
-        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+# DecodeConfig's fields (HF generate's names for the repetition penalty and the n-gram ban) -> the reference's
+REFERENCE_KEYWORDS = {"repetition_penalty": "repetition", "frequency_penalty": "frequency",
+                      "presence_penalty": "presence", "no_repeat_ngram_size": "ngram"}
+NO_PENALTY = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0, "no_repeat_ngram_size": 0}
+TINY_PROMPT = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
+REAL_METHODS = ("pld", "goose", "goose+prior@8")
 
 
-def test_the_penalty_applies_before_sampling(sharp):
-    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9]
-    cfg = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=3, sample_top_p=0.9, repetition_penalty=1.4)
-    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
-    plain = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=3, sample_top_p=0.9)
-    assert ref != Decoder(sharp, parse_method("ar"), plain).decode(prompt).token_ids
-    for m in ("pld", "goose", "tr"):
-        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+def assert_every_method_emits_ars_tokens(bundle, prompt: list[int], cfg: DecodeConfig, methods) -> list[int]:
+    """``ar``'s tokens under ``cfg``, which differ from those without its penalties (they act), and every
+    method's equal to them."""
+    ref = Decoder(bundle, parse_method("ar"), cfg).decode(prompt).token_ids
+    assert ref != Decoder(bundle, parse_method("ar"), dataclasses.replace(cfg, **NO_PENALTY)).decode(prompt).token_ids
+    for m in methods:
+        assert Decoder(bundle, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
+    return ref
+
+
+@pytest.mark.parametrize("setting", [{"repetition_penalty": 1.5}, {"repetition_penalty": 0.8},
+                                     {"frequency_penalty": 1.0, "presence_penalty": 0.5}, {"frequency_penalty": -0.6},
+                                     {"presence_penalty": -1.5}, {"no_repeat_ngram_size": 2}, {"no_repeat_ngram_size": 3}])
+def test_every_method_emits_the_references_tokens_on_the_tiny_model(sharp, setting):
+    ref = assert_every_method_emits_ars_tokens(sharp, TINY_PROMPT, DecodeConfig(max_new_tokens=40, **setting), TINY_METHODS)
+    assert ref == reference_greedy(sharp.model, TINY_PROMPT, 40, **{REFERENCE_KEYWORDS[k]: v for k, v in setting.items()})
+
+
+@pytest.mark.parametrize("setting", [{"sample_top_p": 0.9, "repetition_penalty": 1.4},
+                                     {"sample_min_p": 0.05, "repetition_penalty": 1.2, "frequency_penalty": 1.0,
+                                      "presence_penalty": 0.5},
+                                     {"sample_top_p": 0.9, "no_repeat_ngram_size": 2, "repetition_penalty": 1.1,
+                                      "presence_penalty": 0.3}])
+def test_the_penalties_apply_before_sampling(sharp, setting):
+    cfg = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=3, **setting)
+    assert_every_method_emits_ars_tokens(sharp, TINY_PROMPT, cfg, ("pld", "goose", "tr"))
 
 
 @pytest.mark.slow
-def test_every_method_emits_hfs_penalised_tokens_on_the_real_model():
+@pytest.mark.parametrize("setting", [{"repetition_penalty": 1.3}, {"no_repeat_ngram_size": 3}])
+def test_every_method_emits_hfs_tokens_on_the_real_model(setting):
     from goose_runtime.model import load_model
     from test_lossless import module_docstring
 
     bundle = load_model("default", device="cpu", dtype="float32")
     passage = module_docstring("heapq.py")[:700]
-    ids = bundle.tokenizer.encode(passage + "\n\n" + passage[:120])  # context matching fires
+    ids = bundle.tokenizer.encode(passage + "\n\n" + passage[:120])  # context matching fires (the ban bars its repeats)
     with torch.inference_mode():
-        hf = bundle.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, repetition_penalty=1.3,
+        hf = bundle.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, **setting,
                                    attention_mask=torch.ones(1, len(ids), dtype=torch.long))[0, len(ids):].tolist()
-    cfg = DecodeConfig(max_new_tokens=48, repetition_penalty=1.3)
-    ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
-    assert ref == hf and ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
-    for m in ("pld", "goose", "goose+prior@8"):
-        assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
+    assert assert_every_method_emits_ars_tokens(bundle, ids, DecodeConfig(max_new_tokens=48, **setting), REAL_METHODS) == hf
 
 
 @pytest.mark.parametrize("frequency, presence, repetition", [(0.5, 0.0, 1.0), (0.0, -1.0, 1.0), (0.7, 0.3, 1.3),
@@ -166,22 +181,6 @@ def test_count_penalties_must_lie_in_minus_two_to_two():
                 DecodeConfig(**{field: bad})
 
 
-@pytest.mark.parametrize("frequency, presence", [(1.0, 0.5), (-0.6, 0.0), (0.0, -1.5)])
-def test_every_method_emits_ars_count_penalised_tokens_on_the_tiny_model(sharp, frequency, presence):
-    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
-    cfg = DecodeConfig(max_new_tokens=40, frequency_penalty=frequency, presence_penalty=presence)
-    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
-    assert ref == reference_greedy(sharp.model, prompt, 40, frequency=frequency, presence=presence)
-    assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
-    for m in TINY_METHODS:
-        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
-    sampled = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=5, sample_min_p=0.05, repetition_penalty=1.2,
-                           frequency_penalty=frequency, presence_penalty=presence)
-    ref = Decoder(sharp, parse_method("ar"), sampled).decode(prompt).token_ids
-    for m in ("pld", "goose", "tr"):
-        assert Decoder(sharp, parse_labeled(m), sampled).decode(prompt).token_ids == ref, m
-
-
 @pytest.mark.slow
 def test_every_method_emits_the_references_count_penalised_tokens_on_the_real_model():
     from goose_runtime.model import load_model
@@ -189,14 +188,10 @@ def test_every_method_emits_the_references_count_penalised_tokens_on_the_real_mo
 
     bundle = load_model("default", device="cpu", dtype="float32")
     ids = encode_prompt(bundle, load_prompts("humaneval", limit=3)[2])  # a HumanEval prompt through the chat template
-    penalties = {"frequency": 0.4, "presence": 0.6}
     cfg = DecodeConfig(max_new_tokens=48, frequency_penalty=0.4, presence_penalty=0.6)
-    ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
-    assert ref == reference_greedy(bundle.model, ids, 48, tuple(bundle.eos_token_ids), **penalties)
+    ref = assert_every_method_emits_ars_tokens(bundle, ids, cfg, REAL_METHODS)
+    assert ref == reference_greedy(bundle.model, ids, 48, tuple(bundle.eos_token_ids), frequency=0.4, presence=0.6)
     assert ref[-1] in bundle.eos_token_ids  # it stops where the reference does
-    assert ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
-    for m in ("pld", "goose", "goose+prior@8"):
-        assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4])
@@ -222,37 +217,3 @@ def test_an_ngram_ban_size_must_be_a_count():
     for bad in (-1, 1025, 2.0, True):
         with pytest.raises(ConfigError, match=r"no_repeat_ngram_size must be an integer in \[0, 1024\]"):
             DecodeConfig(no_repeat_ngram_size=bad)
-
-
-@pytest.mark.parametrize("size", [2, 3])
-def test_every_method_emits_ars_ngram_banned_tokens_on_the_tiny_model(sharp, size):
-    prompt = [5, 6, 7, 5, 6, 7, 5, 6, 9, 5, 6, 7]
-    cfg = DecodeConfig(max_new_tokens=40, no_repeat_ngram_size=size)
-    ref = Decoder(sharp, parse_method("ar"), cfg).decode(prompt).token_ids
-    assert ref == reference_greedy(sharp.model, prompt, 40, ngram=size)
-    assert ref != Decoder(sharp, parse_method("ar"), DecodeConfig(max_new_tokens=40)).decode(prompt).token_ids
-    for m in TINY_METHODS:
-        assert Decoder(sharp, parse_labeled(m), cfg).decode(prompt).token_ids == ref, m
-    sampled = DecodeConfig(max_new_tokens=40, temperature=1.0, seed=2, sample_top_p=0.9, no_repeat_ngram_size=size,
-                           repetition_penalty=1.1, presence_penalty=0.3)
-    ref = Decoder(sharp, parse_method("ar"), sampled).decode(prompt).token_ids
-    for m in ("pld", "goose", "tr"):
-        assert Decoder(sharp, parse_labeled(m), sampled).decode(prompt).token_ids == ref, m
-
-
-@pytest.mark.slow
-def test_every_method_emits_hfs_ngram_banned_tokens_on_the_real_model():
-    from goose_runtime.model import load_model
-    from test_lossless import module_docstring
-
-    bundle = load_model("default", device="cpu", dtype="float32")
-    passage = module_docstring("heapq.py")[:700]
-    ids = bundle.tokenizer.encode(passage + "\n\n" + passage[:120])  # context matching offers banned repeats
-    with torch.inference_mode():
-        hf = bundle.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False, no_repeat_ngram_size=3,
-                                   attention_mask=torch.ones(1, len(ids), dtype=torch.long))[0, len(ids):].tolist()
-    cfg = DecodeConfig(max_new_tokens=48, no_repeat_ngram_size=3)
-    ref = Decoder(bundle, parse_method("ar"), cfg).decode(ids).token_ids
-    assert ref == hf and ref != Decoder(bundle, parse_method("ar"), DecodeConfig(max_new_tokens=48)).decode(ids).token_ids
-    for m in ("pld", "goose", "goose+prior@8"):
-        assert Decoder(bundle, parse_labeled(m), cfg).decode(ids).token_ids == ref, m
