@@ -51,6 +51,22 @@ def penalised(values: torch.Tensor, penalty: float) -> torch.Tensor:
     return torch.where(values < 0, values * penalty, values / penalty)
 
 
+def path_counts(parent: list[int], token: list[int]) -> list[dict[int, int]]:
+    """Each node's drafted path tokens (itself and its ancestors below the root, which is the last
+    committed token) with how often each occurs there; parents before children.
+
+    Example:
+        >>> path_counts([-1, 0, 1, 0], [7, 3, 3, 5])
+        [{}, {3: 1}, {3: 2}, {5: 1}]
+    """
+    paths: list[dict[int, int]] = [{}]
+    for node in range(1, len(parent)):
+        path = dict(paths[parent[node]])
+        path[token[node]] = path.get(token[node], 0) + 1
+        paths.append(path)
+    return paths
+
+
 class RepetitionPenalty:
     """The committed tokens of one decode (prompt, then each cycle's output) and the rule that
     penalises their columns, and a tree's path tokens, in a verification's logits."""
@@ -84,17 +100,12 @@ class RepetitionPenalty:
         return logits
 
     def _path_entries(self, parent: list[int], token: list[int]) -> tuple[list[int], list[int]]:
-        """(row, token) pairs: each node's drafted path tokens (itself and its ancestors below the root,
-        which is the last committed token) that are not committed, once per row."""
-        paths: list[frozenset[int]] = [frozenset()]
+        """(row, token) pairs: each node's drafted path tokens that are not committed, once per row."""
         rows, columns = [], []
-        for node in range(1, len(parent)):
-            own = paths[parent[node]]
-            if token[node] not in self.seen and token[node] not in own:
-                own = own | {token[node]}
-            paths.append(own)
-            rows.extend([node] * len(own))
-            columns.extend(sorted(own))
+        for node, path in enumerate(path_counts(parent, token)):
+            fresh = sorted(t for t in path if t not in self.seen)
+            rows.extend([node] * len(fresh))
+            columns.extend(fresh)
         return rows, columns
 
 
@@ -153,16 +164,12 @@ class CountPenalty:
         return logits
 
     def _path_entries(self, parent: list[int], token: list[int]) -> tuple[list[int], list[int], list[int]]:
-        """(row, token, count) triples: each node's drafted path tokens (below the root, the last
-        committed token) with the row's whole count of them, committed output included."""
-        paths: list[dict[int, int]] = [{}]
+        """(row, token, count) triples: each node's drafted path tokens with the row's whole count of
+        them, committed output included."""
         rows, columns, counts = [], [], []
-        for node in range(1, len(parent)):
-            own = dict(paths[parent[node]])
-            own[token[node]] = own.get(token[node], 0) + 1
-            paths.append(own)
-            for t in sorted(own):
-                rows.append(node); columns.append(t); counts.append(own[t] + self.counts.get(t, 0))
+        for node, path in enumerate(path_counts(parent, token)):
+            for t in sorted(path):
+                rows.append(node); columns.append(t); counts.append(path[t] + self.counts.get(t, 0))
         return rows, columns, counts
 
 
