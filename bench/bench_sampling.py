@@ -35,6 +35,8 @@ from goose_runtime.profile import profile_latency
 from goose_runtime.prompts import load_prompts
 from goose_runtime.runner import parse_labeled, run_methods, summarize, write_results_trace
 
+from bench_runtime import LATENCY_SIZES  # run as a script from the repo root: bench/ is on sys.path
+
 METHODS = "ar,pld,goose@16,goose+prior@8"
 
 
@@ -105,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [parse_labeled(m) for m in args.methods.split(",")]
     cuts = [parse_cut(c) for c in args.cuts.split(",")]
     penalties = [parse_penalties(x) for x in args.penalties.split(",")]
-    latency = profile_latency(bundle, sizes=(1, 2, 4, 9, 17, 33, 48, 64), repeats=9) if any(
-        s.kind == "auto" for s in specs) else None  # bench_runtime's sizes up to 64 (auto's default budget)
+    latency = profile_latency(bundle, sizes=[n for n in LATENCY_SIZES if n <= 64], repeats=9) if any(
+        s.kind == "auto" for s in specs) else None  # up to auto's default budget
     if any(s.prior for s in specs):
         shared_prior(bundle, top_k=10)
     if args.trace_dir:
