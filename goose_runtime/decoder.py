@@ -9,7 +9,8 @@ So every emitted token comes out of a verification cycle and ``sum(tau) == len(t
 the tokens of ``ar`` (tests/test_decoder.py, tests/test_lossless.py); so does sampling with a
 temperature, whose noise is fixed by prompt and position (:mod:`goose_runtime.sampling`), and a
 repetition, frequency or presence penalty, applied to each tree row for its own prefix
-(:mod:`goose_runtime.penalty`).
+(:mod:`goose_runtime.penalty`). Under HF's n-gram ban a draft the ban bars at its parent could never be
+accepted: the spine is cut before it and any other such node is dropped with its subtree, unverified.
 
 Example:
     >>> from goose_runtime.model import tiny_random_bundle
@@ -22,6 +23,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 
@@ -42,7 +44,7 @@ from .prior import attach_prior
 from .records import CycleRecord, PromptResult
 from .sampling import PositionNoise
 from .store import NO_GUESS, check_store_bench, shared_store
-from .trees import DraftTree, build_chain, build_from_topology, new_tree
+from .trees import DraftTree, build_chain, build_from_topology, new_tree, without
 from .verify import MaskBuilder, forward, greedy_walk, top_candidates, tree_visibility
 
 SOURCE_NAMES = ("root", "spine", "transition")
@@ -103,6 +105,7 @@ class Decoder:
                                       top_k=cfg.sample_top_k, top_p=cfg.sample_top_p, min_p=cfg.sample_min_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
         self.penalties = penalties_for(cfg, prompt, bundle.device)
+        self.ban = next((rule for rule in self.penalties if hasattr(rule, "barred")), None)  # the n-gram ban
         cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()
@@ -157,6 +160,8 @@ class Decoder:
         anchor = tokens[-1]
         before = tokens[-2] if len(tokens) > 1 else -1
         match = matcher.match() if matcher is not None else NO_MATCH
+        if self.ban is not None and match:
+            match = self._unbarred(anchor, match)
         if m.kind == "ar":
             return new_tree(anchor)
         if m.kind == "pld":
@@ -172,10 +177,24 @@ class Decoder:
         return build_from_topology(m.tree_for(match), match, self.adjacency, before, anchor,
                                    mixed=m.kind == "mixed-iso", budget=m.budget)
 
+    def _unbarred(self, anchor: int, match):
+        """``match`` up to its first token the n-gram ban bars: the builders spend the budget elsewhere."""
+        barred = self.ban.barred(list(range(-1, len(match))), [anchor, *match.tokens])
+        return dataclasses.replace(match, tokens=match.tokens[: barred[0] - 1]) if barred else match
+
+    def _drop_barred(self, tree: DraftTree) -> DraftTree:
+        """``tree`` less the nodes the n-gram ban bars at their parent (and their subtrees)."""
+        tree, kept = without(tree, self.ban.barred(tree.parent, tree.token))
+        if self.method.kind == "auto" and len(kept) < len(self._auto_keys):
+            self._auto_keys = [self._auto_keys[i] for i in kept]
+        return tree
+
     def _cycle(self, tokens: list[int], matcher, cache, remaining: int):
         bundle, cfg = self.bundle, self.config
         c0 = time.perf_counter()
         tree = self._build(tokens, matcher)
+        if self.ban is not None:
+            tree = self._drop_barred(tree)
         past = len(tokens) - 1
         device = bundle.device
         ids = torch.tensor(tree.token, dtype=torch.long, device=device)

@@ -177,3 +177,37 @@ def build_from_topology(topology: Topology, match: Match, adj: AdjacencyTable | 
             queue.append((c, node))
     return tree
 
+
+
+def without(tree: DraftTree, drop: Sequence[int]) -> tuple[DraftTree, list[int]]:
+    """``tree`` less the nodes ``drop`` (never the root) and their subtrees, and the kept nodes' old
+    indices (parents still come first). Dropping drafts never changes what a cycle emits (the target
+    chooses every token), only what it verifies.
+
+    Example:
+        >>> t = build_chain(5, Match((6, 7, 8), 3, 1, 1))
+        >>> small, kept = without(t, [2])
+        >>> small.token, small.parent, kept
+        ([5, 6], [-1, 0], [0, 1])
+    """
+    if not drop:
+        return tree, list(range(tree.n_nodes))
+    gone = [False] * tree.n_nodes
+    for node in drop:
+        if not 0 < node < tree.n_nodes:
+            raise ValueError(f"cannot drop node {node} of a {tree.n_nodes}-node tree")
+        gone[node] = True
+    kept, new_index = [], {}
+    for node in range(1, tree.n_nodes):  # parents first: a dropped parent is known before its children
+        gone[node] = gone[node] or gone[tree.parent[node]]
+    small = new_tree(tree.token[0], tree.match)
+    small.bypass = tree.bypass
+    for node in range(tree.n_nodes):
+        if gone[node]:
+            continue
+        new_index[node] = len(kept)
+        kept.append(node)
+        if node:
+            small.add(new_index[tree.parent[node]], tree.source[node], tree.rank[node], tree.token[node],
+                      tree.score[node], tree.spine_pos[node])
+    return small, kept

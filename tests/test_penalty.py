@@ -217,3 +217,44 @@ def test_an_ngram_ban_size_must_be_a_count():
     for bad in (-1, 1025, 2.0, True):
         with pytest.raises(ConfigError, match=r"no_repeat_ngram_size must be an integer in \[0, 1024\]"):
             DecodeConfig(no_repeat_ngram_size=bad)
+
+
+def test_the_barred_nodes_are_those_banned_in_their_parents_row():
+    gen, fired = torch.Generator().manual_seed(7), 0
+    for size in (1, 2, 3):
+        for _ in range(20):
+            committed = torch.randint(0, 5, (8,), generator=gen).tolist()
+            parent, token = random_tree(gen, 16, 5)
+            token[0] = committed[-1]
+            rule = NoRepeatNGram(size, committed)
+            banned = torch.isinf(rule.apply(torch.zeros(16, 5), parent=parent, token=token))
+            want = [n for n in range(1, 16) if banned[parent[n], token[n]]]
+            assert rule.barred(parent, token) == want
+            fired += len(want)
+    assert fired > 50
+
+
+@pytest.mark.parametrize("size", [2, 3])
+def test_no_tree_verifies_a_node_the_ngram_ban_bars(sharp, size, monkeypatch):
+    # the builders' trees (spied) do hold barred nodes; the verified ones (recorded) never do
+    from goose_theory.latency import LatencyProfile
+    from test_lossless import CPU_PROFILE
+
+    built = []
+    build = Decoder._build
+    monkeypatch.setattr(Decoder, "_build", lambda self, *a: built.append(self.ban.barred(
+        (t := build(self, *a)).parent, t.token)) or t)
+    cfg = DecodeConfig(max_new_tokens=40, no_repeat_ngram_size=size, latency=LatencyProfile(**CPU_PROFILE))
+    ref = Decoder(sharp, parse_method("ar"), cfg).decode(TINY_PROMPT).token_ids
+    for method in ("pld", "tr", "goose", "mixed-iso:3", "auto"):
+        built.clear()
+        res = Decoder(sharp, parse_method(method), cfg).decode(TINY_PROMPT)
+        assert res.token_ids == ref, method
+        done = 0
+        for cycle in res.cycles:
+            rule = NoRepeatNGram(size, TINY_PROMPT + res.token_ids[:done])
+            assert cycle.token[0] == (TINY_PROMPT + res.token_ids)[len(TINY_PROMPT) + done - 1]
+            assert rule.barred(cycle.parent, cycle.token) == [], (method, done)
+            done += cycle.tau
+        # the spine is cut before the tree is built (pld has no other node); the rest is pruned after
+        assert (sum(map(len, built)) > 0) == (method != "pld"), method

@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from goose_theory.topology import SPINE, Topology
 from goose_runtime.adjacency import AdjacencyTable
 from goose_runtime.goose import iso_topology
 from goose_runtime.matcher import Match
-from goose_runtime.trees import build_chain, build_from_topology
+from goose_runtime.trees import build_chain, build_from_topology, without
 from tests.conftest import V, check_tree, full_table, random_topology
 
 
@@ -66,3 +67,27 @@ def test_build_chain_is_the_match_prefix_as_a_spine():
         assert tree.token == [5, *tokens[:n]] and tree.parent == list(range(-1, n)), length
         assert tree.n_spine == n and tree.spine_pos == tree.depth == list(range(n + 1))
         assert all(math.isnan(s) for s in tree.score) and tree.match is m and not tree.bypass
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 10**6), st.lists(st.integers(1, 39), max_size=4))
+def test_without_drops_the_nodes_and_their_subtrees_and_keeps_the_rest_in_order(n, seed, drop):
+    tree = build_from_topology(random_topology(np.random.default_rng(seed), n), Match(tuple(range(40, 60)), 3, 1, 1),
+                               full_table(seed), 1, 2)
+    drop = [d for d in drop if d < tree.n_nodes]
+    small, kept = without(tree, drop)
+    check_tree(small)
+
+    def gone(node):  # the node or an ancestor was dropped
+        return node > 0 and (node in drop or gone(tree.parent[node]))
+    assert kept == [v for v in range(tree.n_nodes) if not gone(v)]
+    for new, old in enumerate(kept):
+        assert (small.token[new], small.source[new], small.rank[new], small.spine_pos[new], small.depth[new]) == \
+               (tree.token[old], tree.source[old], tree.rank[old], tree.spine_pos[old], tree.depth[old])
+        assert new == 0 or kept[small.parent[new]] == tree.parent[old]
+    assert small.match == tree.match
+
+
+def test_without_keeps_the_root():
+    with pytest.raises(ValueError, match="cannot drop node 0 of a 3-node tree"):
+        without(build_chain(5, Match((6, 7), 3, 1, 1)), [0])
