@@ -79,6 +79,7 @@ class Decoder:
             attach_prior(self.adjacency, bundle, score=self.score)
         self.store = shared_store(bundle, config.store_corpus) if method.store else None
         self._history: ContextMatcher | None = None  # keep_history: the matcher of every prompt so far
+        self.ban = None  # the n-gram ban of the prompt being decoded, if any (decode sets it)
         warm_kernels()
 
     # ---- one prompt ---------------------------------------------------------------------------

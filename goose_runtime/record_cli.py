@@ -89,7 +89,7 @@ def record_handler(args: argparse.Namespace) -> int:
     for bench in RECORD_BENCHES:  # every file of the set, before minutes of recording (the folder is checked above)
         check_output_file(os.path.join(args.out_dir, f"{bench}.parquet"), "--out-dir")
     make_config(**sampling_settings(args))  # their ranges, named by flag, before the model loads
-    from .runner import record_traces
+    from .recording import record_traces
 
     files = record_traces(out_dir=args.out_dir, limit=args.limit, max_new_tokens=args.max_new_tokens,
                           benches=RECORD_BENCHES, methods=RECORD_METHODS, threads=args.threads, model=args.model,

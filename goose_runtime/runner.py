@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import os
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Callable
@@ -248,52 +246,3 @@ def write_results_trace(path: str, bundle, specs, results: dict[str, list[Prompt
                            dtype=str(bundle.dtype).removeprefix("torch."),
                            config=run_config(specs, config, benchmark=benchmark, prompt_ids=ids,
                                              threads=torch.get_num_threads(), linears=bundle.linears, **extra))
-
-
-def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tuple[str, ...],
-                  methods: tuple[str, ...], model: str = "default", threads: int | None = None,
-                  device: str = "cpu", dtype: str = "float32", sampling: dict | None = None) -> list[dict]:
-    """Record one trace file per prompt set (all ``methods``) with ``model`` (fp32 on the CPU unless
-    ``device``/``dtype`` say otherwise), greedy or at ``sampling``'s DecodeConfig fields.
-
-    The files are written together once every set has run
-    (:func:`~goose_theory.fileio.write_files_together`): a set that fails, or a file that cannot be
-    written, replaces none of them and leaves no new one behind.
-
-    Returns one row per file: benchmark, file, rows, MB, seconds, and the methods' tau/speedup.
-    """
-    from transformers.utils import logging as hf_logging
-
-    from goose_theory.fileio import write_files_together
-
-    from . import model as model_mod
-    from .config import DecodeConfig
-    from .prompts import load_prompts
-
-    import torch
-
-    hf_logging.disable_progress_bar()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    bundle = model_mod.load_model(model, device=device, dtype=dtype)
-    specs = [parse_labeled(m) for m in methods]
-    config = DecodeConfig(max_new_tokens=max_new_tokens, record=True, **(sampling or {}))
-    rows, writers = [], {}
-    for bench in benches:
-        prompts = load_prompts(bench, limit=limit)
-        start = time.perf_counter()
-        results = run_methods(bundle, specs, prompts, config=config)
-        path = os.path.join(out_dir, f"{bench}.parquet")
-        summary = summarize(results)
-        row = {"benchmark": bench, "file": path, "rows": 0, "MB": 0.0, "seconds": time.perf_counter() - start,
-               **{f"tau {k}": v.tau for k, v in summary.items()},
-               "all = ar": all(v.matches_ar for v in summary.values())}
-        rows.append(row)
-
-        def write(tmp, row=row, results=results, bench=bench, prompts=prompts):
-            row["rows"] = write_results_trace(tmp, bundle, specs, results, config, run_id_prefix=f"record-{bench}",
-                                              benchmark=bench, prompt_ids=[p.id for p in prompts])
-            row["MB"] = os.path.getsize(tmp) / 1e6
-        writers[path] = write
-    write_files_together(writers)
-    return rows

@@ -2,7 +2,7 @@
 metadata, small fixed trees for the fit tests, a full adjacency table and a draft-tree check for
 the tree builders, a two-group fit analysis and its report's sections; gpu tests need a CUDA device;
 `no_model` fails a test that loads a model, `tiny` puts the tiny random model in its place,
-`keep_torch_threads` restores torch's thread count after a CLI test, and `quiet_host` makes the host
+`keep_torch_threads` (every test) restores torch's thread count, and `quiet_host` makes the host
 quiet for what caches measurements."""
 from __future__ import annotations
 
@@ -104,14 +104,18 @@ def tiny(monkeypatch):
     return bundle
 
 
-@pytest.fixture()
+@pytest.fixture(autouse=True)
 def keep_torch_threads():
-    """Restores torch's thread count: --threads is process-wide, so a CLI test must not leak it."""
-    import torch
+    """Restores torch's thread count after every test: it is process-wide (``--threads``, record_traces),
+    and a leaked 1 once ran every later real-model test on one thread. Theory-only runs, which never
+    import torch, are left alone."""
+    import sys
 
-    n = torch.get_num_threads()
+    torch = sys.modules.get("torch")
+    n = torch.get_num_threads() if torch is not None else None
     yield
-    torch.set_num_threads(n)
+    if n is not None and torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 @pytest.fixture()

@@ -19,8 +19,6 @@ from goose_theory.traceio import open_trace, trace_metadata
 
 NODES = [(-1, "root", 0), (0, "spine", 0), (0, "transition", 0), (1, "spine", 0), (1, "transition", 0)]
 
-pytestmark = pytest.mark.usefixtures("keep_torch_threads")
-
 
 @pytest.fixture()
 def jsonl(tmp_path):

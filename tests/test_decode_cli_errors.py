@@ -13,8 +13,6 @@ import goose_runtime.model as model_mod
 from goose_theory.topology import Topology, save_topology
 from tests.clirun import fails
 
-pytestmark = pytest.mark.usefixtures("keep_torch_threads")
-
 
 @pytest.mark.parametrize("argv, message", [
     (["--method", "nope", "--prompt", "x"], "unknown method 'nope'"),

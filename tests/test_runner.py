@@ -115,23 +115,3 @@ def test_run_methods_keeps_a_deep_topology_file_inside_the_context(tmp_path):
     assert set(run_methods(bundle, [parse_method("ar")], prompt, config=config, warmup=False)) == {"ar"}
     with pytest.raises(PromptLengthError, match="context of 2048"):
         run_methods(bundle, [parse_method("ar"), deep], prompt, config=config, warmup=False)
-
-
-def test_record_traces_writes_the_sets_together(tmp_path, monkeypatch):
-    """A set that fails after others were recorded leaves none of their files (each was written as
-    soon as its set was done)."""
-    import os
-
-    import goose_runtime.model as model_mod
-    from goose_runtime.prompts import PromptError
-    from goose_runtime.runner import record_traces
-
-    bundle = tiny_random_bundle(seed=1)
-    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
-    out = tmp_path / "out"
-    with pytest.raises(PromptError, match="nosuch"):
-        record_traces(out_dir=str(out), limit=1, max_new_tokens=4, benches=("humaneval", "nosuch"), methods=("ar", "pld"))
-    assert not out.exists()
-    rows = record_traces(out_dir=str(out), limit=1, max_new_tokens=4, benches=("humaneval", "mtbench"), methods=("ar",))
-    assert sorted(os.listdir(out)) == ["humaneval.parquet", "mtbench.parquet"]
-    assert all(r["rows"] > 0 and r["MB"] > 0 for r in rows)
