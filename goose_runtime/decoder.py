@@ -39,7 +39,7 @@ from .kvcache import cache_for, compact
 from .matcher import NO_MATCH, ContextMatcher
 from .methods import MethodError, MethodSpec
 from .model import ModelBundle
-from .penalty import penalties_for
+from .penalty import NoRepeatNGram, penalties_for
 from .prior import attach_prior
 from .records import CycleRecord, PromptResult
 from .sampling import PositionNoise
@@ -106,7 +106,7 @@ class Decoder:
                                       top_k=cfg.sample_top_k, top_p=cfg.sample_top_p, min_p=cfg.sample_min_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
         self.penalties = penalties_for(cfg, prompt, bundle.device)
-        self.ban = next((rule for rule in self.penalties if hasattr(rule, "barred")), None)  # the n-gram ban
+        self.ban = next((rule for rule in self.penalties if isinstance(rule, NoRepeatNGram)), None)
         cache = cache_for(bundle.model)
         with torch.inference_mode():
             t0 = time.perf_counter()

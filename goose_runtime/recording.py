@@ -40,9 +40,9 @@ def record_traces(*, out_dir: str, limit: int, max_new_tokens: int, benches: tup
         config = DecodeConfig(max_new_tokens=max_new_tokens, record=True, **(sampling or {}))
         rows, writers = [], {}
         for bench in benches:
-            row, writers[os.path.join(out_dir, f"{bench}.parquet")] = _record_set(bundle, specs, config, bench,
-                                                                                 limit=limit, out_dir=out_dir)
+            row, write = _record_set(bundle, specs, config, bench, limit=limit, out_dir=out_dir)
             rows.append(row)
+            writers[row["file"]] = write
         write_files_together(writers)
     finally:
         torch.set_num_threads(before)
