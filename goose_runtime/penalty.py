@@ -42,6 +42,9 @@ Example:
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 
 
@@ -123,6 +126,8 @@ class CountPenalty:
     """
 
     def __init__(self, frequency: float, presence: float, device: str | torch.device = "cpu") -> None:
+        if not (math.isfinite(frequency) and math.isfinite(presence)):
+            raise ValueError(f"the frequency and presence penalties must be finite, got {frequency}, {presence}")
         self.frequency, self.presence, self.device = float(frequency), float(presence), torch.device(device)
         self.counts: dict[int, int] = {}
         self._slot: dict[int, int] = {}  # token -> its place in _columns / _counts (first generated, first)
@@ -185,6 +190,8 @@ class NoRepeatNGram:
     """
 
     def __init__(self, size: int, prompt: list[int]) -> None:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise ValueError(f"the n-gram ban's size must be a positive integer, got {size!r}")
         self.size = int(size)
         self.tail: tuple[int, ...] = ()  # the committed sequence's last size - 1 tokens (fewer while it is shorter)
         self.nexts: dict[tuple[int, ...], set[int]] = {}

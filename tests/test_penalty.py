@@ -179,6 +179,9 @@ def test_count_penalties_must_lie_in_minus_two_to_two():
         for bad in (2.5, -2.01, float("nan"), float("inf"), True):
             with pytest.raises(ConfigError, match=rf"{field} must be in \[-2, 2\] \(0: none\)"):
                 DecodeConfig(**{field: bad})
+    for frequency, presence in ((float("nan"), 0.0), (0.0, float("inf"))):  # the rule alone needs finite ones
+        with pytest.raises(ValueError, match="the frequency and presence penalties must be finite"):
+            CountPenalty(frequency, presence)
 
 
 @pytest.mark.slow
@@ -217,6 +220,9 @@ def test_an_ngram_ban_size_must_be_a_count():
     for bad in (-1, 1025, 2.0, True):
         with pytest.raises(ConfigError, match=r"no_repeat_ngram_size must be an integer in \[0, 1024\]"):
             DecodeConfig(no_repeat_ngram_size=bad)
+    for bad in (0, -2, 2.0, True):  # the rule alone: 0 means no rule, so none is made
+        with pytest.raises(ValueError, match="the n-gram ban's size must be a positive integer"):
+            NoRepeatNGram(bad, [1, 2])
 
 
 def test_the_barred_nodes_are_those_banned_in_their_parents_row():
