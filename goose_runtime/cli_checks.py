@@ -74,6 +74,20 @@ def sampling_settings(args) -> dict:
             **{flag: getattr(args, flag, off) for flag, off in {**_SAMPLING_OFF, **_PENALTIES_OFF}.items()}}
 
 
+def add_stop_options(p) -> None:
+    """``--stop-strings`` and ``--stop-token-ids`` of ``goose decode`` (DecodeConfig's fields of those names)."""
+    p.add_argument("--stop-strings", action="extend", nargs="+", metavar="TEXT",
+                   help="stop after the first token whose text completes one of these in the generated text (the "
+                        "token stays in the output, as with HF's stop_strings; a shell's $'\\ndef' gives a newline)")
+    p.add_argument("--stop-token-ids", action="extend", nargs="+", type=int, metavar="ID",
+                   help="stop after any of these token ids, as after the model's EOS")
+
+
+def stop_settings(args) -> dict:
+    """``--stop-strings`` and ``--stop-token-ids`` as DecodeConfig fields."""
+    return {"stop_strings": tuple(args.stop_strings or ()), "stop_token_ids": tuple(args.stop_token_ids or ())}
+
+
 SETTING_KEYS = ("temperature", "sample_top_k", "sample_top_p", "sample_min_p", *_PENALTIES_OFF)
 
 
@@ -164,6 +178,14 @@ def check_not_empty(args, flags: tuple[str, ...] = PATH_FLAGS) -> None:
         values = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(v, str) and not v.strip() for v in values):
             raise UsageError(f"--{flag.replace('_', '-')} is empty: it names nothing")
+
+
+def add_refresh_option(parser) -> None:
+    """``--refresh-latency``, for every command that reads the cached device profile."""
+    parser.add_argument("--refresh-latency", action="store_true",
+                        help="re-measure this device's cached latency profile (about 10 s) and overwrite it, "
+                        "and on a CPU the linear-kernel plan it is measured under (about 2 s): speeds drift (a "
+                        "VM's from day to day); not with --latency FILE")
 
 
 def check_refresh(args) -> None:

@@ -27,6 +27,7 @@ MAX_PENALTY = 100.0  # repetition penalty: past this a seen token with a positiv
 MAX_NGRAM_BAN = 1024  # no_repeat_ngram_size: a longer n-gram repeats only in a text that loops
 MAX_COUNT_PENALTY = 2.0  # frequency / presence penalties: the OpenAI API's and vLLM's range, [-2, 2]
 MAX_SEED = 2**63 - 1
+MAX_STOP_CHARS = 1000  # a stop string: each candidate end decodes about this many bytes' worth of tokens
 
 
 class ConfigError(InputError):
@@ -73,6 +74,10 @@ _RULES = {
                lambda v: _real(v) and abs(v) <= MAX_COUNT_PENALTY) for field in ("frequency_penalty", "presence_penalty")},
     "no_repeat_ngram_size": (f"must be an integer in [0, {MAX_NGRAM_BAN}] (0: none)", lambda v: isinstance(v, numbers.Integral)
                              and not isinstance(v, bool) and 0 <= v <= MAX_NGRAM_BAN),
+    "stop_strings": (f"must be non-empty strings of at most {MAX_STOP_CHARS} characters",
+                     lambda v: isinstance(v, tuple) and all(isinstance(x, str) and 0 < len(x) <= MAX_STOP_CHARS for x in v)),
+    "stop_token_ids": ("must be token ids (integers >= 0)", lambda v: isinstance(v, tuple) and all(
+        isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= 0 for x in v)),
     "seed": ("must be an integer in [0, 2**63)", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool)
              and 0 <= v <= MAX_SEED),
 }
@@ -145,6 +150,11 @@ class DecodeConfig:
     # HF generate's no_repeat_ngram_size (0: none), greedy or sampled: a token that would complete an
     # n-gram already in the sequence (the prompt's included) is barred
     no_repeat_ngram_size: int = 0
+    # stop after the first generated token whose text completes one of ``stop_strings`` (looked for in the
+    # generated text only, as vLLM's ``stop``; the token stays in the output, as with HF's ``stop_strings``)
+    # or that is one of ``stop_token_ids`` (as the model's EOS)
+    stop_strings: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:  # the Decoder and the CLIs rely on these checks (decode_cli also
         # checks --max-new-tokens early, for record-traces, whose config runner.py builds)

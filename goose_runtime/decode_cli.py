@@ -20,8 +20,9 @@ import sys
 from goose_theory.cli_util import (UsageError, check_not_an_input, format_table, load_latency_option, print_json,
                                    split_list)
 
-from .cli_checks import (add_sampling_options, check_model_args, check_refresh, check_run_args, few_tokens_note,
-                         make_config, noisy_speedup_note, sampling_settings, setting_line, unreachable_ranks_note)
+from .cli_checks import (add_refresh_option, add_sampling_options, add_stop_options, check_model_args, check_refresh,
+                         check_run_args, few_tokens_note, make_config, noisy_speedup_note, sampling_settings,
+                         setting_line, stop_settings, unreachable_ranks_note)
 
 DEFAULT_COMPARE = "ar"
 
@@ -51,6 +52,7 @@ def register(subparsers) -> None:
                         "this Python's standard library minus the stdlib prompt set's modules)")
     add_refresh_option(decode)
     _decode_options(decode)
+    add_stop_options(decode)
     decode.add_argument("--json", action="store_true", help="print one JSON object")
     decode.set_defaults(handler=decode_handler)
 
@@ -90,14 +92,6 @@ def _decode_options(parser) -> None:
                         help="goose: split a branch budget over sibling candidates as 1/rank**P (default 1, "
                         "harmonic; 2 is Token Recycling's shape, see README)")
     add_sampling_options(parser)
-
-
-def add_refresh_option(parser) -> None:
-    """``--refresh-latency``, for every command that reads the cached device profile."""
-    parser.add_argument("--refresh-latency", action="store_true",
-                        help="re-measure this device's cached latency profile (about 10 s) and overwrite it, "
-                        "and on a CPU the linear-kernel plan it is measured under (about 2 s): speeds drift (a "
-                        "VM's from day to day); not with --latency FILE")
 
 
 def load_quietly(args):
@@ -164,7 +158,7 @@ def decode_handler(args: argparse.Namespace) -> int:
         raise UsageError("--limit applies to --bench only")
     config = make_config(max_new_tokens=args.max_new_tokens, reset_adjacency=args.reset_adjacency, record=True,
                          keep_history=args.keep_history, min_score=args.min_score, branch_power=args.branch_power,
-                         store_corpus=tuple(args.store_corpus or ()), **sampling_settings(args))
+                         store_corpus=tuple(args.store_corpus or ()), **sampling_settings(args), **stop_settings(args))
     from .runner import distinct_methods, parse_labeled, run_methods, summarize
 
     specs = [parse_labeled(m, budget=args.budget, topology_path=args.topology) for m in _method_list(args)]
@@ -265,7 +259,7 @@ def _json_report(args, bundle, results, summaries, primary, trace_rows) -> dict:
     head = {"model": bundle.name, "device": str(bundle.device), "dtype": args.dtype, "method": primary,
             "linears": bundle.linears, "max_new_tokens": args.max_new_tokens, "reset_adjacency": args.reset_adjacency,
             "keep_history": args.keep_history, "min_score": args.min_score, "branch_power": args.branch_power,
-            **sampling_settings(args)}
+            **sampling_settings(args), **stop_settings(args)}
     if args.prompt is not None:
         methods = {}
         for label, (res,) in results.items():

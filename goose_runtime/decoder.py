@@ -70,7 +70,9 @@ class Decoder:
         self.adjacency = (AdjacencyTable(vocab, top_k=config.top_k, n_slots=config.adjacency_slots)
                           if method.uses_adjacency else None)
         self.masks = MaskBuilder(bundle.dtype, bundle.device)
-        self.eos = frozenset(bundle.eos_token_ids)
+        self.eos = frozenset(bundle.eos_token_ids) | frozenset(config.stop_token_ids)
+        # a stop string ends in the newest token: the last tokens that can hold its bytes, and one more
+        self._stop_window = max((len(x.encode()) for x in config.stop_strings), default=0) + 1
         if method.kind == "auto" and config.latency is None:
             raise MethodError("method 'auto' needs a latency profile (DecodeConfig.latency)")
         self._calibration = Calibration()  # auto's acceptance estimates, carried across prompts
@@ -105,6 +107,7 @@ class Decoder:
         self.sampler = (PositionNoise(self.vocab_size, cfg.temperature, cfg.seed, bundle.device, prompt=prompt,
                                       top_k=cfg.sample_top_k, top_p=cfg.sample_top_p, min_p=cfg.sample_min_p)
                         if cfg.temperature > 0 else None)  # noise by (seed, this prompt, position)
+        self._prompt_len = len(prompt)
         self.penalties = penalties_for(cfg, prompt, bundle.device)
         self.ban = next((rule for rule in self.penalties if isinstance(rule, NoRepeatNGram)), None)
         cache = cache_for(bundle.model)
@@ -223,6 +226,8 @@ class Decoder:
             if t in self.eos:
                 new, stop = new[: i + 1], True
                 break
+        if cfg.stop_strings and (end := self._stop_string_end(tokens, new)) is not None:
+            new, stop = new[: end + 1], True
         if not stop:  # after the last cycle the cache is dropped: compacting it would be wasted work
             compact(cache, past, path)
         if harvest:
@@ -238,6 +243,18 @@ class Decoder:
         if cfg.record:
             record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
         return new, record, stop
+
+    def _stop_string_end(self, tokens: list[int], new: list[int]) -> int | None:
+        """The index in ``new`` of the first token after which the generated text's last tokens (enough
+        to hold the longest stop string) contain one (None: none does). Each emitted token is checked in
+        order, one at a time, as ``ar`` emits them, so every method stops at the same token."""
+        window = self._stop_window
+        recent = tokens[max(self._prompt_len, len(tokens) - window):]
+        for i in range(len(new)):
+            text = self.bundle.tokenizer.decode((recent + new[: i + 1])[-window:], skip_special_tokens=True)
+            if any(x in text for x in self.config.stop_strings):
+                return i
+        return None
 
     def _sampled_walk(self, tree: DraftTree, logits: torch.Tensor, past: int) -> tuple[list[int], list[int]]:
         """The target's sampled choice at every node with children (-1 at the other leaves) and the

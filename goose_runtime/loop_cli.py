@@ -15,8 +15,9 @@ import time
 
 from goose_theory.cli_util import UsageError
 
-from .cli_checks import add_regime_draws_option, add_sampling_options, check_regime_draws, sampling_settings
-from .decode_cli import add_model_options, add_refresh_option, load_quietly
+from .cli_checks import (add_refresh_option, add_regime_draws_option, add_sampling_options, check_regime_draws,
+                         sampling_settings)
+from .decode_cli import add_model_options, load_quietly
 from .decode_cli import say as _progress
 from .prompts import set_name
 from .validate_cli import add_prior_option, check_args, emit_report, encode_held_out, run_validation
