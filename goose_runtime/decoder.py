@@ -222,11 +222,7 @@ class Decoder:
         new = [tree.token[n] for n in path[1:]] + [argmax[path[-1]]]
         new = new[:remaining]
         stop = len(new) == remaining
-        for i, t in enumerate(new):
-            if t in self.eos:
-                new, stop = new[: i + 1], True
-                break
-        if cfg.stop_strings and (end := self._stop_string_end(tokens, new)) is not None:
+        if (end := self._stop_at(tokens, new)) is not None:
             new, stop = new[: end + 1], True
         if not stop:  # after the last cycle the cache is dropped: compacting it would be wasted work
             compact(cache, past, path)
@@ -244,16 +240,20 @@ class Decoder:
             record = self._record(tree, argmax, path, len(new), verify_s, time.perf_counter() - c0 - verify_s)
         return new, record, stop
 
-    def _stop_string_end(self, tokens: list[int], new: list[int]) -> int | None:
-        """The index in ``new`` of the first token after which the generated text's last tokens (enough
-        to hold the longest stop string) contain one (None: none does). Each emitted token is checked in
-        order, one at a time, as ``ar`` emits them, so every method stops at the same token."""
-        window = self._stop_window
-        recent = tokens[max(self._prompt_len, len(tokens) - window):]
-        for i in range(len(new)):
-            text = self.bundle.tokenizer.decode((recent + new[: i + 1])[-window:], skip_special_tokens=True)
-            if any(x in text for x in self.config.stop_strings):
+    def _stop_at(self, tokens: list[int], new: list[int]) -> int | None:
+        """The index in ``new`` of the first token that ends decoding (None: none does): an EOS or stop
+        token id, or one after which the generated text's last tokens (enough to hold the longest stop
+        string) contain a stop string. Each emitted token is checked in order, one at a time, as ``ar``
+        emits them, so every method stops at the same token."""
+        strings, window = self.config.stop_strings, self._stop_window
+        recent = tokens[max(self._prompt_len, len(tokens) - window):] if strings else []
+        for i, t in enumerate(new):
+            if t in self.eos:
                 return i
+            if strings:
+                text = self.bundle.tokenizer.decode((recent + new[: i + 1])[-window:], skip_special_tokens=True)
+                if any(x in text for x in strings):
+                    return i
         return None
 
     def _sampled_walk(self, tree: DraftTree, logits: torch.Tensor, past: int) -> tuple[list[int], list[int]]:

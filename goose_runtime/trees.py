@@ -178,7 +178,6 @@ def build_from_topology(topology: Topology, match: Match, adj: AdjacencyTable | 
     return tree
 
 
-
 def without(tree: DraftTree, drop: Sequence[int]) -> tuple[DraftTree, list[int]]:
     """``tree`` less the nodes ``drop`` (never the root) and their subtrees, and the kept nodes' old
     indices (parents still come first). Dropping drafts never changes what a cycle emits (the target

@@ -6,21 +6,12 @@ import os
 import pytest
 import torch
 
-import goose_runtime.model as model_mod
 import goose_runtime.recording as recording
-from goose_runtime.model import tiny_random_bundle
 from goose_runtime.prompts import PromptError
 from goose_runtime.recording import record_traces
 
 
-@pytest.fixture()
-def tiny_loaded(monkeypatch):
-    bundle = tiny_random_bundle(seed=1)
-    monkeypatch.setattr(model_mod, "load_model", lambda *a, **k: bundle)
-    return bundle
-
-
-def test_record_traces_writes_the_sets_together(tmp_path, tiny_loaded):
+def test_record_traces_writes_the_sets_together(tmp_path, tiny):
     """A set that fails after others were recorded leaves none of their files (each was written as
     soon as its set was done)."""
     out = tmp_path / "out"
@@ -32,7 +23,7 @@ def test_record_traces_writes_the_sets_together(tmp_path, tiny_loaded):
     assert all(r["rows"] > 0 and r["MB"] > 0 for r in rows)
 
 
-def test_record_traces_puts_torchs_thread_count_back(tmp_path, tiny_loaded, monkeypatch):
+def test_record_traces_puts_torchs_thread_count_back(tmp_path, tiny, monkeypatch):
     # process-wide: a leaked 1 once ran every later real-model test of the suite on one thread
     seen = []
     real_run = recording.run_methods
